@@ -1,0 +1,350 @@
+"""``ConsciousnessMemory``: the servers, the three levels and the embedding, in one object.
+
+An application opens one memory (usually as a context manager), writes
+memories and relationships into it, and hands it to the retrievers.  By
+default everything is embedded: FalkorDB is started in the data directory,
+vectors live in FalkorDB, and the offline WordLlama model embeds.  Each of
+these can be swapped by configuration: external servers by URL, Postgres for
+a level's vectors, OpenAI or any LlamaIndex embedding.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from falkordb import FalkorDB
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from llama_consciousness.embeddings import embedding_dimension, resolve_embed_model
+from llama_consciousness.errors import LevelError
+from llama_consciousness.levels import LEVELS, check_level, graph_name
+from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
+from llama_consciousness.storage.level_store import (
+    LevelGraphStore,
+    LevelPlans,
+    UpsertResult,
+    VectorHit,
+    VectorIndexConfig,
+    as_consciousness_node,
+)
+from llama_consciousness.storage.paths import default_data_dir, ensure_writable_dir
+from llama_consciousness.temporal import TemporalWindow
+
+logger = logging.getLogger(__name__)
+
+FALKORDB_URL_ENV = "LLAMA_CONSCIOUSNESS_FALKORDB_URL"
+POSTGRES_URL_ENV = "LLAMA_CONSCIOUSNESS_POSTGRES_URL"
+PGVECTOR_LEVELS_ENV = "LLAMA_CONSCIOUSNESS_PGVECTOR_LEVELS"
+
+VECTOR_BACKENDS = ("falkordb", "pgvector")
+
+
+def memory_text(node: MemoryNode) -> str:
+    """The text a memory is embedded from: its name, then its description."""
+    return f"{node.name}\n{node.description}".strip()
+
+
+def _parse_backends(vector_backends: Mapping[str, str] | None) -> dict[str, str]:
+    backends = {level: "falkordb" for level in LEVELS}
+    if vector_backends is None:
+        env = os.environ.get(PGVECTOR_LEVELS_ENV, "")
+        vector_backends = {lvl.strip(): "pgvector" for lvl in env.split(",") if lvl.strip()}
+    for level, backend in vector_backends.items():
+        check_level(level)
+        if backend not in VECTOR_BACKENDS:
+            raise ValueError(f"vector backend of {level} must be one of {VECTOR_BACKENDS}, not {backend!r}")
+        backends[level] = backend
+    return backends
+
+
+class ConsciousnessMemory:
+    """The memory of a set of citizens: N1 per citizen, N2 collective, N3 ecosystem.
+
+    Parameters
+    ----------
+    data_dir:
+        Where embedded servers keep their data; ``$LLAMA_CONSCIOUSNESS_HOME``
+        or ``~/.llama_consciousness`` by default.  Unused for servers given
+        by URL.
+    falkordb_url:
+        An existing FalkorDB (``redis://host:port``, ``unix:///path.sock``);
+        ``$LLAMA_CONSCIOUSNESS_FALKORDB_URL`` by default.  When set, nothing
+        is started.
+    postgres_url:
+        An existing Postgres with pgvector, for levels whose vectors live
+        there; ``$LLAMA_CONSCIOUSNESS_POSTGRES_URL`` by default.
+    embed_model:
+        A LlamaIndex embedding, or ``"wordllama"`` (default, offline),
+        ``"openai"``, ``"openai:<model>"``.
+    vector_backends:
+        ``{"N2": "pgvector"}`` keeps that level's vectors in Postgres (its
+        graph stays in FalkorDB); ``$LLAMA_CONSCIOUSNESS_PGVECTOR_LEVELS``
+        (``"N2,N3"``) by default.  Postgres is started only if some level
+        uses it.
+    vector_index:
+        HNSW parameters for FalkorDB vector indexes.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] | None = None,
+        falkordb_url: str | None = None,
+        postgres_url: str | None = None,
+        embed_model: Any = None,
+        *,
+        vector_backends: Mapping[str, str] | None = None,
+        vector_index: VectorIndexConfig | None = None,
+        embed_batch_size: int = 256,
+    ) -> None:
+        self.falkordb_url = falkordb_url or os.environ.get(FALKORDB_URL_ENV) or None
+        self.postgres_url = postgres_url or os.environ.get(POSTGRES_URL_ENV) or None
+        self.vector_backends = _parse_backends(vector_backends)
+        self.vector_index = vector_index or VectorIndexConfig()
+        self.embed_model = resolve_embed_model(embed_model)
+        self.dimension = embedding_dimension(self.embed_model)
+        self.embed_batch_size = embed_batch_size
+        needs_dir = self.falkordb_url is None or (self.postgres_url is None and self.uses_pgvector)
+        self.data_dir = ensure_writable_dir(Path(data_dir) if data_dir else default_data_dir()) if needs_dir else None
+        self._falkordb_server = None
+        self._postgres_server = None
+        self._pgvector = None
+        self._async_db = None
+        self._stores: dict[str, LevelGraphStore] = {}
+        self._schema_ready: set[str] = set()
+        self._closed = False
+        try:
+            self.db = self._connect_falkordb()
+            if self.uses_pgvector:
+                self._open_pgvector()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- servers ----------------------------------------------------------------
+
+    @property
+    def uses_pgvector(self) -> bool:
+        return "pgvector" in self.vector_backends.values()
+
+    def _connect_falkordb(self) -> FalkorDB:
+        # A dead server should fail a query in well under a second, not after
+        # redis-py's default backoff of several seconds.
+        retry = Retry(ExponentialBackoff(cap=0.2, base=0.01), 2)
+        if self.falkordb_url:
+            return FalkorDB.from_url(self.falkordb_url, retry=retry)
+        from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
+
+        self._falkordb_server = EmbeddedFalkorDB(self.data_dir).start()
+        return FalkorDB(unix_socket_path=str(self._falkordb_server.socket_path), retry=retry)
+
+    def _open_pgvector(self) -> None:
+        from llama_consciousness.storage.pgvector_store import PgVectorStore
+
+        url = self.postgres_url
+        if url is None:
+            from llama_consciousness.storage.postgres_server import EmbeddedPostgres
+
+            self._postgres_server = EmbeddedPostgres(self.data_dir).start()
+            url = self._postgres_server.url
+        self._pgvector = PgVectorStore(url, self.dimension, ef_search=self.vector_index.ef_runtime)
+        self._pgvector.ensure_schema()
+
+    @property
+    def pgvector(self) -> Any:
+        """The Postgres vector store (None when no level uses it)."""
+        return self._pgvector
+
+    @property
+    def async_db(self) -> Any:
+        """An asyncio FalkorDB client on the same server, made on first use."""
+        if self._async_db is None:
+            from falkordb.asyncio import FalkorDB as AsyncFalkorDB
+
+            if self.falkordb_url:
+                self._async_db = AsyncFalkorDB.from_url(self.falkordb_url)
+            else:
+                self._async_db = AsyncFalkorDB(unix_socket_path=str(self._falkordb_server.socket_path))
+        return self._async_db
+
+    def close(self) -> None:
+        """Release connections and this process's hold on embedded servers."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._pgvector is not None:
+            self._pgvector.close()
+        if self._postgres_server is not None:
+            self._postgres_server.stop()
+        db = getattr(self, "db", None)
+        if db is not None:
+            db.connection.close()
+        if self._falkordb_server is not None:
+            self._falkordb_server.stop()
+
+    def __enter__(self) -> ConsciousnessMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- levels -----------------------------------------------------------------
+
+    def plans(self, level: str, citizen_id: str | None = None) -> LevelPlans:
+        """The query plans of one level graph (shared by the sync and async stores)."""
+        return LevelPlans(
+            graph_name(level, citizen_id),
+            level,
+            citizen_id if level == "N1" else None,
+            dimension=self.dimension,
+            index=self.vector_index,
+            store_vectors=self.vector_backends[level] == "falkordb",
+        )
+
+    def level(self, level: str, citizen_id: str | None = None) -> LevelGraphStore:
+        """The store of one level graph (N1 needs the citizen)."""
+        name = graph_name(level, citizen_id)
+        if name not in self._stores:
+            self._stores[name] = LevelGraphStore(self.db, self.plans(level, citizen_id))
+        return self._stores[name]
+
+    def _writable(self, level: str, citizen_id: str | None) -> LevelGraphStore:
+        store = self.level(level, citizen_id)
+        if store.plans.graph not in self._schema_ready:
+            store.ensure_schema()
+            self._schema_ready.add(store.plans.graph)
+        return store
+
+    def graphs(self) -> list[str]:
+        """The level graphs that exist on the server."""
+        names = self.db.list_graphs()
+        return sorted(n for n in names if n.startswith("citizen_") or n in ("collective_n2", "ecosystem_n3"))
+
+    # -- embedding --------------------------------------------------------------
+
+    def embed_nodes(self, nodes: Sequence[MemoryNode]) -> list[MemoryNode]:
+        """Copies of ``nodes`` with embeddings, computed in batches for those without."""
+        todo = [i for i, n in enumerate(nodes) if n.embedding is None]
+        out = list(nodes)
+        for start in range(0, len(todo), self.embed_batch_size):
+            chunk = todo[start : start + self.embed_batch_size]
+            vectors = self.embed_model.get_text_embedding_batch([memory_text(nodes[i]) for i in chunk])
+            for i, vector in zip(chunk, vectors):
+                out[i] = nodes[i].model_copy(update={"embedding": list(vector)})
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(self.embed_model.get_query_embedding(text))
+
+    # -- writes -----------------------------------------------------------------
+
+    def upsert(
+        self,
+        nodes: Iterable[MemoryNode] = (),
+        relationships: Iterable[ConsciousnessRelationship] = (),
+        *,
+        level: str | None = None,
+        citizen_id: str | None = None,
+        embed: bool = True,
+    ) -> UpsertResult:
+        """Write memories and relationships, one transaction per level graph.
+
+        Memories go to the graph of their own level (and citizen).  A
+        relationship goes to the graph named by its ``level``, else by the
+        ``level`` argument, else by the level of its source memory in this
+        batch.  Memories without an embedding are embedded first (``embed``).
+        Writing the same records again changes nothing.
+        """
+        nodes = list(nodes)
+        relationships = list(relationships)
+        if level is not None:
+            check_level(level)
+        if embed:
+            nodes = self.embed_nodes(nodes)
+        by_graph: dict[tuple[str, str | None], tuple[list, list]] = {}
+        home: dict[str, tuple[str, str | None]] = {}
+        for node in nodes:
+            key = (node.level, node.citizen_id if node.level == "N1" else None)
+            by_graph.setdefault(key, ([], []))[0].append(node)
+            home[node.node_id] = key
+        for rel in relationships:
+            if rel.level is not None:
+                key = (rel.level, rel.citizen_id if rel.level == "N1" else None)
+            elif level is not None:
+                key = (level, citizen_id if level == "N1" else None)
+            elif rel.source_id in home:
+                key = home[rel.source_id]
+            else:
+                raise LevelError(
+                    f"relationship {rel.edge_id!r}: cannot tell its level; give it a level, pass level=..., "
+                    "or write it together with its source memory"
+                )
+            by_graph.setdefault(key, ([], []))[1].append(rel)
+        for key in by_graph:  # validate every graph name before writing anything
+            graph_name(*key)
+        total = UpsertResult()
+        for (lvl, cid), (level_nodes, level_rels) in by_graph.items():
+            store = self._writable(lvl, cid)
+            total += store.upsert(level_nodes, level_rels)
+            if self.vector_backends[lvl] == "pgvector" and level_nodes:
+                self._pgvector.upsert(store.plans.graph, level_nodes)
+        return total
+
+    # -- reads ------------------------------------------------------------------
+
+    def get_node(self, node_id: str, level: str, citizen_id: str | None = None) -> MemoryNode | None:
+        """A memory by id, or None."""
+        return self.level(level, citizen_id).get_node(node_id)
+
+    def get_nodes(self, node_ids: Sequence[str], level: str, citizen_id: str | None = None) -> list[MemoryNode]:
+        return self.level(level, citizen_id).get_nodes(node_ids)
+
+    def counts(self, level: str, citizen_id: str | None = None) -> tuple[int, int]:
+        """(memories, relationships) in a level graph."""
+        return self.level(level, citizen_id).counts()
+
+    def vector_search(
+        self,
+        query: str | Sequence[float],
+        level: str,
+        citizen_id: str | None = None,
+        *,
+        k: int = 10,
+        temporal_mode: str = "current",
+        as_of_time: datetime | None = None,
+        time_range_start: datetime | None = None,
+        time_range_end: datetime | None = None,
+        min_energy: float | None = None,
+        min_confidence: float | None = None,
+        window: TemporalWindow | None = None,
+    ) -> list[ConsciousnessNode]:
+        """The k memories of one level nearest to ``query``, under a temporal mode.
+
+        The building block of the retrievers' vector channel; results carry
+        ``retrieval_source`` (``N2_vector``) and cosine similarity as
+        ``relevance_score``.
+        """
+        window = window or TemporalWindow(
+            temporal_mode, as_of_time=as_of_time, time_range_start=time_range_start, time_range_end=time_range_end
+        )
+        embedding = self.embed_query(query) if isinstance(query, str) else list(query)
+        store = self.level(level, citizen_id)
+        source = f"{level}_vector"
+        if self.vector_backends[level] == "pgvector":
+            found = self._pgvector.search(
+                store.plans.graph, embedding, k, window, min_energy=min_energy, min_confidence=min_confidence
+            )
+            by_id = {n.node_id: n for n in store.get_nodes([node_id for node_id, _ in found])}
+            hits = [VectorHit(by_id[i], s) for i, s in found if i in by_id]
+        else:
+            hits = store.vector_search(embedding, k, window, min_energy=min_energy, min_confidence=min_confidence)
+        return [as_consciousness_node(hit, source) for hit in hits]
+
+    def reindex(self, level: str, citizen_id: str | None = None) -> None:
+        """Rebuild a level's vector index (clears FalkorDB's orphan vectors)."""
+        self._writable(level, citizen_id).reindex_vectors()

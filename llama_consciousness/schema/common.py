@@ -1,0 +1,94 @@
+"""Vocabulary shared by all schema models.
+
+Kept in one module so that storage, retrieval and ingestion code agree on
+the exact literals and limits the spec defines.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BeforeValidator
+
+__all__ = [
+    "CITIZEN_ID_PATTERN",
+    "CitizenId",
+    "EmotionVector",
+    "InvalidationReason",
+    "LevelName",
+    "MAX_QUERY_CHARS",
+    "MAX_RESULTS_PER_LEVEL",
+    "ResolutionState",
+    "TemporalMode",
+    "validate_citizen_id",
+]
+
+LevelName = Literal["N1", "N2", "N3"]
+TemporalMode = Literal["current", "point_in_time", "evolution", "full_history"]
+ResolutionState = Literal["resolved", "in_progress", "blocked"]
+InvalidationReason = Literal["reality_changed", "discovered_false"]
+
+# Citizen ids end up in file paths, graph names and Cypher parameters; a
+# conservative alphabet keeps them from ever escaping any of those contexts.
+CITIZEN_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+_CITIZEN_ID_RE = re.compile(CITIZEN_ID_PATTERN)
+
+# Hard caps that protect the stores from accidental (or hostile) huge requests.
+MAX_RESULTS_PER_LEVEL = 1000
+MAX_QUERY_CHARS = 32768
+
+
+def validate_citizen_id(value: str) -> str:
+    """Reject any citizen id that could be used for path or query injection."""
+    if not isinstance(value, str) or _CITIZEN_ID_RE.fullmatch(value) is None:
+        raise ValueError(
+            f"invalid citizen_id {value!r}: must match {CITIZEN_ID_PATTERN} "
+            "(1-64 characters: letters, digits, '_' or '-')"
+        )
+    return value
+
+
+CitizenId = Annotated[str, AfterValidator(validate_citizen_id)]
+"""A string validated against :data:`CITIZEN_ID_PATTERN`."""
+
+
+def _reject_non_numeric_emotions(value: Any) -> Any:
+    # Runs before pydantic's lax float coercion, which would otherwise turn
+    # True into 1.0 or "0.5" into 0.5 and hide a caller's mistake.
+    if isinstance(value, dict):
+        for emotion, intensity in value.items():
+            if isinstance(intensity, bool) or not isinstance(intensity, numbers.Real):
+                raise ValueError(
+                    f"emotion {emotion!r} has non-numeric intensity {intensity!r}; "
+                    "intensities must be numbers in [0, 1]"
+                )
+    return value
+
+
+def _check_emotion_vector(value: dict[str, float]) -> dict[str, float]:
+    # Emotional resonance scoring assumes intensities in [0, 1]; a single
+    # out-of-range value would dominate every similarity computed from it.
+    cleaned: dict[str, float] = {}
+    for emotion, intensity in value.items():
+        name = emotion.strip()
+        if not name:
+            raise ValueError(f"emotion names must be non-empty, got {emotion!r}")
+        if name in cleaned:
+            raise ValueError(f"emotion {name!r} appears more than once (after stripping)")
+        if math.isnan(intensity) or not 0.0 <= intensity <= 1.0:
+            raise ValueError(
+                f"emotion {name!r} has intensity {intensity!r}; must be in [0, 1]"
+            )
+        cleaned[name] = float(intensity)
+    return cleaned
+
+
+EmotionVector = Annotated[
+    dict[str, float],
+    BeforeValidator(_reject_non_numeric_emotions),
+    AfterValidator(_check_emotion_vector),
+]
+"""Emotion name -> intensity in [0, 1], names stripped and non-empty."""

@@ -1,0 +1,165 @@
+"""Retrieval requests (Couche 3 -> Couche 2).
+
+These are the inputs to every retrieval, so they validate aggressively: a
+contradictory request (e.g. ``as_of_time`` in ``current`` mode) would
+otherwise be silently reinterpreted by the retriever.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, get_args
+from uuid import uuid4
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ._time import UTCDateTime, utcnow
+from .common import (
+    MAX_QUERY_CHARS,
+    MAX_RESULTS_PER_LEVEL,
+    CitizenId,
+    EmotionVector,
+    LevelName,
+    TemporalMode,
+)
+
+__all__ = ["RetrievalIntention", "StateBasedRetrieval"]
+
+_TEMPORAL_MODES: tuple[str, ...] = get_args(TemporalMode)
+_RANGE_MODES = ("evolution", "full_history")
+
+
+def _new_intention_id() -> str:
+    return "intent_" + uuid4().hex
+
+
+def _new_state_id() -> str:
+    return "state_" + uuid4().hex
+
+
+class RetrievalIntention(BaseModel):
+    """A specific "I need context on X" request.
+
+    Ids and provenance default so that callers only have to say what they
+    want and for whom; everything else is checked for internal consistency.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    query_text: str = Field(description="Natural language description of needed context")
+
+    temporal_mode: TemporalMode = "current"
+    as_of_time: Optional[UTCDateTime] = None
+    time_range_start: Optional[UTCDateTime] = None
+    time_range_end: Optional[UTCDateTime] = None
+
+    query_levels: list[LevelName] = Field(default_factory=lambda: ["N1", "N2", "N3"])
+
+    max_results_per_level: int = Field(default=20, ge=1, le=MAX_RESULTS_PER_LEVEL)
+
+    min_energy: Optional[float] = Field(default=None, ge=0.0, le=1.0)
+    min_confidence: Optional[float] = Field(default=None, ge=0.0, le=1.0)
+    required_emotions: Optional[list[str]] = None
+
+    citizen_id: CitizenId = Field(description="Which citizen's consciousness to query")
+
+    intention_id: str = Field(default_factory=_new_intention_id)
+    generated_at: UTCDateTime = Field(default_factory=utcnow)
+    generated_by: str = "llama_consciousness"
+
+    @field_validator("query_text")
+    @classmethod
+    def _check_query_text(cls, value: str) -> str:
+        text = value.strip()
+        if not text:
+            raise ValueError("query_text must not be empty or whitespace")
+        if len(text) > MAX_QUERY_CHARS:
+            raise ValueError(
+                f"query_text has {len(text)} characters; at most {MAX_QUERY_CHARS} allowed"
+            )
+        return text
+
+    @field_validator("temporal_mode", mode="before")
+    @classmethod
+    def _check_temporal_mode(cls, value: Any) -> Any:
+        if value not in _TEMPORAL_MODES:
+            allowed = ", ".join(repr(mode) for mode in _TEMPORAL_MODES)
+            raise ValueError(f"temporal_mode must be one of {allowed}; got {value!r}")
+        return value
+
+    @field_validator("query_levels")
+    @classmethod
+    def _dedupe_levels(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("query_levels must name at least one of 'N1', 'N2', 'N3'")
+        return list(dict.fromkeys(value))
+
+    @field_validator("required_emotions")
+    @classmethod
+    def _check_required_emotions(cls, value: Optional[list[str]]) -> Optional[list[str]]:
+        if value is None:
+            return None
+        cleaned = []
+        for emotion in value:
+            name = emotion.strip()
+            if not name:
+                raise ValueError(
+                    f"required_emotions must contain non-empty names, got {emotion!r}"
+                )
+            cleaned.append(name)
+        return cleaned
+
+    @model_validator(mode="after")
+    def _check_temporal_consistency(self) -> "RetrievalIntention":
+        mode = self.temporal_mode
+        if mode == "point_in_time" and self.as_of_time is None:
+            raise ValueError("temporal_mode 'point_in_time' requires as_of_time")
+        if self.as_of_time is not None and mode != "point_in_time":
+            raise ValueError(
+                f"as_of_time is only allowed with temporal_mode 'point_in_time' "
+                f"(got temporal_mode {mode!r})"
+            )
+        has_range = self.time_range_start is not None or self.time_range_end is not None
+        if has_range and mode not in _RANGE_MODES:
+            raise ValueError(
+                "time_range_start/time_range_end are only allowed with temporal_mode "
+                f"'evolution' or 'full_history' (got temporal_mode {mode!r})"
+            )
+        if (
+            self.time_range_start is not None
+            and self.time_range_end is not None
+            and self.time_range_start > self.time_range_end
+        ):
+            raise ValueError(
+                f"time_range_start ({self.time_range_start.isoformat()}) must be <= "
+                f"time_range_end ({self.time_range_end.isoformat()})"
+            )
+        return self
+
+
+class StateBasedRetrieval(BaseModel):
+    """A "what matters given how I feel right now?" request.
+
+    Used when consciousness wakes without a specific question (S6); matching
+    is on energy, emotion and goal rather than on query text.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    current_energy: float = Field(ge=0.0, le=1.0)
+    current_emotions: EmotionVector
+    current_goal: Optional[str] = None
+
+    query_mode: Literal[
+        "find_related_unresolved",
+        "find_similar_state",
+        "find_what_i_was_doing",
+        "find_resolution_patterns",
+    ] = "find_related_unresolved"
+
+    include_only_unresolved: bool = True
+    temporal_scope: Literal["recent", "all_time"] = "recent"
+
+    citizen_id: CitizenId
+
+    state_id: str = Field(default_factory=_new_state_id)
+    generated_at: UTCDateTime = Field(default_factory=utcnow)

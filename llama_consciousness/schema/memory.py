@@ -1,0 +1,156 @@
+"""Stored memory nodes.
+
+``MemoryNode`` is what ingestion writes; ``ConsciousnessNode`` is the same
+record as seen by a retriever, with where-it-came-from and how-relevant
+added.  Sharing one class keeps the read path from drifting away from the
+write path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any, Optional
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from ._time import UTCDateTime, utcnow
+from .common import (
+    CitizenId,
+    EmotionVector,
+    InvalidationReason,
+    LevelName,
+    ResolutionState,
+)
+
+__all__ = ["ConsciousnessNode", "MemoryNode"]
+
+NodeId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
+NonEmptyStr = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+UnitFloat = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+def _apply_bitemporal_rules(model: Any) -> None:
+    """Fill ``valid_at`` and enforce interval ordering on a bitemporal model.
+
+    ``valid_at`` defaults to ``created_at`` because a fact recorded without an
+    explicit validity start is, by default, true from when we learned it.
+    Inverted intervals would make point-in-time queries return nonsense, so
+    they are rejected at construction.
+    """
+    if model.valid_at is None:
+        model.valid_at = model.created_at
+    if model.invalid_at is not None and model.invalid_at < model.valid_at:
+        raise ValueError(
+            f"invalid_at ({model.invalid_at.isoformat()}) must be >= "
+            f"valid_at ({model.valid_at.isoformat()})"
+        )
+    if model.expired_at is not None and model.expired_at < model.created_at:
+        raise ValueError(
+            f"expired_at ({model.expired_at.isoformat()}) must be >= "
+            f"created_at ({model.created_at.isoformat()})"
+        )
+
+
+class MemoryNode(BaseModel):
+    """A memory as written to the graph and vector stores.
+
+    Bitemporal (valid/invalid = world time, created/expired = record time) so
+    that beliefs can be superseded without being forgotten; N1 memories are
+    personal and therefore must name their citizen.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    node_id: NodeId
+    level: LevelName
+    citizen_id: Optional[CitizenId] = None
+    node_type: str = "Memory"
+    name: NonEmptyStr
+    description: str = ""
+
+    valid_at: Optional[UTCDateTime] = None
+    invalid_at: Optional[UTCDateTime] = None
+    created_at: UTCDateTime = Field(default_factory=utcnow)
+    expired_at: Optional[UTCDateTime] = None
+
+    invalidation_reason: Optional[InvalidationReason] = None
+    correction_pattern_id: Optional[str] = None
+    discovery_energy: Optional[UnitFloat] = None
+
+    energy: UnitFloat
+    confidence: UnitFloat
+    emotion_vector: Optional[EmotionVector] = None
+    felt_quality: Optional[str] = None
+    body_sensation: Optional[str] = None
+    goal: Optional[str] = None
+    mindstate: Optional[str] = None
+    formation_trigger: Optional[str] = None
+    emotion_description: Optional[str] = None
+    spatial_context: Optional[str] = None
+    sensory_details: Optional[dict[str, str]] = None
+
+    resolution_state: ResolutionState = "in_progress"
+    supersedes: Optional[str] = None
+
+    concepts: list[str] = Field(default_factory=list)
+    surfaces_when: list[str] = Field(default_factory=list)
+    authority: Optional[UnitFloat] = None
+    metadata_completeness: Optional[UnitFloat] = None
+
+    extra: dict[str, Any] = Field(default_factory=dict)
+    embedding: Optional[list[float]] = Field(default=None, repr=False)
+
+    @field_validator("extra")
+    @classmethod
+    def _check_extra_is_json(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # Stored as a JSON property; fail here rather than deep inside a driver.
+        for key, item in value.items():
+            try:
+                json.dumps(item, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"extra[{key!r}] is not JSON-serialisable ({type(item).__name__}): {exc}"
+                ) from None
+        return value
+
+    @field_validator("embedding")
+    @classmethod
+    def _check_embedding_finite(cls, value: Optional[list[float]]) -> Optional[list[float]]:
+        # A single NaN poisons every cosine distance computed against it.
+        if value is not None:
+            for index, component in enumerate(value):
+                if not math.isfinite(component):
+                    raise ValueError(
+                        f"embedding[{index}] is {component!r}; components must be finite"
+                    )
+        return value
+
+    @model_validator(mode="after")
+    def _check_node(self) -> "MemoryNode":
+        if self.level == "N1" and self.citizen_id is None:
+            raise ValueError(
+                "citizen_id is required for level 'N1' (personal memories belong to one citizen)"
+            )
+        _apply_bitemporal_rules(self)
+        return self
+
+
+class ConsciousnessNode(MemoryNode):
+    """A retrieved memory plus provenance and relevance.
+
+    ``level`` is optional here because some retrieval channels (e.g. graph
+    traversal across levels) return nodes whose level is not known up front.
+    """
+
+    level: Optional[LevelName] = None
+
+    retrieval_source: str
+    relevance_score: float

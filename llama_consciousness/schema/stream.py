@@ -1,0 +1,161 @@
+"""The consciousness stream: everything one retrieval hands back to the Mind.
+
+Results are kept per level (personal / collective / ecosystem) because the
+Mind weighs "what I remember" differently from "what the org knows".
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ._time import UTCDateTime, utcnow
+from .common import EmotionVector
+from .graph import TraversalGraph
+from .memory import ConsciousnessNode
+from .relationship import ConsciousnessRelationship
+from .validation import MetadataValidationReport
+
+__all__ = [
+    "ACTIVATION_TIERS",
+    "ConsciousnessLevelResults",
+    "ConsciousnessStream",
+    "ConsciousnessSummary",
+    "LEVEL_KEYS",
+    "TemporalDissonance",
+]
+
+LEVEL_KEYS: dict[str, str] = {"N1": "n1_personal", "N2": "n2_collective", "N3": "n3_ecosystem"}
+ACTIVATION_TIERS: tuple[str, ...] = ("focus", "peripheral", "background")
+
+
+class ConsciousnessLevelResults(BaseModel):
+    """One level's results per channel.
+
+    ``error`` records a failed channel so a partial answer is still returned
+    (and visibly partial) instead of failing the whole retrieval.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    vector_results: list[ConsciousnessNode] = Field(default_factory=list)
+    graph_results: list[ConsciousnessNode] = Field(default_factory=list)
+    keyword_results: list[ConsciousnessNode] = Field(default_factory=list)
+    relationships: list[ConsciousnessRelationship] = Field(default_factory=list)
+    error: Optional[str] = None
+
+
+class TemporalDissonance(BaseModel):
+    """A corrected belief, surfaced because being wrong is a learning moment."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    node_id: str
+    node_name: str
+    original_belief: str
+    corrected_belief: str
+
+    dissonance_type: Literal["reality_changed", "discovered_false"]
+    correction_trigger: str
+
+    discovery_energy: float = Field(ge=0.0, le=1.0)
+    discovery_emotions: Optional[EmotionVector] = None
+
+    belief_held_from: UTCDateTime
+    belief_held_until: UTCDateTime
+    corrected_at: UTCDateTime
+
+    @model_validator(mode="after")
+    def _check_interval(self) -> "TemporalDissonance":
+        if self.belief_held_until < self.belief_held_from:
+            raise ValueError(
+                f"belief_held_until ({self.belief_held_until.isoformat()}) must be >= "
+                f"belief_held_from ({self.belief_held_from.isoformat()})"
+            )
+        return self
+
+
+class ConsciousnessSummary(BaseModel):
+    """Aggregate state of the retrieved context, for a quick orientation.
+
+    Averages and the active/historical ratio are fractions in [0, 1] because
+    every input they are computed from is.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    dominant_energy: float = Field(ge=0.0, le=1.0)
+    emotional_themes: list[str] = Field(default_factory=list)
+    confidence_average: float = Field(ge=0.0, le=1.0)
+
+    earliest_memory: UTCDateTime
+    latest_memory: UTCDateTime
+
+    n1_result_count: int = Field(ge=0)
+    n2_result_count: int = Field(ge=0)
+    n3_result_count: int = Field(ge=0)
+
+    total_results: int = Field(ge=0)
+    active_vs_historical_ratio: float = Field(ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _check_span(self) -> "ConsciousnessSummary":
+        if self.latest_memory < self.earliest_memory:
+            raise ValueError(
+                f"latest_memory ({self.latest_memory.isoformat()}) must be >= "
+                f"earliest_memory ({self.earliest_memory.isoformat()})"
+            )
+        return self
+
+
+class ConsciousnessStream(BaseModel):
+    """The complete answer to one intention, organised the way attention works.
+
+    Keys of ``levels`` and ``activation_tiers`` are checked because consumers
+    look them up by name; a typo would otherwise read as "no results".
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    intention_id: str
+    retrieved_at: UTCDateTime = Field(default_factory=utcnow)
+
+    levels: dict[str, ConsciousnessLevelResults]
+    activation_tiers: dict[str, list[ConsciousnessNode]] = Field(default_factory=dict)
+    traversal_graph: Optional[TraversalGraph] = None
+
+    energy_feedback_potential: float = Field(default=0.0, ge=0.0, le=1.0)
+    temporal_dissonances: list[TemporalDissonance] = Field(default_factory=list)
+
+    consciousness_summary: ConsciousnessSummary
+    metadata_validation: Optional[MetadataValidationReport] = None
+
+    retrieval_latency_ms: Optional[int] = Field(default=None, ge=0)
+    query_count: int = Field(default=6, ge=0)
+
+    @field_validator("levels")
+    @classmethod
+    def _check_level_keys(
+        cls, value: dict[str, ConsciousnessLevelResults]
+    ) -> dict[str, ConsciousnessLevelResults]:
+        allowed = tuple(LEVEL_KEYS.values())
+        for key in value:
+            if key not in allowed:
+                raise ValueError(
+                    f"levels key {key!r} is not one of {', '.join(map(repr, allowed))}"
+                )
+        return value
+
+    @field_validator("activation_tiers")
+    @classmethod
+    def _check_tier_keys(
+        cls, value: dict[str, list[ConsciousnessNode]]
+    ) -> dict[str, list[ConsciousnessNode]]:
+        for key in value:
+            if key not in ACTIVATION_TIERS:
+                raise ValueError(
+                    f"activation_tiers key {key!r} is not one of "
+                    f"{', '.join(map(repr, ACTIVATION_TIERS))}"
+                )
+        return value

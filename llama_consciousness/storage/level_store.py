@@ -1,0 +1,590 @@
+"""One memory level in one FalkorDB graph.  All Cypher lives here.
+
+Layout of a level graph:
+
+* every memory is a ``(:Memory)`` node keyed by a unique ``node_id``; its
+  ``node_type`` (Decision, Person, ...) is a property, because labels cannot
+  be query parameters and no user text is ever formatted into a query;
+* every relationship is a ``[:LINK]`` edge keyed by ``edge_id``, its spec
+  type (JUSTIFIES, RESOLVED_BY, ...) in the ``relation_type`` property, for
+  the same reason;
+* the embedding sits on the memory node under an HNSW index (cosine).
+
+Each operation is written once, as a generator that yields the queries it
+needs and receives their results (a "sans-I/O" plan).  The synchronous and
+the asyncio store only differ in how they run a query, so the two paths
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llama_consciousness.errors import EmbeddingDimensionError, StorageError
+from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
+from llama_consciousness.storage import records
+from llama_consciousness.temporal import TemporalWindow, cypher_predicate
+
+NODE_LABEL = "Memory"
+EDGE_TYPE = "LINK"
+VECTOR_PROPERTY = "embedding"
+
+# Range indexes the spec asks for, plus the ones our own queries filter on.
+NODE_RANGE_INDEXES = (
+    "node_id", "name", "valid_at", "invalid_at", "created_at", "expired_at",
+    "node_type", "resolution_state", "goal", "energy",
+)
+EDGE_RANGE_INDEXES = ("edge_id", "relation_type", "valid_at", "invalid_at", "created_at", "expired_at")
+
+MAX_FETCH = 10_000
+
+
+@dataclass(frozen=True)
+class VectorIndexConfig:
+    """HNSW parameters of a level's vector index.
+
+    FalkorDB's default ``efRuntime`` of 10 gives poor recall (0.18 at 10 on
+    50k random vectors); the defaults here come from
+    ``benchmarks/vector_index_params.py`` (see ``benchmarks/RESULTS.md``).
+    ``efRuntime`` is fixed when the index is created; changing it means
+    re-creating the index (:meth:`LevelGraphStore.reindex_vectors`).
+    """
+
+    m: int = 16
+    ef_construction: int = 200
+    ef_runtime: int = 200
+
+    def __post_init__(self) -> None:
+        for name in ("m", "ef_construction", "ef_runtime"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 4096:
+                raise ValueError(f"VectorIndexConfig.{name} must be an int in [1, 4096], got {value!r}")
+
+
+@dataclass(frozen=True)
+class Query:
+    """A Cypher query for the plan's graph; values only ever in ``params``."""
+
+    cypher: str
+    params: dict[str, Any] = field(default_factory=dict)
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class UniqueConstraint:
+    """``GRAPH.CONSTRAINT CREATE`` (a server command, not Cypher)."""
+
+    label: str
+    prop: str
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Wait before polling again (sleeps in the sync path, awaits in async)."""
+
+    seconds: float
+
+
+Step = Query | UniqueConstraint | Pause
+
+
+@dataclass
+class UpsertResult:
+    """What a batch upsert changed."""
+
+    nodes_created: int = 0
+    nodes_updated: int = 0
+    nodes_unchanged: int = 0
+    edges_created: int = 0
+    edges_updated: int = 0
+    edges_unchanged: int = 0
+
+    def __iadd__(self, other: UpsertResult) -> UpsertResult:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        return self
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    """A memory found by the vector index, with cosine similarity (1 - distance)."""
+
+    node: MemoryNode
+    similarity: float
+
+
+Plan = Generator[Step, Any, Any]
+
+_NODE_PROJECTION = records.projection("n", records.NODE_READ_PROPS)
+_EDGE_PROJECTION = records.projection("r", records.EDGE_READ_PROPS)
+
+
+def _time_sets(var: str, exists: str) -> str:
+    """SET items for the four times, keeping stored times the caller left to defaults."""
+    items = []
+    for name in records.TIME_FIELDS:
+        fresh = f"localdatetime(row.times.{name})"
+        if name in ("created_at", "valid_at"):
+            fresh = f"CASE WHEN {exists} AND '{name}' IN row.keep_times THEN {var}.{name} ELSE {fresh} END"
+        items.append(f"{var}.{name} = {fresh}")
+    return ", ".join(items)
+
+
+_UPSERT_NODES = f"""
+UNWIND $nodes AS row
+OPTIONAL MATCH (old:{NODE_LABEL} {{node_id: row.node_id}})
+WITH row, old.content_hash AS old_hash
+MERGE (n:{NODE_LABEL} {{node_id: row.node_id}})
+WITH n, row, old_hash WHERE old_hash IS NULL OR old_hash <> row.hash
+SET n += row.props, {_time_sets("n", "old_hash IS NOT NULL")},
+    n.{VECTOR_PROPERTY} = vecf32(row.embedding), n.content_hash = row.hash
+WITH sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS nodes_created,
+     sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS nodes_updated
+"""
+
+_UPSERT_EDGES = f"""
+UNWIND $edges AS row
+MATCH (s:{NODE_LABEL} {{node_id: row.source_id}}), (t:{NODE_LABEL} {{node_id: row.target_id}})
+OPTIONAL MATCH (s)-[old:{EDGE_TYPE} {{edge_id: row.edge_id}}]->(t)
+WITH s, t, row, old.content_hash AS old_hash{{carry}}
+MERGE (s)-[r:{EDGE_TYPE} {{edge_id: row.edge_id}}]->(t)
+WITH r, row, old_hash{{carry}} WHERE old_hash IS NULL OR old_hash <> row.hash
+SET r += row.props, {_time_sets("r", "old_hash IS NOT NULL")}, r.content_hash = row.hash
+WITH {{carry_head}}sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
+     sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS edges_updated
+"""
+
+
+def _upsert_query(has_nodes: bool, has_edges: bool) -> str:
+    """Nodes and edges of a batch in ONE query, hence one transaction.
+
+    A batch either lands whole or not at all; the aggregation between the
+    parts turns the node rows into a single row so the edge part runs once
+    per edge, not once per (node, edge) pair.
+    """
+    parts = []
+    returns = []
+    if has_nodes:
+        parts.append(_UPSERT_NODES)
+        returns += ["nodes_created", "nodes_updated"]
+    if has_edges:
+        carry = ", nodes_created, nodes_updated" if has_nodes else ""
+        head = "nodes_created, nodes_updated, " if has_nodes else ""
+        parts.append(_UPSERT_EDGES.replace("{carry}", carry).replace("{carry_head}", head))
+        returns += ["edges_created", "edges_updated"]
+    return "\n".join(parts) + "RETURN " + ", ".join(returns)
+
+
+def _dedupe(items: Iterable[Any], key: str) -> list[Any]:
+    """Last write wins for repeated ids inside one batch (as a rerun would)."""
+    seen: dict[str, Any] = {}
+    for item in items:
+        seen.pop(getattr(item, key), None)
+        seen[getattr(item, key)] = item
+    return list(seen.values())
+
+
+class LevelPlans:
+    """The operations on one level graph, independent of how queries run."""
+
+    def __init__(
+        self,
+        graph: str,
+        level: str,
+        citizen_id: str | None = None,
+        *,
+        dimension: int | None = None,
+        index: VectorIndexConfig | None = None,
+        store_vectors: bool = True,
+    ) -> None:
+        self.graph = graph
+        self.level = level
+        self.citizen_id = citizen_id
+        self.dimension = dimension
+        self.index = index or VectorIndexConfig()
+        self.store_vectors = store_vectors
+
+    # -- schema ---------------------------------------------------------------
+
+    def ensure_schema(self) -> Plan:
+        """Create missing indexes and the node_id uniqueness constraint.
+
+        Idempotent, and safe against an existing index of another dimension:
+        that is reported as an error instead of silently mixing dimensions.
+        """
+        # Not read-only: GRAPH.RO_QUERY refuses a graph that does not exist
+        # yet, GRAPH.QUERY creates it, which is what a new level needs.
+        rows = yield Query(
+            "CALL db.indexes() YIELD label, properties, types, options, entitytype "
+            "RETURN label, properties, types, options, entitytype"
+        )
+        have: dict[tuple[str, str], set[str]] = {}
+        vector_options: dict[str, Any] | None = None
+        for label, props, types, options, entity in rows:
+            for prop in props:
+                have.setdefault((entity, f"{label}.{prop}"), set()).update(types.get(prop, []))
+            if entity == "NODE" and label == NODE_LABEL and VECTOR_PROPERTY in props:
+                vector_options = dict(options.get(VECTOR_PROPERTY) or {})
+        node_missing = [p for p in NODE_RANGE_INDEXES if "RANGE" not in have.get(("NODE", f"{NODE_LABEL}.{p}"), set())]
+        edge_missing = [p for p in EDGE_RANGE_INDEXES if "RANGE" not in have.get(("RELATIONSHIP", f"{EDGE_TYPE}.{p}"), set())]
+        if node_missing:
+            yield Query(f"CREATE INDEX FOR (n:{NODE_LABEL}) ON (" + ", ".join(f"n.{p}" for p in node_missing) + ")")
+        if edge_missing:
+            yield Query(
+                f"CREATE INDEX FOR ()-[r:{EDGE_TYPE}]-() ON (" + ", ".join(f"r.{p}" for p in edge_missing) + ")"
+            )
+        if self.store_vectors and self.dimension is not None:
+            if vector_options is None:
+                yield Query(
+                    f"CREATE VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.{VECTOR_PROPERTY}) OPTIONS "
+                    "{dimension: $dim, similarityFunction: 'cosine', M: $m, efConstruction: $efc, efRuntime: $efr}",
+                    {"dim": self.dimension, "m": self.index.m, "efc": self.index.ef_construction,
+                     "efr": self.index.ef_runtime},
+                )
+            elif int(vector_options.get("dimension", -1)) != self.dimension:
+                raise EmbeddingDimensionError(
+                    f"graph {self.graph!r} has a vector index of dimension {vector_options.get('dimension')}, "
+                    f"but the embedding model gives {self.dimension}; use the model the memories were "
+                    "written with, or another data directory"
+                )
+        constraints = yield Query("CALL db.constraints() YIELD label, properties RETURN label, properties",
+                                  read_only=True)
+        if not any(label == NODE_LABEL and list(props) == ["node_id"] for label, props in constraints):
+            yield UniqueConstraint(NODE_LABEL, "node_id")
+        return None
+
+    def wait_operational(self, timeout: float = 30.0) -> Plan:
+        """Indexes are built in the background; queries must wait for them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = yield Query("CALL db.indexes() YIELD status RETURN status", read_only=True)
+            cons = yield Query("CALL db.constraints() YIELD status RETURN status", read_only=True)
+            pending = [s for (s,) in list(rows) + list(cons) if s != "OPERATIONAL"]
+            if not pending:
+                return None
+            if time.monotonic() > deadline:
+                raise StorageError(f"indexes of graph {self.graph!r} not operational after {timeout} s: {pending}")
+            yield Pause(0.02)
+
+    # -- writes ---------------------------------------------------------------
+
+    def _check_node(self, node: MemoryNode) -> None:
+        if node.level != self.level or (self.level == "N1" and node.citizen_id != self.citizen_id):
+            where = f"{node.level}" + (f" of citizen {node.citizen_id!r}" if node.citizen_id else "")
+            raise StorageError(f"memory {node.node_id!r} belongs to {where}, not to graph {self.graph!r}")
+        if node.embedding is not None and self.dimension is not None and len(node.embedding) != self.dimension:
+            raise EmbeddingDimensionError(
+                f"memory {node.node_id!r} has an embedding of dimension {len(node.embedding)}, "
+                f"but level graph {self.graph!r} indexes dimension {self.dimension}"
+            )
+
+    def _place_edge(self, edge: ConsciousnessRelationship) -> ConsciousnessRelationship:
+        """Stamp the edge with this level, or refuse one meant for another graph."""
+        if edge.level is None:
+            update = {"level": self.level}
+            if self.level == "N1" and edge.citizen_id is None:
+                update["citizen_id"] = self.citizen_id
+            return edge.model_copy(update=update)
+        if edge.level != self.level or (self.level == "N1" and edge.citizen_id != self.citizen_id):
+            raise StorageError(
+                f"relationship {edge.edge_id!r} belongs to level {edge.level}"
+                + (f" of citizen {edge.citizen_id!r}" if edge.citizen_id else "")
+                + f", not to graph {self.graph!r}"
+            )
+        return edge
+
+    def upsert(
+        self, nodes: Sequence[MemoryNode] = (), relationships: Sequence[ConsciousnessRelationship] = ()
+    ) -> Plan:
+        """Write a batch of memories and relationships in one transaction.
+
+        Unchanged records are not touched (see ``records``); a relationship
+        whose endpoint exists neither in the graph nor in the batch is an
+        error, raised before anything is written.
+        """
+        nodes = _dedupe(nodes, "node_id")
+        edges = [self._place_edge(e) for e in _dedupe(relationships, "edge_id")]
+        for node in nodes:
+            self._check_node(node)
+        if not nodes and not edges:
+            return UpsertResult()
+        node_rows = [records.node_row(n) for n in nodes]
+        if not self.store_vectors:
+            for row in node_rows:
+                row["embedding"] = None
+        edge_rows = [records.edge_row(e) for e in edges]
+        if edge_rows:
+            batch_ids = {n.node_id for n in nodes}
+            wanted = sorted({i for e in edges for i in (e.source_id, e.target_id)} - batch_ids)
+            missing: list[str] = []
+            if wanted:
+                rows = yield Query(
+                    f"UNWIND $ids AS id OPTIONAL MATCH (n:{NODE_LABEL} {{node_id: id}}) "
+                    "WITH id, n WHERE n IS NULL RETURN id",
+                    {"ids": wanted},
+                    read_only=True,
+                )
+                missing = [r[0] for r in rows]
+            if missing:
+                dangling = [f"{e.source_id} -[{e.relation_type}]-> {e.target_id}" for e in edges
+                            if e.source_id in missing or e.target_id in missing]
+                raise StorageError(
+                    f"relationships refer to memories that are not in graph {self.graph!r}: "
+                    f"missing {missing}; relationships: {dangling[:10]}"
+                    + (f" and {len(dangling) - 10} more" if len(dangling) > 10 else "")
+                )
+        rows = yield Query(_upsert_query(bool(node_rows), bool(edge_rows)), {"nodes": node_rows, "edges": edge_rows})
+        result = UpsertResult()
+        if rows:
+            values = dict(zip(
+                (["nodes_created", "nodes_updated"] if node_rows else [])
+                + (["edges_created", "edges_updated"] if edge_rows else []),
+                rows[0],
+            ))
+            for key, value in values.items():
+                setattr(result, key, int(value or 0))
+        result.nodes_unchanged = len(node_rows) - result.nodes_created - result.nodes_updated
+        result.edges_unchanged = len(edge_rows) - result.edges_created - result.edges_updated
+        return result
+
+    # -- reads ----------------------------------------------------------------
+
+    def get_nodes(self, node_ids: Sequence[str]) -> Plan:
+        rows = yield Query(
+            f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN {_NODE_PROJECTION}",
+            {"ids": list(node_ids)},
+            read_only=True,
+        )
+        found = {r[0]["node_id"]: records.node_from_props(r[0]) for r in rows}
+        return [found[i] for i in node_ids if i in found]
+
+    def get_relationships(self, node_ids: Sequence[str] | None = None) -> Plan:
+        """Relationships touching ``node_ids`` (all of them when None)."""
+        if node_ids is None:
+            rows = yield Query(f"MATCH ()-[r:{EDGE_TYPE}]->() RETURN {_EDGE_PROJECTION}", read_only=True)
+        else:
+            rows = yield Query(
+                f"MATCH (s:{NODE_LABEL})-[r:{EDGE_TYPE}]->(t:{NODE_LABEL}) "
+                f"WHERE s.node_id IN $ids OR t.node_id IN $ids RETURN {_EDGE_PROJECTION}",
+                {"ids": list(node_ids)},
+                read_only=True,
+            )
+        return [records.edge_from_props(r[0]) for r in rows]
+
+    def counts(self) -> Plan:
+        nodes = yield Query(f"MATCH (n:{NODE_LABEL}) RETURN count(n)", read_only=True)
+        edges = yield Query(f"MATCH ()-[r:{EDGE_TYPE}]->() RETURN count(r)", read_only=True)
+        return int(nodes[0][0]), int(edges[0][0])
+
+    def vector_search(
+        self,
+        embedding: Sequence[float],
+        k: int,
+        window: TemporalWindow,
+        *,
+        min_energy: float | None = None,
+        min_confidence: float | None = None,
+        oversample: int = 4,
+    ) -> Plan:
+        """The k nearest memories visible in ``window``, filters inside the query.
+
+        Filters after the KNN step (and orphan vectors left by updates) can
+        leave fewer than k rows, so the index is asked for ``oversample * k``
+        and, while that was not enough and the index holds more, asked again
+        for four times as many.
+        """
+        if self.dimension is not None and len(embedding) != self.dimension:
+            raise EmbeddingDimensionError(
+                f"query embedding has dimension {len(embedding)}, level graph {self.graph!r} "
+                f"indexes dimension {self.dimension}"
+            )
+        if k <= 0:
+            return []
+        predicate = cypher_predicate(window, "n")
+        clauses = [predicate.text]
+        params: dict[str, Any] = {**predicate.params, "q": [float(x) for x in embedding], "k": int(k)}
+        if min_energy is not None:
+            clauses.append("n.energy >= $min_energy")
+            params["min_energy"] = float(min_energy)
+        if min_confidence is not None:
+            clauses.append("n.confidence >= $min_confidence")
+            params["min_confidence"] = float(min_confidence)
+        cypher = (
+            f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $fetch, vecf32($q)) "
+            f"YIELD node AS n, score WHERE {' AND '.join(clauses)} "
+            f"RETURN {_NODE_PROJECTION}, score ORDER BY score ASC LIMIT $k"
+        )
+        total_rows = yield Query(
+            f"MATCH (n:{NODE_LABEL}) WHERE n.{VECTOR_PROPERTY} IS NOT NULL RETURN count(n)", read_only=True
+        )
+        total = int(total_rows[0][0]) if total_rows else 0
+        if total == 0:
+            return []
+        fetch = min(max(k * oversample, k + 16), MAX_FETCH)
+        while True:
+            rows = yield Query(cypher, {**params, "fetch": min(fetch, max(total, k))}, read_only=True)
+            if len(rows) >= k or fetch >= total or fetch >= MAX_FETCH:
+                break
+            fetch = min(fetch * 4, MAX_FETCH)
+        hits: dict[str, VectorHit] = {}
+        for props, score in rows:
+            node_id = props["node_id"]
+            if node_id not in hits:
+                hits[node_id] = VectorHit(records.node_from_props(props), 1.0 - float(score))
+        return list(hits.values())[:k]
+
+    def reindex_vectors(self) -> Plan:
+        """Drop and rebuild the vector index, clearing orphan vectors."""
+        rows = yield Query(
+            "CALL db.indexes() YIELD label, properties, types, entitytype RETURN label, properties, types, entitytype",
+            read_only=True,
+        )
+        exists = any(
+            label == NODE_LABEL and VECTOR_PROPERTY in props and "VECTOR" in types.get(VECTOR_PROPERTY, [])
+            for label, props, types, entity in rows
+        )
+        if exists:
+            yield Query(f"DROP VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.{VECTOR_PROPERTY})")
+        yield from self.ensure_schema()
+        yield from self.wait_operational()
+
+
+def as_consciousness_node(hit: VectorHit, source: str) -> ConsciousnessNode:
+    """A vector hit as the spec's retrieved node."""
+    data = hit.node.model_dump(exclude={"embedding"})
+    return ConsciousnessNode(**data, retrieval_source=source, relevance_score=hit.similarity)
+
+
+class LevelGraphStore:
+    """A level graph driven by the synchronous FalkorDB client."""
+
+    def __init__(self, db: Any, plans: LevelPlans) -> None:
+        self.db = db
+        self.plans = plans
+        self.graph = db.select_graph(plans.graph)
+
+    def _run(self, plan: Plan) -> Any:
+        try:
+            query = next(plan)
+            while True:
+                query = plan.send(self._execute(query))
+        except StopIteration as stop:
+            return stop.value
+
+    def _execute(self, query: Step) -> Any:
+        if isinstance(query, Pause):
+            time.sleep(query.seconds)
+            return None
+        if isinstance(query, UniqueConstraint):
+            return self.graph.create_node_unique_constraint(query.label, query.prop)
+        try:
+            if query.read_only:
+                return self.graph.ro_query(query.cypher, query.params).result_set
+            return self.graph.query(query.cypher, query.params).result_set
+        except Exception as exc:  # the client raises redis.ResponseError and friends
+            raise StorageError(f"query on graph {self.plans.graph!r} failed: {exc}") from exc
+
+    def exists(self) -> bool:
+        return self.plans.graph in self.db.list_graphs()
+
+    def ensure_schema(self) -> None:
+        self._run(self.plans.ensure_schema())
+        self._run(self.plans.wait_operational())
+
+    def upsert(self, nodes: Sequence[MemoryNode] = (), relationships: Sequence[ConsciousnessRelationship] = ()) -> UpsertResult:
+        return self._run(self.plans.upsert(nodes, relationships))
+
+    def get_node(self, node_id: str) -> MemoryNode | None:
+        found = self.get_nodes([node_id])
+        return found[0] if found else None
+
+    def get_nodes(self, node_ids: Sequence[str]) -> list[MemoryNode]:
+        if not self.exists():
+            return []
+        return self._run(self.plans.get_nodes(node_ids))
+
+    def get_relationships(self, node_ids: Sequence[str] | None = None) -> list[ConsciousnessRelationship]:
+        if not self.exists():
+            return []
+        return self._run(self.plans.get_relationships(node_ids))
+
+    def counts(self) -> tuple[int, int]:
+        if not self.exists():
+            return 0, 0
+        return self._run(self.plans.counts())
+
+    def vector_search(self, embedding: Sequence[float], k: int, window: TemporalWindow, **filters: Any) -> list[VectorHit]:
+        if not self.exists():
+            return []
+        return self._run(self.plans.vector_search(embedding, k, window, **filters))
+
+    def reindex_vectors(self) -> None:
+        self._run(self.plans.reindex_vectors())
+
+    def delete(self) -> None:
+        """Delete the whole graph (an explicit administrative act, never implicit)."""
+        if self.exists():
+            self.graph.delete()
+
+
+class AsyncLevelGraphStore:
+    """The same level graph driven by ``falkordb.asyncio``."""
+
+    def __init__(self, db: Any, plans: LevelPlans) -> None:
+        self.db = db
+        self.plans = plans
+        self.graph = db.select_graph(plans.graph)
+
+    async def _run(self, plan: Plan) -> Any:
+        try:
+            query = next(plan)
+            while True:
+                query = plan.send(await self._execute(query))
+        except StopIteration as stop:
+            return stop.value
+
+    async def _execute(self, query: Step) -> Any:
+        if isinstance(query, Pause):
+            await asyncio.sleep(query.seconds)
+            return None
+        if isinstance(query, UniqueConstraint):
+            return await self.graph.create_node_unique_constraint(query.label, query.prop)
+        try:
+            if query.read_only:
+                return (await self.graph.ro_query(query.cypher, query.params)).result_set
+            return (await self.graph.query(query.cypher, query.params)).result_set
+        except Exception as exc:
+            raise StorageError(f"query on graph {self.plans.graph!r} failed: {exc}") from exc
+
+    async def exists(self) -> bool:
+        return self.plans.graph in await self.db.list_graphs()
+
+    async def ensure_schema(self) -> None:
+        await self._run(self.plans.ensure_schema())
+        await self._run(self.plans.wait_operational())
+
+    async def upsert(self, nodes: Sequence[MemoryNode] = (), relationships: Sequence[ConsciousnessRelationship] = ()) -> UpsertResult:
+        return await self._run(self.plans.upsert(nodes, relationships))
+
+    async def get_node(self, node_id: str) -> MemoryNode | None:
+        found = await self.get_nodes([node_id])
+        return found[0] if found else None
+
+    async def get_nodes(self, node_ids: Sequence[str]) -> list[MemoryNode]:
+        if not await self.exists():
+            return []
+        return await self._run(self.plans.get_nodes(node_ids))
+
+    async def vector_search(self, embedding: Sequence[float], k: int, window: TemporalWindow, **filters: Any) -> list[VectorHit]:
+        if not await self.exists():
+            return []
+        return await self._run(self.plans.vector_search(embedding, k, window, **filters))
+
+    async def counts(self) -> tuple[int, int]:
+        if not await self.exists():
+            return 0, 0
+        return await self._run(self.plans.counts())

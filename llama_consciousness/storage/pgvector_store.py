@@ -1,0 +1,209 @@
+"""Vectors of a level kept in Postgres/pgvector while its graph stays in FalkorDB.
+
+Why our own SQL instead of ``llama-index-vector-stores-postgres``: that store
+pastes metadata filter values into the SQL text, never updates (adding a node
+twice gives two rows) and keeps times in JSONB where they compare as text.
+Here every value is a bound parameter, a write is an idempotent upsert keyed
+by ``(graph, node_id)``, and the bitemporal times are typed ``timestamptz``
+columns that the temporal predicate and indexes can use.
+
+One table per embedding dimension (``lc_memory_vectors_<dim>``; a pgvector
+column has one dimension), shared by all level graphs that use Postgres.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg2
+import psycopg2.extras
+from psycopg2 import sql
+
+from llama_consciousness.errors import EmbeddingDimensionError, StorageError
+from llama_consciousness.schema import MemoryNode
+from llama_consciousness.schema._time import to_utc
+from llama_consciousness.storage.records import defaulted_times, node_row
+from llama_consciousness.temporal import TemporalWindow, sql_predicate
+
+
+def _vector_literal(values: Sequence[float]) -> str:
+    """pgvector's text input form, passed as a bound parameter (never as SQL)."""
+    parts = []
+    for v in values:
+        f = float(v)
+        if not math.isfinite(f):
+            raise ValueError("embedding components must be finite")
+        parts.append(repr(f))
+    return "[" + ",".join(parts) + "]"
+
+
+def _ts(value: datetime | None) -> datetime | None:
+    return None if value is None else to_utc(value).replace(microsecond=0)
+
+
+class PgVectorStore:
+    """The vector channel of the levels configured for Postgres."""
+
+    def __init__(self, url: str, dimension: int, *, ef_search: int = 200) -> None:
+        if not isinstance(dimension, int) or dimension <= 0 or dimension > 16000:
+            raise ValueError(f"dimension must be a positive int (pgvector allows up to 16000), got {dimension!r}")
+        self.url = url
+        self.dimension = dimension
+        self.ef_search = int(ef_search)
+        self.table = sql.Identifier(f"lc_memory_vectors_{dimension}")
+        self._conn = None
+
+    # -- connection -----------------------------------------------------
+
+    @property
+    def conn(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            try:
+                self._conn = psycopg2.connect(self.url)
+            except psycopg2.Error as exc:
+                raise StorageError(f"cannot connect to Postgres: {exc}") from exc
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None and not self._conn.closed:
+            self._conn.close()
+        self._conn = None
+
+    def ensure_schema(self) -> None:
+        t = self.table
+        statements = [
+            sql.SQL("CREATE EXTENSION IF NOT EXISTS vector"),
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {t} ("
+                " graph text NOT NULL, node_id text NOT NULL, level text NOT NULL, citizen_id text,"
+                " embedding vector({dim}) NOT NULL,"
+                " energy double precision NOT NULL, confidence double precision NOT NULL,"
+                " resolution_state text NOT NULL,"
+                " valid_at timestamptz NOT NULL, invalid_at timestamptz,"
+                " created_at timestamptz NOT NULL, expired_at timestamptz,"
+                " content_hash text NOT NULL,"
+                " PRIMARY KEY (graph, node_id))"
+            ).format(t=t, dim=sql.Literal(self.dimension)),
+            sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} USING hnsw (embedding vector_cosine_ops)").format(
+                i=sql.Identifier(f"lc_memory_vectors_{self.dimension}_hnsw"), t=t
+            ),
+            sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} (graph, created_at, expired_at)").format(
+                i=sql.Identifier(f"lc_memory_vectors_{self.dimension}_time"), t=t
+            ),
+        ]
+        with self.conn, self.conn.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement)
+
+    # -- writes ---------------------------------------------------------
+
+    def upsert(self, graph: str, nodes: Sequence[MemoryNode]) -> int:
+        """Insert or update the vectors of ``nodes``; unchanged rows are untouched.
+
+        Times the caller left to defaults keep their stored value, exactly as
+        in the graph store, so re-ingesting is a no-op here too.  Returns the
+        number of rows written.
+        """
+        rows = []
+        for node in nodes:
+            if node.embedding is None:
+                continue
+            if len(node.embedding) != self.dimension:
+                raise EmbeddingDimensionError(
+                    f"memory {node.node_id!r} has an embedding of dimension {len(node.embedding)}, "
+                    f"but the Postgres vector table holds dimension {self.dimension}"
+                )
+            keep = defaulted_times(node)
+            rows.append((
+                graph, node.node_id, node.level, node.citizen_id, _vector_literal(node.embedding),
+                node.energy, node.confidence, node.resolution_state,
+                _ts(node.valid_at), _ts(node.invalid_at), _ts(node.created_at), _ts(node.expired_at),
+                node_row(node)["hash"], "created_at" in keep, "valid_at" in keep,
+            ))
+        if not rows:
+            return 0
+        statement = sql.SQL(
+            "WITH v (graph, node_id, level, citizen_id, embedding, energy, confidence, resolution_state,"
+            " valid_at, invalid_at, created_at, expired_at, content_hash, keep_created, keep_valid) AS (VALUES %s) "
+            "INSERT INTO {t} (graph, node_id, level, citizen_id, embedding, energy, confidence, resolution_state,"
+            " valid_at, invalid_at, created_at, expired_at, content_hash) "
+            "SELECT v.graph, v.node_id, v.level, v.citizen_id, v.embedding::vector, v.energy, v.confidence,"
+            " v.resolution_state,"
+            " CASE WHEN v.keep_valid AND e.node_id IS NOT NULL THEN e.valid_at ELSE v.valid_at END,"
+            " v.invalid_at,"
+            " CASE WHEN v.keep_created AND e.node_id IS NOT NULL THEN e.created_at ELSE v.created_at END,"
+            " v.expired_at, v.content_hash "
+            "FROM v LEFT JOIN {t} e ON e.graph = v.graph AND e.node_id = v.node_id "
+            "ON CONFLICT (graph, node_id) DO UPDATE SET"
+            " level = EXCLUDED.level, citizen_id = EXCLUDED.citizen_id, embedding = EXCLUDED.embedding,"
+            " energy = EXCLUDED.energy, confidence = EXCLUDED.confidence,"
+            " resolution_state = EXCLUDED.resolution_state, valid_at = EXCLUDED.valid_at,"
+            " invalid_at = EXCLUDED.invalid_at, created_at = EXCLUDED.created_at,"
+            " expired_at = EXCLUDED.expired_at, content_hash = EXCLUDED.content_hash "
+            "WHERE {t}.content_hash IS DISTINCT FROM EXCLUDED.content_hash"
+        ).format(t=self.table)
+        template = (
+            "(%s, %s, %s, %s, %s, %s::double precision, %s::double precision, %s,"
+            " %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s, %s::boolean, %s::boolean)"
+        )
+        try:
+            with self.conn, self.conn.cursor() as cur:
+                psycopg2.extras.execute_values(cur, statement.as_string(self.conn), rows, template=template, page_size=500)
+                return cur.rowcount
+        except psycopg2.Error as exc:
+            raise StorageError(f"writing vectors of graph {graph!r} to Postgres failed: {exc}") from exc
+
+    # -- reads ----------------------------------------------------------
+
+    def search(
+        self,
+        graph: str,
+        embedding: Sequence[float],
+        k: int,
+        window: TemporalWindow,
+        *,
+        min_energy: float | None = None,
+        min_confidence: float | None = None,
+    ) -> list[tuple[str, float]]:
+        """``(node_id, cosine similarity)`` of the k nearest visible memories.
+
+        pgvector 0.8's iterative index scan keeps walking the HNSW graph until
+        k rows pass the filters, so filters do not starve the result.
+        """
+        if len(embedding) != self.dimension:
+            raise EmbeddingDimensionError(
+                f"query embedding has dimension {len(embedding)}, the Postgres vector table holds {self.dimension}"
+            )
+        if k <= 0:
+            return []
+        predicate = sql_predicate(window)
+        clauses = [sql.SQL("graph = %(graph)s"), sql.SQL(predicate.text)]
+        params: dict[str, Any] = {**predicate.params, "graph": graph, "q": _vector_literal(embedding), "k": int(k)}
+        if min_energy is not None:
+            clauses.append(sql.SQL("energy >= %(min_energy)s"))
+            params["min_energy"] = float(min_energy)
+        if min_confidence is not None:
+            clauses.append(sql.SQL("confidence >= %(min_confidence)s"))
+            params["min_confidence"] = float(min_confidence)
+        statement = sql.SQL(
+            "SELECT node_id, 1 - (embedding <=> %(q)s::vector) AS similarity FROM {t} WHERE {w} "
+            "ORDER BY embedding <=> %(q)s::vector LIMIT %(k)s"
+        ).format(t=self.table, w=sql.SQL(" AND ").join(clauses))
+        try:
+            with self.conn, self.conn.cursor() as cur:
+                cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                cur.execute("SET LOCAL hnsw.ef_search = %s", (self.ef_search,))
+                cur.execute(statement, params)
+                found = cur.fetchall()
+        except psycopg2.Error as exc:
+            raise StorageError(f"vector search of graph {graph!r} in Postgres failed: {exc}") from exc
+        # relaxed_order may return rows slightly out of order: restore it.
+        return sorted(((node_id, float(sim)) for node_id, sim in found), key=lambda r: -r[1])
+
+    def count(self, graph: str) -> int:
+        with self.conn, self.conn.cursor() as cur:
+            cur.execute(sql.SQL("SELECT count(*) FROM {t} WHERE graph = %s").format(t=self.table), (graph,))
+            return int(cur.fetchone()[0])

@@ -1,0 +1,168 @@
+"""How schema models become graph properties, and back.
+
+FalkorDB properties are primitives or arrays of primitives, so structured
+fields are flattened: an emotion vector becomes parallel arrays of names,
+canonical names and intensities (which Cypher arithmetic and filters can
+use), free-form dicts become JSON text.  Times travel as ISO strings and are
+stored as ``localdatetime`` in UTC at one-second resolution.
+
+Each record also gets a ``content_hash`` so that writing the same record
+twice changes nothing: re-running an ingestion is free, and (because
+FalkorDB leaves an orphan vector behind every update of an indexed node)
+it does not degrade the vector index either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+from llama_consciousness.schema._time import to_utc
+from llama_consciousness.scoring.emotions import canonical_emotion
+from llama_consciousness.temporal import cypher_time
+
+TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
+
+NODE_SCALARS = (
+    "node_id", "level", "citizen_id", "node_type", "name", "description",
+    "invalidation_reason", "correction_pattern_id", "discovery_energy",
+    "energy", "confidence", "felt_quality", "body_sensation", "goal", "mindstate",
+    "formation_trigger", "emotion_description", "spatial_context",
+    "resolution_state", "supersedes", "authority", "metadata_completeness",
+)
+NODE_LISTS = ("concepts", "surfaces_when")
+
+EDGE_SCALARS = (
+    "edge_id", "source_id", "target_id", "relation_type", "level", "citizen_id",
+    "goal", "mindstate", "energy", "confidence", "formation_trigger",
+    "energy_transfer_coefficient", "resolution_state", "felt_quality",
+    "emotion_description", "body_sensation", "spatial_context", "metadata_completeness",
+)
+
+EMOTION_PROPS = ("emotion_names", "emotion_canonical", "emotion_values")
+JSON_PROPS = {"sensory_details": "sensory_details_json", "extra": "extra_json"}
+
+# Properties read back for a node: everything but the embedding, which is
+# large and only the index needs.
+NODE_READ_PROPS = NODE_SCALARS + NODE_LISTS + TIME_FIELDS + EMOTION_PROPS + (
+    "sensory_details_json", "extra_json",
+)
+EDGE_READ_PROPS = EDGE_SCALARS + TIME_FIELDS + EMOTION_PROPS + ("sensory_details_json",)
+
+
+def projection(var: str, props: tuple[str, ...]) -> str:
+    """A Cypher map of fixed property names (never user input)."""
+    return "{" + ", ".join(f"{p}: {var}.{p}" for p in props) + "}"
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else cypher_time(value)
+
+
+def _emotions(vector: Mapping[str, float] | None) -> dict[str, list]:
+    names = list(vector or {})
+    return {
+        "emotion_names": names,
+        "emotion_canonical": [canonical_emotion(n) for n in names],
+        "emotion_values": [float(vector[n]) for n in names] if vector else [],
+    }
+
+
+def _json(value: Any) -> str | None:
+    if value is None or value == {}:
+        return None
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _digest(payload: dict[str, Any]) -> str:
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def defaulted_times(model: Any) -> list[str]:
+    """Times the caller did not give (filled by defaults at construction).
+
+    When such a record already exists, the stored time is kept: re-ingesting
+    yesterday's memory today must not move its ``created_at`` to today.
+    """
+    given = model.model_fields_set
+    defaulted = [] if "created_at" in given else ["created_at"]
+    if "valid_at" not in given and "created_at" not in given:
+        defaulted.append("valid_at")
+    return defaulted
+
+
+def node_row(node: MemoryNode) -> dict[str, Any]:
+    """The parameter row that the upsert query writes for ``node``."""
+    props: dict[str, Any] = {f: getattr(node, f) for f in NODE_SCALARS}
+    props.update({f: list(getattr(node, f)) for f in NODE_LISTS})
+    props.update(_emotions(node.emotion_vector))
+    for field, prop in JSON_PROPS.items():
+        props[prop] = _json(getattr(node, field))
+    times = {f: _time(getattr(node, f)) for f in TIME_FIELDS}
+    defaulted = defaulted_times(node)
+    embedding = None if node.embedding is None else [float(x) for x in node.embedding]
+    hashed = {**props, **{k: v for k, v in times.items() if k not in defaulted}, "embedding": embedding}
+    return {
+        "node_id": node.node_id,
+        "props": props,
+        "times": times,
+        "keep_times": defaulted,
+        "embedding": embedding,
+        "hash": _digest(hashed),
+    }
+
+
+def edge_row(edge: ConsciousnessRelationship) -> dict[str, Any]:
+    """The parameter row that the upsert query writes for ``edge``."""
+    props: dict[str, Any] = {f: getattr(edge, f) for f in EDGE_SCALARS}
+    props.update(_emotions(edge.emotion_vector))
+    props["sensory_details_json"] = _json(edge.sensory_details)
+    times = {f: _time(getattr(edge, f)) for f in TIME_FIELDS}
+    defaulted = defaulted_times(edge)
+    hashed = {**props, **{k: v for k, v in times.items() if k not in defaulted}}
+    return {
+        "edge_id": edge.edge_id,
+        "source_id": edge.source_id,
+        "target_id": edge.target_id,
+        "props": props,
+        "times": times,
+        "keep_times": defaulted,
+        "hash": _digest(hashed),
+    }
+
+
+def _clean(props: Mapping[str, Any]) -> dict[str, Any]:
+    """Stored properties back into model fields."""
+    data = {k: v for k, v in props.items() if v is not None}
+    names = data.pop("emotion_names", None) or []
+    values = data.pop("emotion_values", None) or []
+    data.pop("emotion_canonical", None)
+    if names:
+        data["emotion_vector"] = dict(zip(names, (float(v) for v in values)))
+    for field, prop in JSON_PROPS.items():
+        text = data.pop(prop, None)
+        if text:
+            data[field] = json.loads(text)
+    for f in TIME_FIELDS:
+        if f in data:
+            data[f] = to_utc(data[f])
+    return data
+
+
+def node_from_props(props: Mapping[str, Any], cls: type[MemoryNode] = MemoryNode, **extra: Any) -> MemoryNode:
+    """A stored node as a model (``cls`` may be ``ConsciousnessNode``)."""
+    data = _clean(props)
+    for f in NODE_LISTS:
+        data.setdefault(f, [])
+    data.update(extra)
+    return cls.model_validate(data)
+
+
+def edge_from_props(props: Mapping[str, Any]) -> ConsciousnessRelationship:
+    """A stored relationship as a model."""
+    return ConsciousnessRelationship.model_validate(_clean(props))
