@@ -1,3 +1,52 @@
-"""llama-consciousness: a memory LlamaIndex applications can reason over."""
+"""llama-consciousness: a memory LlamaIndex applications can reason over.
+
+Memories live in a bitemporal graph per level (N1 personal, N2 collective,
+N3 ecosystem) with vectors and "consciousness" metadata: energy, confidence,
+emotions, goals and resolution state.  Start with :class:`ConsciousnessMemory`.
+"""
+
+from llama_consciousness.embeddings import OpenAIEmbedding, WordLlamaEmbedding, resolve_embed_model
+from llama_consciousness.errors import (
+    ConsciousnessError,
+    DataDirectoryError,
+    EmbeddedServerError,
+    EmbeddingDimensionError,
+    LevelError,
+    StorageError,
+)
+from llama_consciousness.memory import ConsciousnessMemory
+from llama_consciousness.schema import (
+    ConsciousnessNode,
+    ConsciousnessRelationship,
+    ConsciousnessStream,
+    MemoryNode,
+    RetrievalIntention,
+    StateBasedRetrieval,
+)
+from llama_consciousness.storage.level_store import UpsertResult, VectorIndexConfig
+from llama_consciousness.temporal import TemporalWindow
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "ConsciousnessError",
+    "ConsciousnessMemory",
+    "ConsciousnessNode",
+    "ConsciousnessRelationship",
+    "ConsciousnessStream",
+    "DataDirectoryError",
+    "EmbeddedServerError",
+    "EmbeddingDimensionError",
+    "LevelError",
+    "MemoryNode",
+    "OpenAIEmbedding",
+    "RetrievalIntention",
+    "StateBasedRetrieval",
+    "StorageError",
+    "TemporalWindow",
+    "UpsertResult",
+    "VectorIndexConfig",
+    "WordLlamaEmbedding",
+    "resolve_embed_model",
+    "__version__",
+]

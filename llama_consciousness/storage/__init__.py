@@ -1,0 +1,25 @@
+"""Storage: embedded servers, the level graph store (all Cypher), the pgvector store."""
+
+from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
+from llama_consciousness.storage.level_store import (
+    AsyncLevelGraphStore,
+    LevelGraphStore,
+    LevelPlans,
+    UpsertResult,
+    VectorHit,
+    VectorIndexConfig,
+)
+from llama_consciousness.storage.paths import default_data_dir
+from llama_consciousness.storage.postgres_server import EmbeddedPostgres
+
+__all__ = [
+    "AsyncLevelGraphStore",
+    "EmbeddedFalkorDB",
+    "EmbeddedPostgres",
+    "LevelGraphStore",
+    "LevelPlans",
+    "UpsertResult",
+    "VectorHit",
+    "VectorIndexConfig",
+    "default_data_dir",
+]

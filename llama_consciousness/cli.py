@@ -1,0 +1,137 @@
+"""The ``llama-consciousness`` command.
+
+``demo`` writes the bundled scenario into an embedded FalkorDB and runs a
+vector query per level under a temporal mode, so a new user sees the whole
+stack (servers, schema, embedding, bitemporal filters) work in one command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from llama_consciousness.schema._time import to_utc
+from llama_consciousness.temporal import TEMPORAL_MODES, TemporalWindow
+
+DEMO_QUERY = "What do we know about FalkorDB vector search and the V2 architecture?"
+LEVEL_TITLES = {"N1": "N1 personal", "N2": "N2 collective", "N3": "N3 ecosystem"}
+
+
+def _time_arg(text: str) -> datetime:
+    try:
+        return to_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {text!r} (e.g. 2025-09-01 or 2025-09-01T12:00:00Z)")
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], max_width: int = 60) -> str:
+    """A plain-text table; long cells are cut with an ellipsis."""
+
+    def cell(value: object) -> str:
+        text = "" if value is None else str(value)
+        return text if len(text) <= max_width else text[: max_width - 1] + "…"
+
+    cells = [[cell(h) for h in headers]] + [[cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _span(start: datetime | None, end: datetime | None) -> str:
+    """A half-open interval by day: ``2025-08-01→`` is open-ended."""
+    day = "%Y-%m-%d"
+    return ("?" if start is None else start.strftime(day)) + "→" + ("" if end is None else end.strftime(day))
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from llama_consciousness.ingestion.loader import demo_memory_file, read_memory_file
+    from llama_consciousness.memory import ConsciousnessMemory
+
+    window = TemporalWindow(
+        args.mode, as_of_time=args.as_of, time_range_start=args.range_start, time_range_end=args.range_end
+    )
+    temporary = args.data_dir is None
+    data_dir = Path(tempfile.mkdtemp(prefix="lcdemo", dir="/tmp")) if temporary else Path(args.data_dir)
+    out = sys.stdout
+    try:
+        started = time.perf_counter()
+        with ConsciousnessMemory(data_dir=data_dir, embed_model=args.embed_model) as memory:
+            server = "embedded FalkorDB" if memory.falkordb_url is None else memory.falkordb_url
+            print(f"memory: {server} in {data_dir} ({time.perf_counter() - started:.2f} s to open), "
+                  f"embedding {type(memory.embed_model).__name__} ({memory.dimension}-d)", file=out)
+            nodes, relationships = read_memory_file(args.file or demo_memory_file())
+            written = memory.upsert(nodes, relationships)
+            print(f"wrote {written.nodes_created} memories and {written.edges_created} relationships "
+                  f"({written.nodes_unchanged + written.edges_unchanged} already there, unchanged)", file=out)
+            mode = args.mode + (f" as of {args.as_of.isoformat()}" if args.as_of else "")
+            print(f"\nquery: {args.query!r}  [temporal mode: {mode}]", file=out)
+            for level in args.levels:
+                citizen = args.citizen if level == "N1" else None
+                t0 = time.perf_counter()
+                found = memory.vector_search(args.query, level, citizen, k=args.k, window=window)
+                ms = (time.perf_counter() - t0) * 1000
+                title = LEVEL_TITLES[level] + (f" (citizen {citizen})" if citizen else "")
+                print(f"\n{title}: {len(found)} memories in {ms:.1f} ms", file=out)
+                rows = [
+                    (f"{n.relevance_score:.3f}", n.node_type, n.name, n.description, f"{n.energy:.2f}",
+                     f"{n.confidence:.2f}", n.resolution_state, _span(n.valid_at, n.invalid_at),
+                     _span(n.created_at, n.expired_at))
+                    for n in found
+                ]
+                headers = ("sim", "type", "name", "description", "energy", "conf", "state", "valid", "believed")
+                print(format_table(headers, rows, max_width=38), file=out)
+        if args.mode == "current":
+            print("\nTry the past: llama-consciousness demo --mode point_in_time --as-of 2025-09-10 "
+                  "(what Ada believed about FalkorDB before she found out it was false)", file=out)
+    finally:
+        if temporary and not args.keep:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llama-consciousness", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="write the bundled scenario and query each level")
+    demo.add_argument("--query", default=DEMO_QUERY, help="what to look for")
+    demo.add_argument("--mode", choices=TEMPORAL_MODES, default="current", help="temporal mode")
+    demo.add_argument("--as-of", type=_time_arg, default=None, help="time for --mode point_in_time")
+    demo.add_argument("--range-start", type=_time_arg, default=None, help="range start (evolution, full_history)")
+    demo.add_argument("--range-end", type=_time_arg, default=None, help="range end (evolution, full_history)")
+    demo.add_argument("--levels", nargs="+", choices=("N1", "N2", "N3"), default=["N1", "N2", "N3"])
+    demo.add_argument("--citizen", default="ada", help="whose N1 memory to query")
+    demo.add_argument("-k", type=int, default=5, help="results per level")
+    demo.add_argument("--data-dir", default=None, help="keep the data here (default: a temporary directory)")
+    demo.add_argument("--keep", action="store_true", help="do not delete the temporary data directory")
+    demo.add_argument("--file", default=None, help="a memory file (JSON Lines) instead of the bundled scenario")
+    demo.add_argument("--embed-model", default=None, help="wordllama (default), openai, openai:<model>")
+    demo.set_defaults(func=run_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as exc:  # bad input reaches the user as one clear line
+        print(f"llama-consciousness: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        from llama_consciousness.errors import ConsciousnessError
+
+        if isinstance(exc, ConsciousnessError):
+            print(f"llama-consciousness: error: {exc}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())
