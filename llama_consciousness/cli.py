@@ -54,9 +54,13 @@ def run_demo(args: argparse.Namespace) -> int:
     from llama_consciousness.ingestion.loader import demo_memory_file, read_memory_file
     from llama_consciousness.memory import ConsciousnessMemory
 
+    from llama_consciousness.levels import graph_name
+
     window = TemporalWindow(
         args.mode, as_of_time=args.as_of, time_range_start=args.range_start, time_range_end=args.range_end
     )
+    if "N1" in args.levels:
+        graph_name("N1", args.citizen)  # refuse a bad citizen id before starting anything
     temporary = args.data_dir is None
     data_dir = Path(tempfile.mkdtemp(prefix="lcdemo", dir="/tmp")) if temporary else Path(args.data_dir)
     out = sys.stdout
