@@ -222,7 +222,38 @@ def _load_wordllama(dim: int) -> _LoadedWordLlama:
         return loaded
 
 
-class WordLlamaEmbedding(BaseEmbedding):
+class _EmbedThroughBatches:
+    """LlamaIndex's six embedding hooks, all routed through ``_embed`` / ``_aembed``.
+
+    Queries and documents are embedded the same way by both backends, so
+    the only thing a backend writes is ``_embed(texts)``: how to embed a list.
+    """
+
+    async def _aembed(self, texts: List[str]) -> List[Embedding]:
+        # CPU-bound work goes to a worker thread so the event loop stays
+        # responsive; network-bound backends override this with real async I/O.
+        return await asyncio.to_thread(self._embed, texts)
+
+    def _get_query_embedding(self, query: str) -> Embedding:
+        return self._embed([query])[0]
+
+    def _get_text_embedding(self, text: str) -> Embedding:
+        return self._embed([text])[0]
+
+    def _get_text_embeddings(self, texts: List[str]) -> List[Embedding]:
+        return self._embed(list(texts))
+
+    async def _aget_query_embedding(self, query: str) -> Embedding:
+        return (await self._aembed([query]))[0]
+
+    async def _aget_text_embedding(self, text: str) -> Embedding:
+        return (await self._aembed([text]))[0]
+
+    async def _aget_text_embeddings(self, texts: List[str]) -> List[Embedding]:
+        return await self._aembed(list(texts))
+
+
+class WordLlamaEmbedding(_EmbedThroughBatches, BaseEmbedding):
     """Offline WordLlama embeddings; the package default (see module docs).
 
     Vectors are L2-normalised so cosine similarity equals the dot product,
@@ -323,26 +354,6 @@ class WordLlamaEmbedding(BaseEmbedding):
                 )
         return (sums / norms).tolist()
 
-    def _get_query_embedding(self, query: str) -> Embedding:
-        return self._embed([query])[0]
-
-    def _get_text_embedding(self, text: str) -> Embedding:
-        return self._embed([text])[0]
-
-    def _get_text_embeddings(self, texts: List[str]) -> List[Embedding]:
-        return self._embed(list(texts))
-
-    # Embedding is CPU-bound numpy work; running it in a worker thread keeps
-    # the event loop responsive when large batches are embedded from async code.
-    async def _aget_query_embedding(self, query: str) -> Embedding:
-        return (await asyncio.to_thread(self._embed, [query]))[0]
-
-    async def _aget_text_embedding(self, text: str) -> Embedding:
-        return (await asyncio.to_thread(self._embed, [text]))[0]
-
-    async def _aget_text_embeddings(self, texts: List[str]) -> List[Embedding]:
-        return await asyncio.to_thread(self._embed, list(texts))
-
 
 # --------------------------------------------------------------------------
 # OpenAI (and OpenAI-compatible servers)
@@ -374,7 +385,7 @@ class _ClientSlot:
         return (_ClientSlot, ())
 
 
-class OpenAIEmbedding(BaseEmbedding):
+class OpenAIEmbedding(_EmbedThroughBatches, BaseEmbedding):
     """Embeddings from the OpenAI API or any server that speaks its protocol.
 
     Written against the ``openai`` SDK directly so the package does not pull
@@ -532,23 +543,6 @@ class OpenAIEmbedding(BaseEmbedding):
             results.extend(self._vectors(response, len(batch)))
         return results
 
-    def _get_query_embedding(self, query: str) -> Embedding:
-        return self._embed([query])[0]
-
-    def _get_text_embedding(self, text: str) -> Embedding:
-        return self._embed([text])[0]
-
-    def _get_text_embeddings(self, texts: List[str]) -> List[Embedding]:
-        return self._embed(list(texts))
-
-    async def _aget_query_embedding(self, query: str) -> Embedding:
-        return (await self._aembed([query]))[0]
-
-    async def _aget_text_embedding(self, text: str) -> Embedding:
-        return (await self._aembed([text]))[0]
-
-    async def _aget_text_embeddings(self, texts: List[str]) -> List[Embedding]:
-        return await self._aembed(list(texts))
 
 
 # --------------------------------------------------------------------------

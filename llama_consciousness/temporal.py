@@ -40,7 +40,7 @@ from datetime import datetime
 from typing import Any, get_args
 
 from llama_consciousness.schema._time import to_utc, utcnow
-from llama_consciousness.schema.common import TemporalMode
+from llama_consciousness.schema.common import TemporalMode, check_temporal_mode, check_temporal_request
 
 TEMPORAL_MODES: tuple[str, ...] = get_args(TemporalMode)
 
@@ -62,33 +62,12 @@ class TemporalWindow:
     now: datetime = field(default_factory=utcnow)
 
     def __post_init__(self) -> None:
-        if self.mode not in TEMPORAL_MODES:
-            raise ValueError(
-                f"unknown temporal mode {self.mode!r}; expected one of {', '.join(TEMPORAL_MODES)}"
-            )
+        check_temporal_mode(self.mode)
         for name in ("as_of_time", "time_range_start", "time_range_end", "now"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, to_utc(value))
-        if self.mode == "point_in_time" and self.as_of_time is None:
-            raise ValueError("temporal mode 'point_in_time' requires as_of_time")
-        if self.mode != "point_in_time" and self.as_of_time is not None:
-            raise ValueError(f"as_of_time is only used by 'point_in_time', not by {self.mode!r}")
-        has_range = self.time_range_start is not None or self.time_range_end is not None
-        if has_range and self.mode not in ("evolution", "full_history"):
-            raise ValueError(
-                f"time_range_start/time_range_end are only used by 'evolution' and 'full_history', "
-                f"not by {self.mode!r}"
-            )
-        if (
-            self.time_range_start is not None
-            and self.time_range_end is not None
-            and self.time_range_start > self.time_range_end
-        ):
-            raise ValueError(
-                f"time_range_start ({self.time_range_start.isoformat()}) is after "
-                f"time_range_end ({self.time_range_end.isoformat()})"
-            )
+        check_temporal_request(self.mode, self.as_of_time, self.time_range_start, self.time_range_end)
 
     @classmethod
     def from_intention(cls, intention: Any, now: datetime | None = None) -> TemporalWindow:

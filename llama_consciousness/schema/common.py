@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BeforeValidator
 
@@ -23,6 +23,7 @@ __all__ = [
     "MAX_RESULTS_PER_LEVEL",
     "ResolutionState",
     "TemporalMode",
+    "check_temporal_request",
     "validate_citizen_id",
 ]
 
@@ -92,3 +93,42 @@ EmotionVector = Annotated[
     AfterValidator(_check_emotion_vector),
 ]
 """Emotion name -> intensity in [0, 1], names stripped and non-empty."""
+
+
+_TEMPORAL_MODE_NAMES: tuple[str, ...] = get_args(TemporalMode)
+_RANGE_MODES = ("evolution", "full_history")
+
+
+def check_temporal_mode(mode: Any) -> str:
+    """Reject an unknown temporal mode with the list of known ones."""
+    if mode not in _TEMPORAL_MODE_NAMES:
+        allowed = ", ".join(repr(m) for m in _TEMPORAL_MODE_NAMES)
+        raise ValueError(f"temporal_mode must be one of {allowed}; got {mode!r}")
+    return mode
+
+
+def check_temporal_request(mode: str, as_of_time: Any, time_range_start: Any, time_range_end: Any) -> None:
+    """The cross-field rules of a temporal request, shared by intentions and windows.
+
+    A parameter that the mode would ignore is an error, not a silent no-op:
+    an ``as_of_time`` given with ``current`` almost always means the caller
+    forgot to switch the mode.
+    """
+    check_temporal_mode(mode)
+    if mode == "point_in_time" and as_of_time is None:
+        raise ValueError("temporal_mode 'point_in_time' requires as_of_time")
+    if as_of_time is not None and mode != "point_in_time":
+        raise ValueError(
+            f"as_of_time is only allowed with temporal_mode 'point_in_time' (got temporal_mode {mode!r})"
+        )
+    has_range = time_range_start is not None or time_range_end is not None
+    if has_range and mode not in _RANGE_MODES:
+        raise ValueError(
+            "time_range_start/time_range_end are only allowed with temporal_mode "
+            f"'evolution' or 'full_history' (got temporal_mode {mode!r})"
+        )
+    if time_range_start is not None and time_range_end is not None and time_range_start > time_range_end:
+        raise ValueError(
+            f"time_range_start ({time_range_start.isoformat()}) must be <= "
+            f"time_range_end ({time_range_end.isoformat()}): the start is after the end"
+        )

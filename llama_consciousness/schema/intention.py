@@ -7,7 +7,7 @@ otherwise be silently reinterpreted by the retriever.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, get_args
+from typing import Any, Literal, Optional
 from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -20,12 +20,11 @@ from .common import (
     EmotionVector,
     LevelName,
     TemporalMode,
+    check_temporal_mode,
+    check_temporal_request,
 )
 
 __all__ = ["RetrievalIntention", "StateBasedRetrieval"]
-
-_TEMPORAL_MODES: tuple[str, ...] = get_args(TemporalMode)
-_RANGE_MODES = ("evolution", "full_history")
 
 
 def _new_intention_id() -> str:
@@ -81,10 +80,7 @@ class RetrievalIntention(BaseModel):
     @field_validator("temporal_mode", mode="before")
     @classmethod
     def _check_temporal_mode(cls, value: Any) -> Any:
-        if value not in _TEMPORAL_MODES:
-            allowed = ", ".join(repr(mode) for mode in _TEMPORAL_MODES)
-            raise ValueError(f"temporal_mode must be one of {allowed}; got {value!r}")
-        return value
+        return check_temporal_mode(value)
 
     @field_validator("query_levels")
     @classmethod
@@ -110,29 +106,9 @@ class RetrievalIntention(BaseModel):
 
     @model_validator(mode="after")
     def _check_temporal_consistency(self) -> "RetrievalIntention":
-        mode = self.temporal_mode
-        if mode == "point_in_time" and self.as_of_time is None:
-            raise ValueError("temporal_mode 'point_in_time' requires as_of_time")
-        if self.as_of_time is not None and mode != "point_in_time":
-            raise ValueError(
-                f"as_of_time is only allowed with temporal_mode 'point_in_time' "
-                f"(got temporal_mode {mode!r})"
-            )
-        has_range = self.time_range_start is not None or self.time_range_end is not None
-        if has_range and mode not in _RANGE_MODES:
-            raise ValueError(
-                "time_range_start/time_range_end are only allowed with temporal_mode "
-                f"'evolution' or 'full_history' (got temporal_mode {mode!r})"
-            )
-        if (
-            self.time_range_start is not None
-            and self.time_range_end is not None
-            and self.time_range_start > self.time_range_end
-        ):
-            raise ValueError(
-                f"time_range_start ({self.time_range_start.isoformat()}) must be <= "
-                f"time_range_end ({self.time_range_end.isoformat()})"
-            )
+        check_temporal_request(
+            self.temporal_mode, self.as_of_time, self.time_range_start, self.time_range_end
+        )
         return self
 
 
