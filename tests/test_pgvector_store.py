@@ -304,3 +304,13 @@ def test_search_is_scoped_to_its_graph(pg):
     found_a = store.search(a, [1, 0, 0, 0], 10, TemporalWindow())
     assert found_a == [("same", pytest.approx(1.0))]
     assert [i for i, _ in store.search(b, [1, 0, 0, 0], 10, TemporalWindow())] == ["other", "same"]
+
+
+def test_repeated_id_in_one_batch_last_wins(pg):
+    store, new_graph = pg
+    graph = new_graph()
+    first = node("dup", [1, 0, 0, 0], created_at=at(0))
+    last = first.model_copy(update={"energy": 0.9})
+    assert store.upsert(graph, [first, node("other", [0, 1, 0, 0], created_at=at(0)), last]) == 2
+    assert store.count(graph) == 2
+    assert stored_row(store, graph, "dup")["energy"] == 0.9

@@ -331,7 +331,7 @@ def test_emotion_vector_validation():
 # --------------------------------------------------------------------- memory node
 
 
-@pytest.mark.parametrize("field", ["energy", "confidence", "discovery_energy", "authority", "metadata_completeness"])
+@pytest.mark.parametrize("field", ["energy", "confidence", "discovery_energy", "authority_score", "metadata_completeness"])
 @pytest.mark.parametrize("bad", [-0.1, 1.1, float("nan")])
 def test_memory_unit_fields_rejected_outside_range(field, bad):
     with pytest.raises(ValidationError, match=field):

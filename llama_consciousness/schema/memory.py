@@ -102,7 +102,7 @@ class MemoryNode(BaseModel):
 
     concepts: list[str] = Field(default_factory=list)
     surfaces_when: list[str] = Field(default_factory=list)
-    authority: Optional[UnitFloat] = None
+    authority_score: Optional[UnitFloat] = None  # 004: importance x usage x freshness
     metadata_completeness: Optional[UnitFloat] = None
 
     extra: dict[str, Any] = Field(default_factory=dict)

@@ -108,6 +108,9 @@ class PgVectorStore:
         number of rows written.
         """
         rows = []
+        # last write wins for a repeated id, as in the graph store (Postgres
+        # refuses to update one row twice in one INSERT ... ON CONFLICT)
+        nodes = list({node.node_id: node for node in nodes}.values())
         for node in nodes:
             if node.embedding is None:
                 continue
@@ -143,7 +146,7 @@ class PgVectorStore:
             " resolution_state = EXCLUDED.resolution_state, valid_at = EXCLUDED.valid_at,"
             " invalid_at = EXCLUDED.invalid_at, created_at = EXCLUDED.created_at,"
             " expired_at = EXCLUDED.expired_at, content_hash = EXCLUDED.content_hash "
-            "WHERE {t}.content_hash IS DISTINCT FROM EXCLUDED.content_hash"
+            "WHERE {t}.content_hash IS DISTINCT FROM EXCLUDED.content_hash RETURNING 1"
         ).format(t=self.table)
         template = (
             "(%s, %s, %s, %s, %s, %s::double precision, %s::double precision, %s,"
@@ -151,8 +154,12 @@ class PgVectorStore:
         )
         try:
             with self.conn, self.conn.cursor() as cur:
-                psycopg2.extras.execute_values(cur, statement.as_string(self.conn), rows, template=template, page_size=500)
-                return cur.rowcount
+                # fetch=True collects RETURNING rows of every page; rowcount
+                # would only count the last page of 500
+                written = psycopg2.extras.execute_values(
+                    cur, statement.as_string(self.conn), rows, template=template, page_size=500, fetch=True
+                )
+                return len(written)
         except psycopg2.Error as exc:
             raise StorageError(f"writing vectors of graph {graph!r} to Postgres failed: {exc}") from exc
 

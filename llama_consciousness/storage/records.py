@@ -32,7 +32,7 @@ NODE_SCALARS = (
     "invalidation_reason", "correction_pattern_id", "discovery_energy",
     "energy", "confidence", "felt_quality", "body_sensation", "goal", "mindstate",
     "formation_trigger", "emotion_description", "spatial_context",
-    "resolution_state", "supersedes", "authority", "metadata_completeness",
+    "resolution_state", "supersedes", "authority_score", "metadata_completeness",
 )
 NODE_LISTS = ("concepts", "surfaces_when")
 
@@ -91,7 +91,9 @@ def defaulted_times(model: Any) -> list[str]:
     """
     given = model.model_fields_set
     defaulted = [] if "created_at" in given else ["created_at"]
-    if "valid_at" not in given and "created_at" not in given:
+    # The schema fills a missing valid_at from created_at by assignment, which
+    # marks valid_at as set; a valid_at equal to a defaulted created_at is that copy.
+    if "created_at" not in given and ("valid_at" not in given or model.valid_at == model.created_at):
         defaulted.append("valid_at")
     return defaulted
 

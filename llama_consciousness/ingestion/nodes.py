@@ -1,0 +1,91 @@
+"""Memories as LlamaIndex ``TextNode``s, so ingestion runs in an ``IngestionPipeline``.
+
+The mapping is plain on purpose, so that a user can build the nodes by hand:
+
+* ``node.id_`` is the memory's ``node_id``;
+* ``node.text`` is its ``description`` (what gets embedded, together with the name);
+* ``node.metadata`` holds every other field of :class:`MemoryNode` under its
+  own name (``name``, ``level``, ``energy``, ``emotion_vector``, ...), with
+  datetimes as ISO-8601 strings so the metadata stays JSON;
+* ``node.embedding`` is the embedding, when there is one.
+
+Transforms add their own keys under the ``lc_`` prefix (``lc_entities``,
+``lc_flags``, ...): they are instructions for the writer, not memory fields.
+Relationships travel as ``TextNode``s too, with ``metadata["kind"] ==
+"relationship"`` and the relationship's fields in the metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from llama_index.core.schema import BaseNode, TextNode
+
+from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+
+KIND_KEY = "kind"
+RELATIONSHIP = "relationship"
+PRIVATE_PREFIX = "lc_"
+
+# Metadata that must not reach the LLM or the embedding model verbatim: ids,
+# times and numbers are noise in a prompt and in an embedding.
+_HIDDEN_FROM_TEXT = [
+    "node_id", "level", "citizen_id", "valid_at", "invalid_at", "created_at", "expired_at",
+    "invalidation_reason", "correction_pattern_id", "discovery_energy", "supersedes",
+    "authority_score", "metadata_completeness", "extra", "sensory_details", KIND_KEY,
+]
+
+
+def memory_to_text_node(memory: MemoryNode) -> TextNode:
+    """A memory as a ``TextNode`` (see the module docstring for the mapping)."""
+    data = memory.model_dump(mode="json", exclude={"embedding", "description"}, exclude_unset=False)
+    # Keep defaulted times out: the writer must be able to tell "not given"
+    # (keep what is stored) from "given" (write it).
+    for name in ("created_at", "valid_at"):
+        if name not in memory.model_fields_set and not (name == "valid_at" and "created_at" in memory.model_fields_set):
+            data.pop(name, None)
+    node = TextNode(
+        id_=memory.node_id,
+        text=memory.description,
+        metadata=data,
+        embedding=list(memory.embedding) if memory.embedding is not None else None,
+        excluded_embed_metadata_keys=[k for k in data if k != "name"],
+        excluded_llm_metadata_keys=list(_HIDDEN_FROM_TEXT),
+    )
+    return node
+
+
+def relationship_to_text_node(relationship: ConsciousnessRelationship) -> TextNode:
+    """A relationship as a ``TextNode`` (kind ``relationship``; no text, no embedding)."""
+    data = relationship.model_dump(mode="json")
+    for name in ("created_at", "valid_at"):
+        if name not in relationship.model_fields_set and not (
+            name == "valid_at" and "created_at" in relationship.model_fields_set
+        ):
+            data.pop(name, None)
+    data[KIND_KEY] = RELATIONSHIP
+    return TextNode(id_=f"rel:{relationship.edge_id}", text="", metadata=data)
+
+
+def is_relationship(node: BaseNode) -> bool:
+    return node.metadata.get(KIND_KEY) == RELATIONSHIP
+
+
+def _fields(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if not k.startswith(PRIVATE_PREFIX) and k != KIND_KEY}
+
+
+def text_node_to_memory(node: BaseNode) -> MemoryNode:
+    """The memory a ``TextNode`` describes (raises pydantic's ValidationError if invalid)."""
+    data = _fields(node.metadata)
+    data.setdefault("node_id", node.node_id)
+    data["description"] = node.get_content(metadata_mode="none")
+    if node.embedding is not None:
+        data["embedding"] = list(node.embedding)
+    return MemoryNode.model_validate(data)
+
+
+def text_node_to_relationship(node: BaseNode) -> ConsciousnessRelationship:
+    """The relationship a ``TextNode`` of kind ``relationship`` describes."""
+    return ConsciousnessRelationship.model_validate(_fields(node.metadata))

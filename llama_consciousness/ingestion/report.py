@@ -1,0 +1,67 @@
+"""What an ingestion did, for the person who ran it.
+
+Every transform that can reject, skip or warn records it here instead of
+logging and moving on, so that ``llama-consciousness ingest`` can end with
+one report and a program can assert on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Rejection:
+    """An item that was not written, and why."""
+
+    item_id: str
+    stage: str
+    reasons: list[str]
+    line: int | None = None
+
+
+@dataclass
+class IngestReport:
+    """Counts and reasons of one ingestion run."""
+
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    relationships_inserted: int = 0
+    relationships_updated: int = 0
+    relationships_unchanged: int = 0
+    superseded: int = 0
+    duplicates: int = 0
+    entities: int = 0
+    rejected: list[Rejection] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+
+    def reject(self, item_id: str, stage: str, reasons: list[str], line: int | None = None) -> None:
+        self.rejected.append(Rejection(item_id, stage, list(reasons), line))
+
+    def warn(self, item_id: str, message: str) -> None:
+        self.warnings.append((item_id, message))
+
+    def merge(self, other: IngestReport) -> IngestReport:
+        for name in ("inserted", "updated", "unchanged", "relationships_inserted", "relationships_updated",
+                     "relationships_unchanged", "superseded", "duplicates", "entities"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.rejected.extend(other.rejected)
+        self.warnings.extend(other.warnings)
+        return self
+
+    def summary(self) -> str:
+        """One paragraph a person can read at the end of a run."""
+        lines = [
+            f"memories: {self.inserted} inserted, {self.updated} updated, {self.unchanged} unchanged, "
+            f"{self.superseded} superseded, {self.duplicates} duplicates",
+            f"relationships: {self.relationships_inserted} inserted, {self.relationships_updated} updated, "
+            f"{self.relationships_unchanged} unchanged; entities linked: {self.entities}",
+            f"rejected: {len(self.rejected)}; warnings: {len(self.warnings)}",
+        ]
+        for r in self.rejected[:20]:
+            where = f" (line {r.line})" if r.line else ""
+            lines.append(f"  rejected {r.item_id}{where} at {r.stage}: {'; '.join(r.reasons)}")
+        if len(self.rejected) > 20:
+            lines.append(f"  ... and {len(self.rejected) - 20} more rejected")
+        return "\n".join(lines)

@@ -1,0 +1,106 @@
+"""``ConsciousnessMetadataValidator``: the three tiers, applied while ingesting.
+
+A memory or relationship with a missing or invalid REQUIRED field is
+rejected with an error that lists the fields (mode ``raise``), or skipped
+and recorded in the report (mode ``drop``).  Missing IMPORTANT fields are
+warnings.  Every item that passes gets its ``metadata_completeness``, which
+retrieval later uses to rank incomplete memories lower.
+
+Defaults are the models' own (resolution_state ``in_progress``,
+energy_transfer_coefficient 0.5, created_at = ingestion time, valid_at =
+created_at), so a record that passes here is exactly what will be written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from llama_index.core.schema import BaseNode, TransformComponent
+from pydantic import Field, PrivateAttr, ValidationError
+
+from llama_consciousness.errors import ConsciousnessError
+from llama_consciousness.ingestion.nodes import (
+    PRIVATE_PREFIX,
+    is_relationship,
+    text_node_to_memory,
+    text_node_to_relationship,
+)
+from llama_consciousness.ingestion.report import IngestReport
+from llama_consciousness.scoring.validation import validate_consciousness_link, validate_consciousness_node
+
+LINE_KEY = "lc_line"
+
+
+class MemoryValidationError(ConsciousnessError, ValueError):
+    """A memory or relationship failed validation (mode ``raise``)."""
+
+    def __init__(self, item_id: str, reasons: Sequence[str], line: int | None = None) -> None:
+        where = f" (line {line})" if line else ""
+        super().__init__(f"{item_id}{where} rejected: " + "; ".join(reasons))
+        self.item_id = item_id
+        self.reasons = list(reasons)
+        self.line = line
+
+
+def _pydantic_reasons(exc: ValidationError) -> list[str]:
+    return [f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}" for e in exc.errors()]
+
+
+def check_item(node: BaseNode) -> tuple[list[str], list[str], float]:
+    """(errors, warnings, completeness) of one memory or relationship node."""
+    data: dict[str, Any] = {k: v for k, v in node.metadata.items() if not k.startswith(PRIVATE_PREFIX)}
+    if is_relationship(node):
+        # The spec's insertion defaults, applied before judging (issue 3).
+        data.setdefault("resolution_state", "in_progress")
+        data.setdefault("energy_transfer_coefficient", 0.5)
+        tiers = validate_consciousness_link(data)
+        build = text_node_to_relationship
+    else:
+        data.setdefault("node_id", node.node_id)
+        data.setdefault("resolution_state", "in_progress")
+        tiers = validate_consciousness_node(data)
+        build = text_node_to_memory
+    errors = list(tiers.errors)
+    try:
+        build(node)
+    except ValidationError as exc:
+        errors.extend(r for r in _pydantic_reasons(exc) if not any(r.split(":")[0] in e for e in errors))
+    return errors, list(tiers.warnings), tiers.metadata_completeness
+
+
+class ConsciousnessMetadataValidator(TransformComponent):
+    """Three-tier validation of memories and relationships in an ``IngestionPipeline``."""
+
+    mode: Literal["raise", "drop"] = Field(
+        default="raise", description="raise: the first invalid item stops ingestion; drop: skip and report it"
+    )
+    _report: IngestReport = PrivateAttr(default_factory=IngestReport)
+
+    @property
+    def report(self) -> IngestReport:
+        """Rejections and warnings of the last run."""
+        return self._report
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        self._report = IngestReport()
+        kept: list[BaseNode] = []
+        for node in nodes:
+            errors, warnings, completeness = check_item(node)
+            item_id = (node.metadata.get("edge_id") if is_relationship(node) else None) or node.node_id
+            line = node.metadata.get(LINE_KEY)
+            if errors:
+                if self.mode == "raise":
+                    raise MemoryValidationError(str(item_id), errors, line)
+                self._report.reject(str(item_id), "validation", errors, line)
+                continue
+            for warning in warnings:
+                self._report.warn(str(item_id), warning)
+            node.metadata["metadata_completeness"] = round(completeness, 6)
+            if warnings:
+                node.metadata["lc_warnings"] = warnings
+            kept.append(node)
+        return kept
+
+    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        return self.__call__(nodes, **kwargs)
