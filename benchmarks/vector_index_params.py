@@ -248,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args(argv)
 
+    # Ctrl-C (even if SIGINT was inherited as ignored) and SIGTERM both raise
+    # KeyboardInterrupt, so the finally-block always stops the server.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _sigterm)
     rng = np.random.default_rng(args.seed)
     t_start = time.monotonic()

@@ -135,6 +135,21 @@ def test_changed_records_are_updated(fresh_graph):
     assert store.counts() == (6, 4)
 
 
+def test_a_new_embedding_replaces_the_stored_one(fresh_graph):
+    store = fresh_graph("N2")
+    old, new = [0.5, 0.5, 0.5, 0.5], [-0.3, 0.1, 0.2, 0.9]
+    store.upsert([mk("moved", old, created_at=at(0)), mk("still", [0.1, 0.2, 0.3, 0.4], created_at=at(0))])
+    assert store.upsert([mk("moved", new, created_at=at(0))]).nodes_updated == 1
+    assert raw_nodes(store)["moved"]["embedding"] == pytest.approx(new, abs=1e-6)
+    hits = store.vector_search(new, 2, TemporalWindow())
+    assert [h.node.node_id for h in hits] == ["moved", "still"]
+    assert hits[0].similarity == pytest.approx(1.0, abs=1e-5)
+    # and back again
+    store.upsert([mk("moved", old, created_at=at(0))])
+    assert raw_nodes(store)["moved"]["embedding"] == pytest.approx(old)
+    assert store.vector_search(old, 1, TemporalWindow())[0].similarity == pytest.approx(1.0, abs=1e-5)
+
+
 def test_defaulted_times_keep_the_stored_ones(fresh_graph):
     store = fresh_graph("N2")
     store.upsert([mk("m", [1, 0, 0, 0], created_at=at(0)), mk("n", [0, 1, 0, 0], created_at=at(0))],
@@ -333,13 +348,20 @@ def test_vector_search_returns_k_after_updates(fresh_graph):
 def test_vector_search_returns_k_when_orphans_outnumber_live_vectors(fresh_graph):
     store = fresh_graph("N2", dimension=8)
     rng = random.Random(5)
-    vectors = {f"w{i}": unit(rng, 8) for i in range(100)}
-    for round_ in range(4):  # the initial write and three updates of every node
-        store.upsert([mk(i, v, created_at=at(0), description=f"round {round_}") for i, v in vectors.items()])
+    for round_ in range(4):  # the initial write and three updates of every node, each re-embedded
+        vectors = {f"w{i}": unit(rng, 8) for i in range(100)}
+        result = store.upsert([mk(i, v, created_at=at(0), description=f"round {round_}") for i, v in vectors.items()])
+        assert result.nodes_created + result.nodes_updated == 100
+    raw = store.graph.query("CALL db.idx.vector.queryNodes('Memory', 'embedding', 100, vecf32($q)) "
+                            "YIELD node RETURN node.node_id", {"q": vectors["w0"]}).result_set
+    assert len(raw) < 60  # the orphans crowd out live nodes of a plain KNN query
     hits = store.vector_search(vectors["w0"], 60, TemporalWindow())
     assert len({h.node.node_id for h in hits}) == 60
+    assert hits[0].node.node_id == "w0"
     everything = store.vector_search(vectors["w0"], 100, TemporalWindow())
     assert len({h.node.node_id for h in everything}) == 100
+    # more than there is: every live node, once
+    assert len({h.node.node_id for h in store.vector_search(vectors["w0"], 500, TemporalWindow())}) == 100
 
 
 def test_vector_search_honours_window_and_filters(fresh_graph):
@@ -370,7 +392,7 @@ def test_vector_search_honours_window_and_filters(fresh_graph):
 def test_reindex_keeps_results(fresh_graph):
     store = fresh_graph("N2", dimension=8)
     rng = random.Random(9)
-    vectors = {f"r{i}": unit(rng, 8) for i in range(80)}
+    vectors = {f"r{i}": unit(rng, 8) for i in range(400)}
     for round_ in range(3):
         store.upsert([mk(i, v, created_at=at(0), description=f"round {round_}") for i, v in vectors.items()])
     window = TemporalWindow()
@@ -379,11 +401,12 @@ def test_reindex_keeps_results(fresh_graph):
     after = [(h.node.node_id, round(h.similarity, 5)) for h in store.vector_search(vectors["r3"], 15, window)]
     assert after == before and len(after) == 15
     # the rebuilt index has no orphans: a plain KNN query returns every node
-    rows = store.graph.query("CALL db.idx.vector.queryNodes('Memory', 'embedding', 80, vecf32($q)) "
+    rows = store.graph.query("CALL db.idx.vector.queryNodes('Memory', 'embedding', 400, vecf32($q)) "
                              "YIELD node RETURN node.node_id", {"q": vectors["r3"]}).result_set
-    assert len({r[0] for r in rows}) == 80
-    store.reindex_vectors()  # twice is fine
-    assert [h.node.node_id for h in store.vector_search(vectors["r3"], 15, window)] == [i for i, _ in before]
+    assert len({r[0] for r in rows}) == 400
+    for _ in range(5):  # again and again: each rebuild must wait for the drop to settle
+        store.reindex_vectors()
+        assert [h.node.node_id for h in store.vector_search(vectors["r3"], 15, window)] == [i for i, _ in before]
 
 
 def test_graph_without_vectors(fresh_graph):

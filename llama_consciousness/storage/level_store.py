@@ -140,6 +140,7 @@ OPTIONAL MATCH (old:{NODE_LABEL} {{node_id: row.node_id}})
 WITH row, old.content_hash AS old_hash
 MERGE (n:{NODE_LABEL} {{node_id: row.node_id}})
 WITH n, row, old_hash WHERE old_hash IS NULL OR old_hash <> row.hash
+REMOVE n.{VECTOR_PROPERTY}
 SET n += row.props, {_time_sets("n", "old_hash IS NOT NULL")},
     n.{VECTOR_PROPERTY} = vecf32(row.embedding), n.content_hash = row.hash
 WITH sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS nodes_created,
@@ -425,10 +426,15 @@ class LevelPlans:
         if total == 0:
             return []
         fetch = min(max(k * oversample, k + 16), MAX_FETCH)
+        plateau = None
         while True:
-            rows = yield Query(cypher, {**params, "fetch": min(fetch, max(total, k))}, read_only=True)
-            if len(rows) >= k or fetch >= total or fetch >= MAX_FETCH:
+            rows = yield Query(cypher, {**params, "fetch": fetch}, read_only=True)
+            # Orphans take index slots, so the index may hold more entries than
+            # live nodes: past ``total``, stop only when a bigger fetch adds nothing.
+            if len(rows) >= k or fetch >= MAX_FETCH or len(rows) == plateau:
                 break
+            if fetch >= total:
+                plateau = len(rows)
             fetch = min(fetch * 4, MAX_FETCH)
         hits: dict[str, VectorHit] = {}
         for props, score in rows:
@@ -449,6 +455,9 @@ class LevelPlans:
         )
         if exists:
             yield Query(f"DROP VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.{VECTOR_PROPERTY})")
+            # the label's index is rebuilt in the background and still lists the
+            # vector field meanwhile; ensure_schema must not mistake it for live
+            yield from self.wait_operational()
         yield from self.ensure_schema()
         yield from self.wait_operational()
 

@@ -1,0 +1,477 @@
+"""Cognitive retrieval fields (spec 004): concepts, surfaces_when, authority.
+
+A memory should be found not only when a query is *similar* to it, but when
+the query shares its key terms (``concepts``), has the shape of a question the
+memory answers (``surfaces_when``), and the memory deserves to rank high
+(``authority_score``: importance x usage x freshness).
+
+Everything here is pure and deterministic on purpose: no LLM, no clock, no
+I/O.  The same memory must get the same fields on every machine and on every
+re-ingestion, otherwise concept overlap between two memories would depend on
+when each was written, and a backfill would silently change rankings.  The
+caller passes times in (``days_since_created``), so tests and migrations can
+pin "now".
+
+The weights are documented next to each function; the spec's worked examples
+(see ``tests/test_cognitive.py``) are requirements, and the weights are chosen
+so that they hold.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "CONCEPT_FREQUENCY_WEIGHT",
+    "CONCEPT_POSITION_WEIGHT",
+    "CONCEPT_SHAPE_BOOST",
+    "CONCEPT_TECHNICAL_BOOST",
+    "DEFAULT_TECHNICAL_TERMS",
+    "STOP_WORDS",
+    "SURFACE_CATEGORIES",
+    "compute_authority_score",
+    "extract_concepts",
+    "infer_surfaces_when",
+    "tokenize",
+]
+
+# ---------------------------------------------------------------------------
+# Tokens
+# ---------------------------------------------------------------------------
+
+# A word is a run of letters/digits, optionally joined by '.', '_', '-', or an
+# apostrophe ("node.js", "snake_case", "pre-commit", "don't"), optionally
+# followed by '+'/'#' ("c++", "c#").  A trailing sentence '.' is not part of a
+# word because a joiner must be followed by another letter or digit.
+_TOKEN_RE = re.compile(r"[a-z0-9]+(?:['\u2019._\-][a-z0-9]+)*[+#]*")
+# Clause boundaries: an imperative verb right after one of these is a rule
+# ("..., use absolute paths"); in the middle of a clause it is not ("we use X").
+_CLAUSE_BREAK_RE = re.compile(r"[,;:.!?\n()\[\]\u2014\u2013]|\s[-\u2013\u2014]\s")
+
+
+@dataclass(frozen=True)
+class _Token:
+    word: str
+    index: int
+    clause_start: bool
+
+
+# Placeholders left by the PII scrubber ("[REDACTED:email]"): a redaction is
+# not a topic, and "redacted" must not become the concept that links every
+# scrubbed memory to every other one.
+_PLACEHOLDER_RE = re.compile(r"\[REDACTED:[a-z_]+\]", re.IGNORECASE)
+
+
+def _tokens(text: str) -> list[_Token]:
+    lowered = _PLACEHOLDER_RE.sub(",", text).lower()
+    tokens: list[_Token] = []
+    previous_end = 0
+    for index, match in enumerate(_TOKEN_RE.finditer(lowered)):
+        gap = lowered[previous_end:match.start()]
+        clause_start = index == 0 or bool(_CLAUSE_BREAK_RE.search(gap))
+        word = match.group().replace("\u2019", "'")
+        tokens.append(_Token(word, index, clause_start))
+        previous_end = match.end()
+    return tokens
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case word tokens of ``text``, in order, stop words included.
+
+    Technical tokens survive whole: "falkordb", "pgvector", "v2", "python3",
+    "node.js", "snake_case", "c++".  PII placeholders ("[REDACTED:email]")
+    are not words.
+    """
+    return [token.word for token in _tokens(text)]
+
+
+# ---------------------------------------------------------------------------
+# Concepts
+# ---------------------------------------------------------------------------
+
+# A conventional English stop-word list (articles, pronouns, auxiliaries,
+# prepositions, conjunctions, filler adverbs, contractions), minus the words
+# that carry the *polarity of a rule*: "always", "never" and "avoid" are kept
+# because "always use X" and "never use X" are different memories, and the
+# spec's example keeps 'always' and 'avoid' as concepts.  Generic verbs such as
+# "use", "get", "make" are stop words: they appear in every instruction and
+# would otherwise crowd out the actual subject.
+STOP_WORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against ago all almost along already also although am among an and
+    another any anybody anyone anything anyway anywhere are aren't around as at away
+    back be became because become becomes been before being below beside besides between beyond
+    both but by
+    can can't cannot could couldn't
+    did didn't do does doesn't doing don't done down during
+    each either else enough etc even ever every everybody everyone everything everywhere
+    few for from further
+    get gets getting got gotten
+    had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself him
+    himself his how how's however
+    i i'd i'll i'm i've ie if in inside instead into is isn't it it's its itself
+    just
+    let let's like likely
+    made make makes making many may maybe me might mine more most mostly much must mustn't my
+    myself
+    namely near need needs neither no nobody none nor not nothing now
+    of off often oh ok okay on once one ones only onto or other others otherwise ought our ours
+    ourselves out over own
+    per perhaps please
+    quite
+    rather really
+    said same say says seem seemed seems several shall shan't she she'd she'll she's should
+    shouldn't since so some somebody someone something sometimes somewhat still such
+    than that that's the their theirs them themselves then there there's therefore these they
+    they'd they'll they're they've thing things this those though through throughout thus to
+    together too toward towards
+    under unless until up upon us use used uses using usually
+    very via
+    was wasn't way we we'd we'll we're we've well were weren't what what's whatever when when's
+    whenever where where's whereas wherever whether which while who who's whoever whole whom whose
+    why why's will with within without won't would wouldn't
+    yes yet you you'd you'll you're you've your yours yourself yourselves
+    """.split()
+)
+
+# Terms that name a tool, language, store or project: in a note about a
+# system, these are what the note is *about*, so they outrank ordinary words.
+DEFAULT_TECHNICAL_TERMS: frozenset[str] = frozenset(
+    """
+    elefante falkordb pgvector postgres postgresql psql sqlite redis chromadb chroma neo4j
+    mongodb mysql qdrant weaviate pinecone milvus faiss cypher sql graphql
+    llamaindex llama_index langchain openai anthropic ollama huggingface llm llms embedding
+    embeddings mcp rag
+    python pip pipx uv venv conda poetry pytest pydantic fastapi django flask numpy pandas asyncio
+    javascript typescript node.js nodejs npm yarn react vue deno bun rust cargo golang java kotlin
+    c++ c# swift ruby php bash zsh powershell
+    docker dockerfile compose kubernetes k8s helm terraform ansible nginx systemd linux macos
+    windows wsl git github gitlab ci ssh http https grpc rest api json yaml toml
+    aws gcp azure s3 lambda
+    """.split()
+)
+
+# Weights of the concept score  score(w) = F*freq(w) + P*(1 - first(w)/n) + boost(w),
+# where first(w) is the index of w's first occurrence among all n tokens
+# (stop words included, so the position is the word's place in the sentence).
+# * F = 1: every occurrence counts the same; a word said twice is a theme.
+# * P = 1: the position term lies in (0, 1], so it only orders words of equal
+#   frequency: the opening of a note states its subject ("Always use ...").
+# * technical boost = 2: a named tool outranks any single ordinary word
+#   (1 + position <= 2 < 1 + 2), but a plain word repeated three times
+#   still outranks a technical term mentioned once.
+# * shape boost = 0.5: tokens that look technical without being in the list
+#   (a digit among letters, or an inner '.', '_' like "v2", "utils.py",
+#   "snake_case") get half a point: enough to beat an ordinary word in the
+#   same half of the text, not enough to beat a listed term.
+# Ties are broken by first position, then alphabetically (never reached:
+# two words cannot share a first position).
+CONCEPT_FREQUENCY_WEIGHT = 1.0
+CONCEPT_POSITION_WEIGHT = 1.0
+CONCEPT_TECHNICAL_BOOST = 2.0
+CONCEPT_SHAPE_BOOST = 0.5
+
+_HAS_LETTER = re.compile(r"[a-z]")
+_TECH_SHAPE = re.compile(r"(?:[a-z].*\d|\d.*[a-z])|[._]|[+#]$")
+
+
+def _is_candidate(word: str) -> bool:
+    # Single letters and pure numbers ("2025", "1.2.3") are not concepts.
+    return len(word) >= 2 and word not in STOP_WORDS and bool(_HAS_LETTER.search(word))
+
+
+def extract_concepts(
+    text: str,
+    k: int = 5,
+    boost_terms: Iterable[str] = DEFAULT_TECHNICAL_TERMS,
+) -> list[str]:
+    """The ``k`` key terms of ``text``, best first (spec 004, "Concept Extraction").
+
+    Deterministic keyword extraction (no LLM) so that two memories written
+    months apart get comparable concepts and ``SHARES_CONCEPT`` edges are
+    stable.  Stop words (:data:`STOP_WORDS`), single letters and pure numbers
+    are dropped; each remaining word is scored by frequency + position +
+    technical boost (weights documented at :data:`CONCEPT_TECHNICAL_BOOST`).
+
+    >>> extract_concepts("Always use absolute paths in Elefante to avoid errors")
+    ['elefante', 'always', 'absolute', 'paths', 'avoid']
+    """
+    if k <= 0:
+        return []
+    boost = frozenset(term.lower() for term in boost_terms)
+    tokens = tokenize(text)
+    n = len(tokens)
+    frequency: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for index, word in enumerate(tokens):
+        if not _is_candidate(word):
+            continue
+        frequency[word] = frequency.get(word, 0) + 1
+        first.setdefault(word, index)
+
+    def score(word: str) -> float:
+        value = CONCEPT_FREQUENCY_WEIGHT * frequency[word]
+        value += CONCEPT_POSITION_WEIGHT * (1.0 - first[word] / n)
+        if word in boost:
+            value += CONCEPT_TECHNICAL_BOOST
+        elif _TECH_SHAPE.search(word):
+            value += CONCEPT_SHAPE_BOOST
+        return value
+
+    ranked = sorted(frequency, key=lambda word: (-score(word), first[word], word))
+    return ranked[:k]
+
+
+# ---------------------------------------------------------------------------
+# Surfaces when
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Category:
+    """One row of the spec's table: what content triggers it, what it generates.
+
+    ``noun_cues``: the cue words are nouns ("errors", "setup"), so the word
+    right before one names the thing concerned ("path errors") and becomes
+    a subject too.  Question and rule cues are adverbs and verbs: the word
+    before them belongs to another phrase.
+    """
+
+    name: str
+    templates: tuple[str, ...]
+    noun_cues: bool = False
+
+
+# The spec's table, in the spec's order (which is also the output order of
+# each round, see infer_surfaces_when).
+SURFACE_CATEGORIES: tuple[_Category, ...] = (
+    _Category("question", ("how to {c}", "why {c}")),
+    _Category("error", ("{c} error", "{c} problem"), noun_cues=True),
+    _Category("rule", ("{c} best practice", "how to {c}")),
+    _Category("config", ("{c} setup", "{c} configuration"), noun_cues=True),
+)
+
+_ERROR_WORDS = frozenset(
+    """
+    error errors exception exceptions fix fixes fixed fixing bug bugs buggy fail fails failed
+    failing failure failures crash crashes crashed crashing broken traceback
+    """.split()
+)
+# Modal words that make a sentence a rule wherever they occur.
+_RULE_WORDS = frozenset(
+    "always never must mustn't should shouldn't shall required mandatory".split()
+)
+# Imperative verbs: a rule only when they open a clause ("..., use absolute
+# paths" / "Prefer X"), not mid-clause ("we use X daily" is a fact).
+_IMPERATIVE_WORDS = frozenset(
+    "use avoid prefer don't ensure remember make do stop keep run".split()
+)
+_CONFIG_WORDS = frozenset(
+    """
+    config configs configure configured configuring configuration configurations setup setups
+    install installs installed installing installation settings
+    """.split()
+)
+# Words that only restate a cue: "errors error" or "always best practice" are
+# not queries anyone types, so these never become the {c} of a pattern.
+_CUE_ONLY_WORDS = (
+    _ERROR_WORDS | _RULE_WORDS | _IMPERATIVE_WORDS | _CONFIG_WORDS
+    | frozenset("how why problem problems issue issues best practice practices".split())
+)
+
+
+def _category_triggers(tokens: Sequence[_Token]) -> dict[str, list[int]]:
+    """Token indexes of the cue words of each category found in ``tokens``."""
+    found: dict[str, list[int]] = {category.name: [] for category in SURFACE_CATEGORIES}
+    words = [token.word for token in tokens]
+    for i, token in enumerate(tokens):
+        word = token.word
+        following = words[i + 1] if i + 1 < len(words) else ""
+        if word == "why" or (word == "how" and following in {"to", "do", "does", "can", "should"}):
+            found["question"].append(i)
+        if word in _ERROR_WORDS:
+            found["error"].append(i)
+        if word in _RULE_WORDS:
+            found["rule"].append(i)
+        elif word in _IMPERATIVE_WORDS and token.clause_start:
+            if word != "do" or following == "not":
+                found["rule"].append(i)
+        if word in _CONFIG_WORDS or (word == "set" and following == "up"):
+            found["config"].append(i)
+    return found
+
+
+def _question_templates(tokens: Sequence[_Token]) -> tuple[str, ...]:
+    words = {token.word for token in tokens}
+    templates = []
+    if "how" in words:
+        templates.append("how to {c}")
+    if "why" in words:
+        templates.append("why {c}")
+    return tuple(templates)
+
+
+def infer_surfaces_when(
+    text: str,
+    concepts: Sequence[str],
+    max_patterns: int = 8,
+) -> list[str]:
+    """Query patterns that should surface this memory (spec 004, "Surfaces When").
+
+    Why: a query like "elefante error" is how someone *asks* for the memory
+    "Always use absolute paths in Elefante to avoid errors", and it shares
+    little embedding mass with it.  Storing the likely query shapes lets a
+    retriever match them literally.
+
+    Rules (the spec's table):
+
+    * ``how to`` / ``how do`` / ``why`` content -> ``how to {c}``, ``why {c}``;
+    * error / fix / bug / fail / crash content -> ``{c} error``, ``{c} problem``;
+    * rule content -> ``{c} best practice``, ``how to {c}``.  A rule is a modal
+      word anywhere (always, never, must, should) **or an imperative verb
+      opening a clause** (use, avoid, prefer, don't, ensure, ...): "..., use
+      absolute paths" is a rule although it has no "always";
+    * config / setup / install content -> ``{c} setup``, ``{c} configuration``.
+
+    Subjects ``{c}`` of a category: the first *topical* concept (concepts
+    that merely restate a cue, like 'always' or 'errors', are skipped), plus
+    for the error and config rows, every concept that directly precedes one
+    of the row's cue nouns, because that word names the thing that errs or
+    is configured ("path errors" -> 'path', "docker setup" -> 'docker').
+
+    Order: categories take turns, in the table's order, each contributing
+    up to two patterns per round (its templates are expanded template-major:
+    the first template for every subject, then the second).  So no single
+    cue can use up the ``max_patterns`` budget, and each category's most
+    specific pattern comes first.  Patterns are deduplicated, first wins.
+
+    >>> infer_surfaces_when("Always use absolute paths in Elefante to avoid errors",
+    ...                     ['elefante', 'always', 'absolute', 'paths', 'avoid'])[:3]
+    ['elefante error', 'elefante problem', 'elefante best practice']
+    >>> infer_surfaces_when("When debugging path errors, use absolute paths",
+    ...                     ['debugging', 'path', 'errors', 'absolute', 'paths'])[:3]
+    ['debugging error', 'path error', 'debugging best practice']
+    """
+    if max_patterns <= 0:
+        return []
+    topical = [c.strip().lower() for c in concepts if c and c.strip().lower() not in _CUE_ONLY_WORDS]
+    topical = list(dict.fromkeys(topical))
+    if not topical:
+        return []
+    topical_set = set(topical)
+    tokens = _tokens(text)
+    triggers = _category_triggers(tokens)
+
+    queues: list[list[str]] = []
+    for category in SURFACE_CATEGORIES:
+        positions = triggers[category.name]
+        if not positions:
+            continue
+        templates = _question_templates(tokens) if category.name == "question" else category.templates
+        subjects = [topical[0]]
+        for position in positions if category.noun_cues else ():
+            if position > 0:
+                before = tokens[position - 1].word
+                if before in topical_set and before not in subjects:
+                    subjects.append(before)
+        # Keep subjects in concept order (most important first).
+        subjects.sort(key=topical.index)
+        queues.append([template.format(c=subject) for template in templates for subject in subjects])
+
+    result: list[str] = []
+    seen: set[str] = set()
+    per_round = 2
+    offset = 0
+    while len(result) < max_patterns and any(offset < len(queue) for queue in queues):
+        for queue in queues:
+            for pattern in queue[offset:offset + per_round]:
+                if pattern not in seen:
+                    seen.add(pattern)
+                    result.append(pattern)
+                    if len(result) >= max_patterns:
+                        return result
+        offset += per_round
+    return result
+
+
+# ---------------------------------------------------------------------------
+# Authority
+# ---------------------------------------------------------------------------
+
+# Spec 004: authority = 0.35 importance + 0.25 usage + 0.20 creation freshness
+#                       + 0.20 access recency.
+AUTHORITY_IMPORTANCE_WEIGHT = 0.35
+AUTHORITY_USAGE_WEIGHT = 0.25
+AUTHORITY_CREATION_WEIGHT = 0.20
+AUTHORITY_ACCESS_WEIGHT = 0.20
+AUTHORITY_USAGE_SATURATION = 50  # log(n)/log(50): 50 accesses = full usage credit
+AUTHORITY_CREATION_DECAY = 0.007  # per day: half-life ~99 days
+AUTHORITY_ACCESS_DECAY = 0.05  # per day: half-life ~14 days
+NEUTRAL_IMPORTANCE = 5.0
+
+__all__ += [
+    "AUTHORITY_ACCESS_DECAY",
+    "AUTHORITY_ACCESS_WEIGHT",
+    "AUTHORITY_CREATION_DECAY",
+    "AUTHORITY_CREATION_WEIGHT",
+    "AUTHORITY_IMPORTANCE_WEIGHT",
+    "AUTHORITY_USAGE_SATURATION",
+    "AUTHORITY_USAGE_WEIGHT",
+    "NEUTRAL_IMPORTANCE",
+]
+
+
+def _finite_or(value: float | None, default: float) -> float:
+    if value is None:
+        return default
+    value = float(value)
+    return value if math.isfinite(value) else default
+
+
+def compute_authority_score(
+    importance: float | None,
+    access_count: int,
+    days_since_created: float,
+    days_since_accessed: float | None,
+) -> float:
+    """Composite ranking score in [0, 1] (spec 004, "Authority Score").
+
+    ``0.35*(importance/10) + 0.25*log(access_count)/log(50)
+    + 0.20*exp(-0.007*days_since_created) + 0.20*exp(-0.05*days_since_accessed)``
+
+    Why the parts: importance is what the author said; usage is what
+    retrieval proved (logarithmic, because the 50th access tells less than
+    the 2nd); creation freshness decays slowly (half-life ~99 days) because
+    knowledge ages; access recency decays fast (~14 days) because it tracks
+    what is being worked on now.
+
+    Edge cases (the formula is undefined or unbounded there):
+
+    * ``importance`` None -> 5 (neutral: unknown is neither high nor low);
+      otherwise clamped to [0, 10];
+    * ``access_count`` 0 or 1 (or negative) -> usage term 0: log(0) is
+      undefined and log(1) = 0, so "never used" and "used once" both earn
+      nothing; above 50 the usage term is capped at 1 (full credit);
+    * ``days_since_accessed`` None (never accessed) -> ``days_since_created``:
+      a memory that was never read is as recent as its creation;
+    * negative days (clock skew, future timestamps) -> 0;
+    * non-finite inputs are treated like missing ones;
+    * the result is clamped to [0, 1].
+    """
+    importance_value = min(10.0, max(0.0, _finite_or(importance, NEUTRAL_IMPORTANCE)))
+    created = max(0.0, _finite_or(days_since_created, 0.0))
+    accessed = created if days_since_accessed is None else max(0.0, _finite_or(days_since_accessed, created))
+    count = int(access_count or 0)
+    usage = 0.0
+    if count > 1:
+        usage = min(1.0, math.log(count) / math.log(AUTHORITY_USAGE_SATURATION))
+    score = (
+        AUTHORITY_IMPORTANCE_WEIGHT * (importance_value / 10.0)
+        + AUTHORITY_USAGE_WEIGHT * usage
+        + AUTHORITY_CREATION_WEIGHT * math.exp(-AUTHORITY_CREATION_DECAY * created)
+        + AUTHORITY_ACCESS_WEIGHT * math.exp(-AUTHORITY_ACCESS_DECAY * accessed)
+    )
+    return min(1.0, max(0.0, score))

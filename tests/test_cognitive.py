@@ -1,0 +1,323 @@
+"""Spec 004 cognitive fields: concepts, surfaces_when, authority score.
+
+The spec's worked examples are requirements and are checked verbatim; the
+transforms are exercised inside a real ``IngestionPipeline`` on nodes built
+by ``memory_to_text_node`` and read back with ``text_node_to_memory``.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from llama_index.core.ingestion import IngestionPipeline
+
+from llama_consciousness.ingestion.cognitive import (
+    AuthorityScorer,
+    ConceptExtractor,
+    SurfacesWhenInferrer,
+    concept_source_text,
+)
+from llama_consciousness.ingestion.nodes import (
+    memory_to_text_node,
+    relationship_to_text_node,
+    text_node_to_memory,
+    text_node_to_relationship,
+)
+from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+from llama_consciousness.scoring.cognitive import (
+    DEFAULT_TECHNICAL_TERMS,
+    STOP_WORDS,
+    compute_authority_score,
+    extract_concepts,
+    infer_surfaces_when,
+    tokenize,
+)
+
+UTC = timezone.utc
+NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
+
+ELEFANTE = "Always use absolute paths in Elefante to avoid errors"
+DEBUGGING = "When debugging path errors, use absolute paths"
+
+
+def memory(**kwargs) -> MemoryNode:
+    base = dict(node_id="m1", level="N3", name="Always use absolute paths...", description=ELEFANTE, energy=0.6, confidence=0.8)
+    base.update(kwargs)
+    return MemoryNode(**base)
+
+
+def relationship_node():
+    rel = ConsciousnessRelationship(
+        source_id="m1", target_id="m2", relation_type="SUPPORTS", goal="ship v1",
+        mindstate="focused", energy=0.7, confidence=0.9,
+    )
+    return relationship_to_text_node(rel)
+
+
+# ----------------------------------------------------------------- concepts
+
+
+def test_spec_example_concepts_elefante():
+    assert extract_concepts(ELEFANTE) == ["elefante", "always", "absolute", "paths", "avoid"]
+
+
+def test_spec_example_concepts_debugging():
+    assert extract_concepts(DEBUGGING) == ["debugging", "path", "errors", "absolute", "paths"]
+
+
+def test_sixth_concept_of_elefante_example_is_errors():
+    assert extract_concepts(ELEFANTE, k=6)[-1] == "errors"
+
+
+def test_stop_words_keep_rule_polarity_words():
+    for word in ("always", "avoid", "never"):
+        assert word not in STOP_WORDS
+    for word in ("use", "in", "to", "when", "the", "and", "is"):
+        assert word in STOP_WORDS
+    assert "elefante" in DEFAULT_TECHNICAL_TERMS
+
+
+def test_tokenize_keeps_technical_tokens():
+    tokens = tokenize("FalkorDB v2 with pgvector, Python3, node.js, snake_case and C++ in Docker.")
+    for token in ("falkordb", "v2", "pgvector", "python3", "node.js", "snake_case", "c++", "docker"):
+        assert token in tokens
+    assert "docker" == tokens[-1]  # the sentence's final '.' is not part of the word
+
+
+def test_concepts_drop_numbers_and_single_letters():
+    concepts = extract_concepts("In 2025 a b c shipped 1.2.3 to production", k=10)
+    assert concepts == ["shipped", "production"]
+
+
+def test_frequency_beats_position_and_boost_beats_both():
+    text = "notes about caching: caching layers, caching keys, and redis"
+    concepts = extract_concepts(text, k=3)
+    assert concepts[0] == "caching"  # three times beats a boosted term once
+    assert concepts[1] == "redis"  # boosted term beats earlier ordinary words
+    assert extract_concepts("alpha beta gamma", k=3) == ["alpha", "beta", "gamma"]  # ties -> position
+
+
+def test_custom_boost_terms_and_k():
+    assert extract_concepts(ELEFANTE, k=2, boost_terms=()) == ["always", "absolute"]
+    assert extract_concepts(ELEFANTE, k=1, boost_terms={"Paths"}) == ["paths"]
+    assert extract_concepts(ELEFANTE, k=0) == []
+    assert extract_concepts("") == []
+    assert extract_concepts("the and of to in") == []
+
+
+def test_shape_boost_for_unlisted_technical_tokens():
+    # 'v2' is not in the list but looks technical: it outranks an earlier plain word.
+    assert extract_concepts("upgrade storage to v2 today", k=3) == ["upgrade", "v2", "storage"]
+    assert extract_concepts("upgrade storage to vv today", k=3) == ["upgrade", "storage", "vv"]
+
+
+def test_extract_concepts_is_deterministic():
+    text = "Configure Docker networking for FalkorDB; FalkorDB must listen on a unix socket"
+    assert {tuple(extract_concepts(text)) for _ in range(5)} == {tuple(extract_concepts(text))}
+
+
+# ------------------------------------------------------------ surfaces_when
+
+
+def test_spec_example_surfaces_when_elefante():
+    concepts = extract_concepts(ELEFANTE)
+    result = infer_surfaces_when(ELEFANTE, concepts)
+    assert result[:3] == ["elefante error", "elefante problem", "elefante best practice"]
+    assert result == ["elefante error", "elefante problem", "elefante best practice", "how to elefante"]
+
+
+def test_spec_example_surfaces_when_debugging():
+    concepts = extract_concepts(DEBUGGING)
+    result = infer_surfaces_when(DEBUGGING, concepts)
+    assert result[:3] == ["debugging error", "path error", "debugging best practice"]
+    assert result == [
+        "debugging error", "path error", "debugging best practice", "how to debugging",
+        "debugging problem", "path problem",
+    ]
+
+
+def test_surfaces_when_config_and_question_rows():
+    text = "How to set up FalkorDB: the docker setup needs a config file"
+    concepts = extract_concepts(text)
+    assert concepts[0] == "falkordb"
+    result = infer_surfaces_when(text, concepts)
+    assert result[:2] == ["how to falkordb", "falkordb setup"]
+    assert "docker setup" in result and "falkordb configuration" in result
+    assert "why falkordb" not in result  # no "why" in the text
+
+
+def test_surfaces_when_why_question():
+    result = infer_surfaces_when("Why pgvector needs HNSW indexes", ["pgvector", "hnsw", "indexes"])
+    assert result == ["why pgvector"]
+
+
+def test_imperative_only_counts_at_clause_start():
+    assert infer_surfaces_when("We use redis for caching", ["redis", "caching"]) == []
+    assert infer_surfaces_when("Caching matters. Use redis", ["redis", "caching"]) == [
+        "redis best practice", "how to redis",
+    ]
+    assert infer_surfaces_when("Never commit secrets", ["commit", "secrets"])[0] == "commit best practice"
+
+
+def test_surfaces_when_skips_cue_only_concepts_and_limits():
+    # 'always' and 'errors' restate cues: never a pattern subject.
+    result = infer_surfaces_when(ELEFANTE, ["always", "errors", "elefante"])
+    assert not any(p.startswith(("always ", "errors ")) for p in result)
+    assert infer_surfaces_when(DEBUGGING, extract_concepts(DEBUGGING), max_patterns=2) == [
+        "debugging error", "path error",
+    ]
+    assert infer_surfaces_when(DEBUGGING, [], max_patterns=8) == []
+    assert infer_surfaces_when(DEBUGGING, ["always"]) == []
+    assert infer_surfaces_when(DEBUGGING, extract_concepts(DEBUGGING), max_patterns=0) == []
+
+
+def test_surfaces_when_deduplicates():
+    text = "How to fix docker errors: always pin versions"
+    result = infer_surfaces_when(text, extract_concepts(text), max_patterns=20)
+    assert len(result) == len(set(result))
+    assert result.count("how to docker") == 1  # question row and rule row both produce it
+
+
+# ---------------------------------------------------------------- authority
+
+
+def test_authority_hand_computed():
+    expected = (
+        0.35 * (8 / 10)
+        + 0.25 * math.log(10) / math.log(50)
+        + 0.20 * math.exp(-0.007 * 30)
+        + 0.20 * math.exp(-0.05 * 2)
+    )
+    assert expected == pytest.approx(0.770232, abs=1e-6)
+    assert compute_authority_score(8, 10, 30, 2) == pytest.approx(expected, abs=1e-12)
+
+
+def test_authority_round_numbers():
+    assert compute_authority_score(10, 50, 0, 0) == pytest.approx(1.0)
+    # neutral importance, used once, brand new, never accessed: 0.175 + 0 + 0.2 + 0.2
+    assert compute_authority_score(None, 1, 0, None) == pytest.approx(0.575)
+    assert compute_authority_score(0, 0, 1e6, 1e6) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_authority_edge_cases():
+    base = compute_authority_score(5, 0, 10, 3)
+    assert compute_authority_score(5, 1, 10, 3) == base  # log(1) = 0
+    assert compute_authority_score(5, -4, 10, 3) == base
+    assert compute_authority_score(5, 5000, 10, 3) == pytest.approx(base + 0.25)  # usage capped at 1
+    assert compute_authority_score(None, 0, 10, 3) == base  # None -> neutral 5
+    assert compute_authority_score(15, 0, 10, 3) == compute_authority_score(10, 0, 10, 3)
+    assert compute_authority_score(-3, 0, 10, 3) == compute_authority_score(0, 0, 10, 3)
+    assert compute_authority_score(5, 0, 10, None) == compute_authority_score(5, 0, 10, 10)
+    assert compute_authority_score(5, 0, -7, -2) == compute_authority_score(5, 0, 0, 0)
+    assert compute_authority_score(float("nan"), 0, 10, 3) == base
+    for args in [(10, 10**9, -5, -5), (0, 0, 0, None), (7.5, 3, 400, 90)]:
+        assert 0.0 <= compute_authority_score(*args) <= 1.0
+
+
+# --------------------------------------------------------------- transforms
+
+
+def _pipeline():
+    return IngestionPipeline(
+        transformations=[ConceptExtractor(), SurfacesWhenInferrer(), AuthorityScorer(now=NOW)]
+    )
+
+
+def _nodes():
+    created = NOW - timedelta(days=30)
+    m1 = memory(
+        node_id="m1", name="intent.rule: When debugging path errors...", description=DEBUGGING,
+        created_at=created,
+        extra={"importance": 8, "access_count": 10, "last_accessed_at": (NOW - timedelta(days=2)).isoformat()},
+    )
+    m2 = memory(node_id="m2", name="Always use absolute paths in Elefante", description=ELEFANTE)  # no created_at: "now"
+    m3 = memory(
+        node_id="m3", name="curated", description=ELEFANTE,
+        concepts=["curated"], surfaces_when=["curated query"], authority_score=0.42,
+    )
+    return [memory_to_text_node(m) for m in (m1, m2, m3)] + [relationship_node()]
+
+
+def _check(result):
+    assert len(result) == 4
+    by_id = {node.node_id: node for node in result}
+    m1 = text_node_to_memory(by_id["m1"])
+    assert m1.concepts == ["debugging", "path", "errors", "absolute", "paths"]
+    assert m1.surfaces_when[:3] == ["debugging error", "path error", "debugging best practice"]
+    assert m1.authority_score == pytest.approx(compute_authority_score(8, 10, 30, 2), abs=1e-6)
+
+    m2 = text_node_to_memory(by_id["m2"])
+    assert m2.concepts == ["elefante", "always", "absolute", "paths", "avoid"]
+    assert m2.surfaces_when[:3] == ["elefante error", "elefante problem", "elefante best practice"]
+    assert m2.authority_score == pytest.approx(compute_authority_score(None, 0, 0, None), abs=1e-6)
+
+    m3 = text_node_to_memory(by_id["m3"])  # user-given values are kept
+    assert (m3.concepts, m3.surfaces_when, m3.authority_score) == (["curated"], ["curated query"], 0.42)
+
+    rel = by_id["rel:m1|SUPPORTS|m2"]
+    assert "concepts" not in rel.metadata and "authority_score" not in rel.metadata
+    assert text_node_to_relationship(rel).relation_type == "SUPPORTS"
+
+
+def test_transforms_in_pipeline_sync():
+    _check(_pipeline().run(nodes=_nodes()))
+
+
+async def test_transforms_in_pipeline_async():
+    _check(await _pipeline().arun(nodes=_nodes()))
+
+
+def test_overwrite_replaces_given_values():
+    node = memory_to_text_node(memory(concepts=["x"], surfaces_when=["y"], authority_score=0.1, created_at=NOW))
+    pipeline = IngestionPipeline(transformations=[
+        ConceptExtractor(overwrite=True, k=3),
+        SurfacesWhenInferrer(overwrite=True, max_patterns=2),
+        AuthorityScorer(now=NOW, overwrite=True),
+    ])
+    (result,) = pipeline.run(nodes=[node])
+    back = text_node_to_memory(result)
+    assert back.concepts == ["elefante", "always", "absolute"]
+    assert back.surfaces_when == ["elefante error", "elefante problem"]
+    assert back.authority_score == pytest.approx(compute_authority_score(None, 0, 0, 0), abs=1e-6)
+
+
+def test_surfaces_when_without_concepts_extracts_them_itself():
+    node = memory_to_text_node(memory())
+    (result,) = SurfacesWhenInferrer()([node])
+    assert result.metadata["surfaces_when"][:3] == ["elefante error", "elefante problem", "elefante best practice"]
+    assert result.metadata["concepts"] == []  # only its own field is written
+
+
+def test_concept_source_text_uses_name_unless_repeated():
+    node = memory_to_text_node(memory(name="Docker networking", description="bridge mode breaks DNS"))
+    assert concept_source_text(node) == "Docker networking. bridge mode breaks DNS"
+    node = memory_to_text_node(memory(name="Always use absolute paths...", description=ELEFANTE))
+    assert concept_source_text(node) == ELEFANTE
+    node = memory_to_text_node(memory(name="intent.rule: When debugging path errors...", description=DEBUGGING))
+    assert concept_source_text(node) == DEBUGGING
+    node = memory_to_text_node(memory(name="Docker: networking", description="bridge mode"))
+    assert concept_source_text(node) == "Docker: networking. bridge mode"
+    node = memory_to_text_node(memory(name="Docker networking", description=""))
+    assert ConceptExtractor()([node])[0].metadata["concepts"] == ["docker", "networking"]
+    node = memory_to_text_node(memory(name="Docker networking", description="bridge mode breaks DNS"))
+    assert ConceptExtractor(k=3)([node])[0].metadata["concepts"] == ["docker", "networking", "bridge"]
+
+
+def test_authority_scorer_reads_extra_and_tolerates_bad_values():
+    created = NOW - timedelta(days=100)
+    node = memory_to_text_node(memory(
+        created_at=created,
+        extra={"importance": "9", "access_count": 3, "last_accessed_at": "not a date"},
+    ))
+    (result,) = AuthorityScorer(now=NOW.replace(tzinfo=None))([node])  # naive now = UTC
+    expected = compute_authority_score(9, 3, 100, None)
+    assert result.metadata["authority_score"] == pytest.approx(expected, abs=1e-6)
+    assert text_node_to_memory(result).authority_score == pytest.approx(expected, abs=1e-6)
+
+
+def test_authority_scorer_without_now_uses_clock():
+    node = memory_to_text_node(memory(extra={"importance": 10, "access_count": 50}))
+    (result,) = AuthorityScorer()([node])
+    assert result.metadata["authority_score"] == pytest.approx(1.0, abs=1e-3)
