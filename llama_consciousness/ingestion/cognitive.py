@@ -196,7 +196,7 @@ class AuthorityScorer(TransformComponent):
     * ``created_at`` (ISO; missing -> ``now``: a memory being ingested
       without a creation time is being created now).
 
-    ``now`` pins the clock (tests, backfills); ``None`` reads the clock once
+    ``now`` pins the clock (tests, backfills; naive = UTC); ``None`` reads the clock once
     per call, so every node of a batch is scored against the same instant.
     A user-given ``authority_score`` is kept unless ``overwrite`` is set.
 

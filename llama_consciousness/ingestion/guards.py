@@ -334,7 +334,6 @@ class PIIScrubber(TransformComponent):
 # Prompt injection
 # ---------------------------------------------------------------------------
 
-_WORD_GAP = r"\s+"
 _CLAUSE_START = r"(?:^|[.!?;:\n]\s*)"
 
 # name -> regex (compiled case-insensitive and multi-line).  Each pattern aims

@@ -61,6 +61,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from array import array
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple, Optional
 
@@ -272,11 +273,12 @@ class EntityIndex:
 
     def __init__(self, entries: Iterable[tuple[str, str]] = ()) -> None:
         self._keys: list[str] = []
-        self._sizes: list[int] = []
+        self._grams: list[array] = []  # key id -> its trigram ids
         self._key_ids: dict[str, int] = {}
         self._entries: list[list[tuple[str, str]]] = []  # key id -> [(entity_id, name)]
         self._sorted: dict[str, list[int]] = {}  # sorted-word key -> key ids
-        self._postings: dict[str, list[int]] = {}
+        self._gram_ids: dict[str, int] = {}
+        self._postings: list[list[int]] = []  # trigram id -> key ids
         self._count = 0
         self.add_many(entries)
 
@@ -298,14 +300,19 @@ class EntityIndex:
         key_id = self._key_ids.get(key)
         if key_id is None:
             key_id = len(self._keys)
-            grams = trigrams(compact_key(key))
+            gram_ids = array("I")
+            for gram in sorted(trigrams(compact_key(key))):
+                gram_id = self._gram_ids.get(gram)
+                if gram_id is None:
+                    gram_id = self._gram_ids[gram] = len(self._postings)
+                    self._postings.append([])
+                self._postings[gram_id].append(key_id)
+                gram_ids.append(gram_id)
             self._keys.append(key)
-            self._sizes.append(len(grams))
+            self._grams.append(gram_ids)
             self._key_ids[key] = key_id
             self._entries.append([])
             self._sorted.setdefault(_sorted_key(key), []).append(key_id)
-            for gram in grams:
-                self._postings.setdefault(gram, []).append(key_id)
         entries = self._entries[key_id]
         if (entity_id, name) not in entries:
             entries.append((entity_id, name))
@@ -334,14 +341,13 @@ class EntityIndex:
         exact_id = self._key_ids.get(key)
         if exact_id is not None:
             scored[exact_id] = 1.0
-        if threshold <= 1.0:
-            query_grams = trigrams(compact_key(key))
-            for key_id in self._sorted.get(_sorted_key(key), ()):
-                if key_id not in scored:
-                    scored[key_id] = _score_keys(key, self._keys[key_id], query_grams)
-            for key_id in self._candidates(query_grams, threshold):
-                if key_id not in scored:
-                    scored[key_id] = _score_keys(key, self._keys[key_id], query_grams)
+        query_grams = trigrams(compact_key(key))
+        for key_id in self._sorted.get(_sorted_key(key), ()):
+            if key_id not in scored:
+                scored[key_id] = _score_keys(key, self._keys[key_id], query_grams)
+        for key_id in self._candidates(query_grams, threshold):
+            if key_id not in scored:
+                scored[key_id] = _score_keys(key, self._keys[key_id], query_grams)
         rows: list[EntityMatch] = []
         for key_id, score in scored.items():
             if score >= threshold or key_id == exact_id:
@@ -362,10 +368,11 @@ class EntityIndex:
         found = self.match(name, threshold, limit=1)
         return found[0] if found else None
 
-    def _candidates(self, query_grams: frozenset[str], threshold: float) -> set[int]:
+    def _candidates(self, query_grams: frozenset[str], threshold: float) -> list[int]:
+        """Key ids whose trigram Dice with ``query_grams`` reaches ``threshold``."""
         size = len(query_grams)
-        if size == 0:
-            return set()
+        if size == 0 or threshold > 1.0:
+            return []
         t = min(max(threshold, 1e-6), 1.0)
         # Dice(Q, C) >= t  =>  |C| in [|Q| t / (2 - t), |Q| (2 - t) / t]
         # and |Q & C| >= t (|Q| + |C|) / 2 >= t (|Q| + min|C|) / 2.
@@ -373,16 +380,28 @@ class EntityIndex:
         max_size = math.floor(size * (2.0 - t) / t + 1e-9)
         min_overlap = max(1, math.ceil(t * (size + min_size) / 2.0 - 1e-9))
         probe = size - min_overlap + 1
-        if probe <= 0:
-            return set()
         postings = self._postings
-        ordered = sorted(query_grams, key=lambda g: (len(postings.get(g, ())), g))
-        sizes = self._sizes
-        found: set[int] = set()
-        for gram in ordered[:probe]:
-            for key_id in postings.get(gram, ()):
-                if min_size <= sizes[key_id] <= max_size:
-                    found.add(key_id)
+        gram_ids = self._gram_ids
+        known = sorted((len(postings[gram_ids[g]]), gram_ids[g]) for g in query_grams if g in gram_ids)
+        # Grams no stored key has count as already probed.
+        probe -= size - len(known)
+        if probe <= 0:
+            return []
+        query_ids = {gram_id for _, gram_id in known}
+        grams = self._grams
+        seen: set[int] = set()
+        found: list[int] = []
+        for _, gram_id in known[:probe]:
+            for key_id in postings[gram_id]:
+                if key_id in seen:
+                    continue
+                seen.add(key_id)
+                stored = grams[key_id]
+                if not min_size <= len(stored) <= max_size:
+                    continue
+                overlap = len(query_ids.intersection(stored))
+                if 2.0 * overlap >= t * (size + len(stored)) - 1e-9:
+                    found.append(key_id)
         return found
 
 
