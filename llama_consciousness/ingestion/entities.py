@@ -43,8 +43,10 @@ A run is a **Person** when it starts with a known first name (a compact
 built-in list, :data:`FIRST_NAMES`, plus the first words of
 ``known_people``), or when its plain capitalised words are preceded by a
 person cue ("asked", "with", "told", "by", ... :data:`PERSON_CUES_BEFORE`),
-followed by one ("said", "thinks", ...), or carry a possessive ("Felix's");
-an **Organization** when it ends with a suffix such as "Inc" or "Labs" or
+followed by one ("said", "thinks", ...), or carry a possessive ("Felix's").
+A lower-case known first name counts too when it carries a possessive or a
+cue ("how does luca's approach..."), since queries are often typed in lower
+case.  A run is an **Organization** when it ends with a suffix such as "Inc" or "Labs" or
 names a well-known company; a **Project** when it starts with "Phase",
 "Sprint", "Milestone", ...; a **Tool** when it is a CamelCase word or a
 known tool; a **Concept** when it ends with a head noun; an **Entity**
@@ -889,6 +891,9 @@ class EntityExtractor(TransformComponent):
     ``llm`` (a LlamaIndex ``LLM``); ``known_entities`` go into its prompt.
     The key is added to the node's excluded embed/LLM metadata keys, so the
     entities never leak into embeddings or prompts.
+
+    The extractors are built when the transform is constructed: make a new
+    transform, rather than assigning fields, to change the lexicons.
     """
 
     extractor: Literal["offline", "llm"] = "offline"
@@ -904,20 +909,18 @@ class EntityExtractor(TransformComponent):
     _llm_extractor: Optional[LLMEntityExtractor] = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _check_llm(self) -> "EntityExtractor":
+    def _build_extractors(self) -> "EntityExtractor":
         if self.extractor == "llm" and self.llm is None:
             raise ValueError("extractor='llm' needs an llm (a llama_index.core.llms.LLM)")
-        return self
-
-    def model_post_init(self, __context: Any) -> None:
-        super().model_post_init(__context)
         self._offline = OfflineEntityExtractor(self.known_people, self.vocabulary,
                                                max_entities=self.max_entities_per_memory)
+        self._llm_extractor = None
         if self.extractor == "llm":
             self._llm_extractor = LLMEntityExtractor(
                 self.llm, self.known_entities, fallback=self._offline,
                 max_entities=self.max_entities_per_memory,
             )
+        return self
 
     @classmethod
     def class_name(cls) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 from llama_index.core.schema import BaseNode, TextNode
 
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+from llama_consciousness.storage.records import defaulted_times
 
 KIND_KEY = "kind"
 RELATIONSHIP = "relationship"
@@ -37,14 +38,20 @@ _HIDDEN_FROM_TEXT = [
 ]
 
 
+def _drop_defaulted_times(model: Any, data: dict[str, Any]) -> None:
+    """Leave out times the caller never gave.
+
+    The writer must tell "not given" (keep what is stored) from "given"
+    (write it), or re-ingesting a memory would move its creation to today.
+    """
+    for name in defaulted_times(model):
+        data.pop(name, None)
+
+
 def memory_to_text_node(memory: MemoryNode) -> TextNode:
     """A memory as a ``TextNode`` (see the module docstring for the mapping)."""
-    data = memory.model_dump(mode="json", exclude={"embedding", "description"}, exclude_unset=False)
-    # Keep defaulted times out: the writer must be able to tell "not given"
-    # (keep what is stored) from "given" (write it).
-    for name in ("created_at", "valid_at"):
-        if name not in memory.model_fields_set and not (name == "valid_at" and "created_at" in memory.model_fields_set):
-            data.pop(name, None)
+    data = memory.model_dump(mode="json", exclude={"embedding", "description"})
+    _drop_defaulted_times(memory, data)
     node = TextNode(
         id_=memory.node_id,
         text=memory.description,
@@ -59,11 +66,7 @@ def memory_to_text_node(memory: MemoryNode) -> TextNode:
 def relationship_to_text_node(relationship: ConsciousnessRelationship) -> TextNode:
     """A relationship as a ``TextNode`` (kind ``relationship``; no text, no embedding)."""
     data = relationship.model_dump(mode="json")
-    for name in ("created_at", "valid_at"):
-        if name not in relationship.model_fields_set and not (
-            name == "valid_at" and "created_at" in relationship.model_fields_set
-        ):
-            data.pop(name, None)
+    _drop_defaulted_times(relationship, data)
     data[KIND_KEY] = RELATIONSHIP
     return TextNode(id_=f"rel:{relationship.edge_id}", text="", metadata=data)
 

@@ -99,6 +99,13 @@ class MemoryNode(BaseModel):
 
     resolution_state: ResolutionState = "in_progress"
     supersedes: Optional[str] = None
+    # Why this version replaces ``supersedes``; when absent the writer infers
+    # it (a later valid_at means reality changed, else the old was false).
+    supersede_reason: Optional[InvalidationReason] = None
+    # Set by the store when a newer version expires this one; read-only.
+    superseded_by: Optional[str] = None
+    # Stored for audit but never retrieved (e.g. a suspected prompt injection).
+    quarantined: bool = False
 
     concepts: list[str] = Field(default_factory=list)
     surfaces_when: list[str] = Field(default_factory=list)

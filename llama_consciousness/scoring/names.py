@@ -100,7 +100,8 @@ IRREGULAR_PLURALS: dict[str, str] = {
     "calories": "calorie", "selfies": "selfie", "goalies": "goalie", "brownies": "brownie",
     "menus": "menu", "gurus": "guru", "haikus": "haiku", "emus": "emu",
     "apis": "api", "kpis": "kpi", "uris": "uri", "clis": "cli", "guis": "gui",
-    "taxis": "taxi", "skis": "ski",
+    "taxis": "taxi", "skis": "ski", "gpus": "gpu", "cpus": "cpu", "tpus": "tpu", "npus": "npu",
+    "vpus": "vpu", "skus": "sku",
 }
 
 #: Words ending in "s" that are not plurals (compared after casefolding).

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from llama_consciousness.errors import EmbeddingDimensionError, StorageError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage import records
-from llama_consciousness.temporal import TemporalWindow, cypher_predicate
+from llama_consciousness.temporal import TemporalWindow, cypher_predicate, cypher_time
 
 NODE_LABEL = "Memory"
 EDGE_TYPE = "LINK"
@@ -36,7 +37,7 @@ VECTOR_PROPERTY = "embedding"
 # Range indexes the spec asks for, plus the ones our own queries filter on.
 NODE_RANGE_INDEXES = (
     "node_id", "name", "valid_at", "invalid_at", "created_at", "expired_at",
-    "node_type", "resolution_state", "goal", "energy",
+    "node_type", "resolution_state", "goal", "energy", "base_id",
 )
 EDGE_RANGE_INDEXES = ("edge_id", "relation_type", "valid_at", "invalid_at", "created_at", "expired_at")
 
@@ -56,7 +57,7 @@ class VectorIndexConfig:
 
     m: int = 16
     ef_construction: int = 200
-    ef_runtime: int = 200
+    ef_runtime: int = 100
 
     def __post_init__(self) -> None:
         for name in ("m", "ef_construction", "ef_runtime"):
@@ -102,6 +103,7 @@ class UpsertResult:
     edges_created: int = 0
     edges_updated: int = 0
     edges_unchanged: int = 0
+    superseded: int = 0
 
     def __iadd__(self, other: UpsertResult) -> UpsertResult:
         for name in self.__dataclass_fields__:
@@ -117,67 +119,125 @@ class VectorHit:
     similarity: float
 
 
+@dataclass(frozen=True)
+class Supersession:
+    """An older version expired by a newer one: nothing is deleted.
+
+    ``expired_at`` is when we stopped believing the old version (the new
+    one's ``created_at``); for ``reality_changed`` the old version also
+    stops being valid at ``invalid_at`` (the new one's ``valid_at``).
+    """
+
+    old_id: str
+    new_id: str
+    expired_at: datetime
+    reason: str
+    invalid_at: datetime | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "old_id": self.old_id,
+            "new_id": self.new_id,
+            "expired_at": cypher_time(self.expired_at),
+            "reason": self.reason,
+            "invalid_at": cypher_time(self.invalid_at) if self.invalid_at and self.reason == "reality_changed" else None,
+        }
+
+
 Plan = Generator[Step, Any, Any]
 
 _NODE_PROJECTION = records.projection("n", records.NODE_READ_PROPS)
 _EDGE_PROJECTION = records.projection("r", records.EDGE_READ_PROPS)
 
 
-def _time_sets(var: str, exists: str) -> str:
-    """SET items for the four times, keeping stored times the caller left to defaults."""
+def _time_sets(var: str, exists: str, superseded: str | None = None) -> str:
+    """SET items for the four times.
+
+    Stored times the caller left to defaults are kept (``row.keep_times``);
+    with ``superseded``, an expiry written by a newer version is kept when
+    the record itself does not carry one, so re-ingesting an old version
+    never brings it back to life.
+    """
     items = []
     for name in records.TIME_FIELDS:
         fresh = f"localdatetime(row.times.{name})"
         if name in ("created_at", "valid_at"):
             fresh = f"CASE WHEN {exists} AND '{name}' IN row.keep_times THEN {var}.{name} ELSE {fresh} END"
+        elif superseded:
+            fresh = f"CASE WHEN {superseded} AND row.times.{name} IS NULL THEN old_{name} ELSE {fresh} END"
         items.append(f"{var}.{name} = {fresh}")
     return ", ".join(items)
 
 
 _UPSERT_NODES = f"""
+CALL {{
 UNWIND $nodes AS row
 OPTIONAL MATCH (old:{NODE_LABEL} {{node_id: row.node_id}})
 WITH row, old.content_hash AS old_hash
 MERGE (n:{NODE_LABEL} {{node_id: row.node_id}})
 WITH n, row, old_hash WHERE old_hash IS NULL OR old_hash <> row.hash
+WITH n, row, old_hash, n.superseded_by IS NOT NULL AS sup,
+     n.expired_at AS old_expired_at, n.invalid_at AS old_invalid_at, n.invalidation_reason AS old_reason
 REMOVE n.{VECTOR_PROPERTY}
-SET n += row.props, {_time_sets("n", "old_hash IS NOT NULL")},
+SET n += row.props, {_time_sets("n", "old_hash IS NOT NULL", "sup")},
+    n.invalidation_reason = CASE WHEN sup AND row.props.invalidation_reason IS NULL
+                                 THEN old_reason ELSE row.props.invalidation_reason END,
     n.{VECTOR_PROPERTY} = vecf32(row.embedding), n.content_hash = row.hash
-WITH sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS nodes_created,
-     sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS nodes_updated
+RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS nodes_created,
+       sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS nodes_updated
+}}
+"""
+
+_SUPERSEDE = f"""
+CALL {{
+UNWIND $expire AS row
+MATCH (o:{NODE_LABEL} {{node_id: row.old_id}})
+WITH o, row, o.expired_at IS NULL AS live WHERE live OR o.superseded_by IS NULL
+SET o.superseded_by = coalesce(o.superseded_by, row.new_id),
+    o.expired_at = CASE WHEN live THEN localdatetime(row.expired_at) ELSE o.expired_at END,
+    o.invalid_at = CASE WHEN live AND row.invalid_at IS NOT NULL AND o.invalid_at IS NULL
+                        THEN localdatetime(row.invalid_at) ELSE o.invalid_at END,
+    o.invalidation_reason = CASE WHEN live THEN row.reason ELSE o.invalidation_reason END
+RETURN sum(CASE WHEN live THEN 1 ELSE 0 END) AS superseded
+}}
 """
 
 _UPSERT_EDGES = f"""
+CALL {{
 UNWIND $edges AS row
 MATCH (s:{NODE_LABEL} {{node_id: row.source_id}}), (t:{NODE_LABEL} {{node_id: row.target_id}})
 OPTIONAL MATCH (s)-[old:{EDGE_TYPE} {{edge_id: row.edge_id}}]->(t)
-WITH s, t, row, old.content_hash AS old_hash{{carry}}
+WITH s, t, row, old.content_hash AS old_hash
 MERGE (s)-[r:{EDGE_TYPE} {{edge_id: row.edge_id}}]->(t)
-WITH r, row, old_hash{{carry}} WHERE old_hash IS NULL OR old_hash <> row.hash
+WITH r, row, old_hash WHERE old_hash IS NULL OR old_hash <> row.hash
 SET r += row.props, {_time_sets("r", "old_hash IS NOT NULL")}, r.content_hash = row.hash
-WITH {{carry_head}}sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
-     sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS edges_updated
+RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
+       sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS edges_updated
+}}
 """
 
+_PARTS = (
+    ("nodes", _UPSERT_NODES, ("nodes_created", "nodes_updated")),
+    ("expire", _SUPERSEDE, ("superseded",)),
+    ("edges", _UPSERT_EDGES, ("edges_created", "edges_updated")),
+)
 
-def _upsert_query(has_nodes: bool, has_edges: bool) -> str:
-    """Nodes and edges of a batch in ONE query, hence one transaction.
 
-    A batch either lands whole or not at all; the aggregation between the
-    parts turns the node rows into a single row so the edge part runs once
-    per edge, not once per (node, edge) pair.
+def _upsert_query(present: set[str]) -> tuple[str, list[str]]:
+    """Memories, expiries and relationships of a batch in ONE query: one transaction.
+
+    FalkorDB applies a query's changes only when all of it succeeds, so a
+    batch lands whole or not at all.  Each part is a ``CALL {}`` subquery
+    ending in an aggregation, which always yields one row: a part that
+    changes nothing cannot stop the parts after it.  Memories come first so
+    that expiries and relationships can refer to memories of the same batch.
     """
-    parts = []
-    returns = []
-    if has_nodes:
-        parts.append(_UPSERT_NODES)
-        returns += ["nodes_created", "nodes_updated"]
-    if has_edges:
-        carry = ", nodes_created, nodes_updated" if has_nodes else ""
-        head = "nodes_created, nodes_updated, " if has_nodes else ""
-        parts.append(_UPSERT_EDGES.replace("{carry}", carry).replace("{carry_head}", head))
-        returns += ["edges_created", "edges_updated"]
-    return "\n".join(parts) + "RETURN " + ", ".join(returns)
+    text, columns = [], []
+    for key, part, names in _PARTS:
+        if key in present:
+            text.append(part)
+            columns += names
+    return "\n".join(text) + "RETURN " + ", ".join(columns), columns
 
 
 def _dedupe(items: Iterable[Any], key: str) -> list[Any]:
@@ -299,55 +359,60 @@ class LevelPlans:
         return edge
 
     def upsert(
-        self, nodes: Sequence[MemoryNode] = (), relationships: Sequence[ConsciousnessRelationship] = ()
+        self,
+        nodes: Sequence[MemoryNode] = (),
+        relationships: Sequence[ConsciousnessRelationship] = (),
+        supersessions: Sequence[Supersession] = (),
+        base_ids: Mapping[str, str] | None = None,
     ) -> Plan:
-        """Write a batch of memories and relationships in one transaction.
+        """Write memories, expire the versions they supersede, write relationships.
 
-        Unchanged records are not touched (see ``records``); a relationship
-        whose endpoint exists neither in the graph nor in the batch is an
-        error, raised before anything is written.
+        All of it is one transaction.  Unchanged records are not touched (see
+        ``records``).  A relationship or supersession that refers to a memory
+        that exists neither in the graph nor in the batch is an error, raised
+        before anything is written.  ``base_ids`` overrides the version
+        identity of some memories (the writer resolves chains of versions).
         """
         nodes = _dedupe(nodes, "node_id")
         edges = [self._place_edge(e) for e in _dedupe(relationships, "edge_id")]
         for node in nodes:
             self._check_node(node)
-        if not nodes and not edges:
+        if not nodes and not edges and not supersessions:
             return UpsertResult()
-        node_rows = [records.node_row(n) for n in nodes]
+        base_ids = base_ids or {}
+        node_rows = [records.node_row(n, base_ids.get(n.node_id)) for n in nodes]
         if not self.store_vectors:
             for row in node_rows:
                 row["embedding"] = None
         edge_rows = [records.edge_row(e) for e in edges]
-        if edge_rows:
-            batch_ids = {n.node_id for n in nodes}
-            wanted = sorted({i for e in edges for i in (e.source_id, e.target_id)} - batch_ids)
-            missing: list[str] = []
-            if wanted:
-                rows = yield Query(
-                    f"UNWIND $ids AS id OPTIONAL MATCH (n:{NODE_LABEL} {{node_id: id}}) "
-                    "WITH id, n WHERE n IS NULL RETURN id",
-                    {"ids": wanted},
-                    read_only=True,
-                )
-                missing = [r[0] for r in rows]
+        batch_ids = {n.node_id for n in nodes}
+        wanted = sorted(
+            ({i for e in edges for i in (e.source_id, e.target_id)} | {s.old_id for s in supersessions}) - batch_ids
+        )
+        if wanted:
+            rows = yield Query(
+                f"UNWIND $ids AS id OPTIONAL MATCH (n:{NODE_LABEL} {{node_id: id}}) "
+                "WITH id, n WHERE n IS NULL RETURN id",
+                {"ids": wanted},
+                read_only=True,
+            )
+            missing = {r[0] for r in rows}
             if missing:
                 dangling = [f"{e.source_id} -[{e.relation_type}]-> {e.target_id}" for e in edges
                             if e.source_id in missing or e.target_id in missing]
+                dangling += [f"{s.new_id} supersedes {s.old_id}" for s in supersessions if s.old_id in missing]
                 raise StorageError(
-                    f"relationships refer to memories that are not in graph {self.graph!r}: "
-                    f"missing {missing}; relationships: {dangling[:10]}"
+                    f"records refer to memories that are not in graph {self.graph!r}: "
+                    f"missing {sorted(missing)}; in: {dangling[:10]}"
                     + (f" and {len(dangling) - 10} more" if len(dangling) > 10 else "")
                 )
-        rows = yield Query(_upsert_query(bool(node_rows), bool(edge_rows)), {"nodes": node_rows, "edges": edge_rows})
+        params = {"nodes": node_rows, "edges": edge_rows, "expire": [s.row() for s in supersessions]}
+        present = {key for key, value in params.items() if value}
+        cypher, columns = _upsert_query(present)
+        rows = yield Query(cypher, params)
         result = UpsertResult()
-        if rows:
-            values = dict(zip(
-                (["nodes_created", "nodes_updated"] if node_rows else [])
-                + (["edges_created", "edges_updated"] if edge_rows else []),
-                rows[0],
-            ))
-            for key, value in values.items():
-                setattr(result, key, int(value or 0))
+        for key, value in zip(columns, rows[0] if rows else ()):
+            setattr(result, key, int(value or 0))
         result.nodes_unchanged = len(node_rows) - result.nodes_created - result.nodes_updated
         result.edges_unchanged = len(edge_rows) - result.edges_created - result.edges_updated
         return result
@@ -504,8 +569,14 @@ class LevelGraphStore:
         self._run(self.plans.ensure_schema())
         self._run(self.plans.wait_operational())
 
-    def upsert(self, nodes: Sequence[MemoryNode] = (), relationships: Sequence[ConsciousnessRelationship] = ()) -> UpsertResult:
-        return self._run(self.plans.upsert(nodes, relationships))
+    def upsert(
+        self,
+        nodes: Sequence[MemoryNode] = (),
+        relationships: Sequence[ConsciousnessRelationship] = (),
+        supersessions: Sequence[Supersession] = (),
+        base_ids: Mapping[str, str] | None = None,
+    ) -> UpsertResult:
+        return self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids))
 
     def get_node(self, node_id: str) -> MemoryNode | None:
         found = self.get_nodes([node_id])
@@ -576,8 +647,14 @@ class AsyncLevelGraphStore:
         await self._run(self.plans.ensure_schema())
         await self._run(self.plans.wait_operational())
 
-    async def upsert(self, nodes: Sequence[MemoryNode] = (), relationships: Sequence[ConsciousnessRelationship] = ()) -> UpsertResult:
-        return await self._run(self.plans.upsert(nodes, relationships))
+    async def upsert(
+        self,
+        nodes: Sequence[MemoryNode] = (),
+        relationships: Sequence[ConsciousnessRelationship] = (),
+        supersessions: Sequence[Supersession] = (),
+        base_ids: Mapping[str, str] | None = None,
+    ) -> UpsertResult:
+        return await self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids))
 
     async def get_node(self, node_id: str) -> MemoryNode | None:
         found = await self.get_nodes([node_id])

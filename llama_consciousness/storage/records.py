@@ -23,6 +23,7 @@ from typing import Any
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema._time import to_utc
 from llama_consciousness.scoring.emotions import canonical_emotion
+from llama_consciousness.scoring.identity import base_identity
 from llama_consciousness.temporal import cypher_time
 
 TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
@@ -32,7 +33,8 @@ NODE_SCALARS = (
     "invalidation_reason", "correction_pattern_id", "discovery_energy",
     "energy", "confidence", "felt_quality", "body_sensation", "goal", "mindstate",
     "formation_trigger", "emotion_description", "spatial_context",
-    "resolution_state", "supersedes", "authority_score", "metadata_completeness",
+    "resolution_state", "supersedes", "supersede_reason", "authority_score", "metadata_completeness",
+    "quarantined",
 )
 NODE_LISTS = ("concepts", "surfaces_when")
 
@@ -48,7 +50,11 @@ JSON_PROPS = {"sensory_details": "sensory_details_json", "extra": "extra_json"}
 
 # Properties read back for a node: everything but the embedding, which is
 # large and only the index needs.
-NODE_READ_PROPS = NODE_SCALARS + NODE_LISTS + TIME_FIELDS + EMOTION_PROPS + (
+# Written by the store itself, never from a record: ``superseded_by`` when a
+# newer version expires a memory, ``base_id`` to find versions of one belief.
+NODE_STORE_PROPS = ("superseded_by", "base_id")
+
+NODE_READ_PROPS = NODE_SCALARS + NODE_LISTS + TIME_FIELDS + EMOTION_PROPS + ("superseded_by",) + (
     "sensory_details_json", "extra_json",
 )
 EDGE_READ_PROPS = EDGE_SCALARS + TIME_FIELDS + EMOTION_PROPS + ("sensory_details_json",)
@@ -98,9 +104,14 @@ def defaulted_times(model: Any) -> list[str]:
     return defaulted
 
 
-def node_row(node: MemoryNode) -> dict[str, Any]:
-    """The parameter row that the upsert query writes for ``node``."""
+def node_row(node: MemoryNode, base_id: str | None = None) -> dict[str, Any]:
+    """The parameter row that the upsert query writes for ``node``.
+
+    ``base_id`` is the version identity (see ``scoring.identity``); by
+    default it is derived from the node alone.
+    """
     props: dict[str, Any] = {f: getattr(node, f) for f in NODE_SCALARS}
+    props["base_id"] = base_id or base_identity(node)
     props.update({f: list(getattr(node, f)) for f in NODE_LISTS})
     props.update(_emotions(node.emotion_vector))
     for field, prop in JSON_PROPS.items():

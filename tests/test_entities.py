@@ -1,0 +1,509 @@
+"""Entity names, the offline and LLM entity extractors, and the ingestion transform."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import Any
+
+import pytest
+from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
+from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.llms import CustomLLM
+from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.schema import MetadataMode
+from pydantic import ValidationError
+
+from llama_consciousness.ingestion.entities import (
+    ENTITIES_KEY,
+    Entity,
+    EntityExtractor,
+    LLMEntityExtractor,
+    OfflineEntityExtractor,
+    parse_entity_list,
+)
+from llama_consciousness.ingestion.nodes import (
+    memory_to_text_node,
+    relationship_to_text_node,
+    text_node_to_memory,
+)
+from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+from llama_consciousness.scoring.names import (
+    EntityIndex,
+    compact_key,
+    name_similarity,
+    normalize_entity_name,
+    singularize,
+    split_type_prefix,
+    trigrams,
+)
+
+SPEC_QUERY = "How does Luca's approach to V2 differ from Felix's?"
+
+
+# --------------------------------------------------------------------------
+# names
+
+
+@pytest.mark.parametrize("name", ["person_Luca", "Luca", "luca's", "LUCA", "Luca\u2019s", "  Luca ",
+                                  "PERSON_LUCA", "person:luca", "\"Luca\"", "\uff2c\uff55\uff43\uff41"])
+def test_person_names_share_a_key(name: str) -> None:
+    assert normalize_entity_name(name) == "luca"
+
+
+@pytest.mark.parametrize(("plural", "singular"), [
+    ("tasks", "task"), ("architectures", "architecture"), ("indexes", "index"),
+    ("policies", "policy"), ("classes", "class"), ("statuses", "status"), ("causes", "cause"),
+    ("memories", "memory"), ("matches", "match"), ("indices", "index"), ("APIs", "api"),
+    ("GPUs", "gpu"), ("Open Tasks", "open task"),
+])
+def test_plural_and_singular_share_a_key(plural: str, singular: str) -> None:
+    assert normalize_entity_name(plural) == normalize_entity_name(singular) == singular
+
+
+@pytest.mark.parametrize("word", ["analysis", "status", "class", "FalkorDB", "series", "news", "corpus",
+                                  "Lucas", "Thomas", "Kubernetes", "Postgres", "Redis", "DevOps", "bus",
+                                  "V2", "GPT-4"])
+def test_words_that_are_not_plurals_are_kept(word: str) -> None:
+    key = normalize_entity_name(word)
+    assert key == word.casefold().replace("-", " ")
+    assert singularize(key) == key
+
+
+def test_normalize_articles_prefixes_and_separators() -> None:
+    assert normalize_entity_name("the V2 architecture") == "v2 architecture"
+    assert normalize_entity_name("The V2 Architectures") == "v2 architecture"
+    assert normalize_entity_name("decision_v2_architecture") == "v2 architecture"
+    assert normalize_entity_name("an idea") == "idea"
+    assert normalize_entity_name("the") == "the"  # an article alone is a word
+    assert normalize_entity_name("GPT-4") == normalize_entity_name("gpt 4") == "gpt 4"
+    assert normalize_entity_name("node.js") == "node js"
+    assert normalize_entity_name("Luca's  V2\tplan") == "luca v2 plan"
+    assert normalize_entity_name("James'") == "james"
+    assert normalize_entity_name("phase_3") == "phase 3"  # not a type prefix
+    assert normalize_entity_name("Person Luca") == "person luca"  # only person_ / person:
+    assert normalize_entity_name("") == normalize_entity_name("?!") == ""
+    assert split_type_prefix("person_Luca") == ("person", "Luca")
+    assert split_type_prefix("Decision_V2_Architecture") == ("decision", "V2_Architecture")
+    assert split_type_prefix("Luca") == (None, "Luca")
+
+
+def test_normalize_is_idempotent_on_examples() -> None:
+    for name in ["person_Luca", "Falkor DB", "the V2 architectures", "statuses", "Policies", "Luca's tasks",
+                 "Microsoft GraphRAG", "GPT-4o", "Kubernetes", "classes"]:
+        key = normalize_entity_name(name)
+        assert normalize_entity_name(key) == key
+
+
+def test_name_similarity() -> None:
+    assert name_similarity("FalkorDB", "Falkor DB") >= 0.85
+    assert name_similarity("Falkor-DB", "falkordb") >= 0.85
+    assert name_similarity("Felix", "Felix's") == 1.0
+    assert name_similarity("person_Luca", "LUCA") == 1.0
+    assert name_similarity("Felix", "Flux") < 0.5
+    assert name_similarity("Luca", "Felix") < 0.2
+    assert name_similarity("V2 architecture", "architecture V2") >= 0.85
+    assert 0.0 < name_similarity("Luca", "Luca Rossi") < 0.85
+    assert name_similarity("", "Luca") == 0.0
+    for a, b in [("FalkorDB", "Falkor DB"), ("Luca", "Luca Rossi"), ("energy decay", "energy-decay model")]:
+        score = name_similarity(a, b)
+        assert 0.0 <= score < 1.0
+        assert score == name_similarity(b, a)
+
+
+def test_entity_index_exact_then_fuzzy() -> None:
+    index = EntityIndex([
+        ("e1", "person_Luca"), ("e2", "FalkorDB"), ("e3", "Felix"), ("e4", "Flux"),
+        ("e5", "Falkor DB"), ("e1", "Luca Rossi"), ("e6", "decision_v2_architecture"),
+    ])
+    assert len(index) == 7
+    assert "luca" in index and "LUCA's" in index and "nobody" not in index
+
+    hits = index.match("Luca")
+    assert hits[0] == ("e1", "person_Luca", 1.0)
+    assert [h.entity_id for h in hits] == ["e1"]  # one row per entity
+
+    hits = index.match("FalkorDB")
+    assert [h.entity_id for h in hits] == ["e2", "e5"]
+    assert hits[0].score == 1.0 and 0.85 <= hits[1].score < 1.0
+
+    assert [h.entity_id for h in index.match("Felix")] == ["e3"]  # "Flux" is too far
+    assert [h.entity_id for h in index.match("Felix", threshold=0.1)][0] == "e3"
+    assert index.match("the V2 architectures")[0].entity_id == "e6"
+    assert index.match("architecture v2")[0].entity_id == "e6"  # word order
+    assert index.best("Falkor-DB").entity_id in {"e2", "e5"}
+    assert index.best("Zebulon") is None
+    assert index.match("") == []
+    assert index.match("FalkorDB", limit=1) == [("e2", "FalkorDB", 1.0)]
+    assert index.exact("falkor db") == [("e5", "Falkor DB")]
+
+    index.add("e7", "Felix's notebook")
+    index.add("e7", "Felix's notebook")  # idempotent
+    assert len(index) == 8
+    assert index.match("felix notebook")[0].entity_id == "e7"
+
+
+def _synthetic_names(count: int, seed: int = 11) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    syllables = ["ka", "lo", "mi", "ne", "ru", "ta", "vi", "zo", "be", "da", "fe", "gu", "hi", "jo",
+                 "pa", "se", "to", "wu", "rin", "dor", "mel", "qua", "xi", "bel"]
+    prefixes = ["person", "concept", "decision", "tool", "project"]
+    names = []
+    for i in range(count):
+        first = "".join(rng.choice(syllables) for _ in range(rng.randint(2, 4)))
+        second = "".join(rng.choice(syllables) for _ in range(rng.randint(2, 4)))
+        if i % 2:
+            names.append((f"id{i}", f"{rng.choice(prefixes)}_{first}_{second}"))
+        else:
+            names.append((f"id{i}", f"{first.title()} {second.title()}"))
+    return names
+
+
+def test_entity_index_candidates_agree_with_a_full_scan() -> None:
+    names = _synthetic_names(3000, seed=3)
+    index = EntityIndex(names)
+    keys = {normalize_entity_name(n) for _, n in names}
+    rng = random.Random(5)
+    for _, name in rng.sample(names, 60):
+        query = name[:-1] if rng.random() < 0.5 else name.replace("_", " ")
+        qkey = normalize_entity_name(query)
+        qgrams = trigrams(compact_key(qkey))
+        expected = set()
+        for key in keys:
+            grams = trigrams(compact_key(key))
+            if key == qkey or 2 * len(qgrams & grams) / (len(qgrams) + len(grams)) >= 0.8:
+                expected.add(key)
+        got = {normalize_entity_name(h.name) for h in index.match(query, threshold=0.8)}
+        assert expected <= got
+
+
+def test_entity_index_lookup_is_fast_on_50k_names() -> None:
+    names = _synthetic_names(50_000)
+    index = EntityIndex(names)
+    rng = random.Random(1)
+    queries = [name for _, name in rng.sample(names, 200)]
+    queries += [q.replace("_", " ")[:-1] for q in queries[:100]]
+    start = time.perf_counter()
+    results = [index.match(q) for q in queries]
+    average_ms = (time.perf_counter() - start) / len(queries) * 1000
+    assert average_ms < 50, average_ms  # loose: the benchmark suite measures speed properly
+    ids = dict((name, eid) for eid, name in names)
+    for query, hits in zip(queries[:200], results):
+        assert hits and hits[0].score == 1.0
+        assert ids[query] in {h.entity_id for h in hits if h.score == 1.0}
+
+
+# --------------------------------------------------------------------------
+# offline extraction
+
+
+def test_spec_query_example() -> None:
+    extractor = OfflineEntityExtractor()
+    assert extractor.extract_query_entities(SPEC_QUERY) == ["Luca", "V2", "Felix"]
+    entities = {e.name: e for e in extractor.extract(SPEC_QUERY)}
+    assert entities["Luca"].entity_type == "Person" and entities["Felix"].entity_type == "Person"
+    assert entities["Luca"].key == "luca" and entities["V2"].key == "v2"
+    assert SPEC_QUERY[slice(*entities["Felix"].span)] == "Felix"
+
+
+def test_lower_case_query_finds_names_and_codes() -> None:
+    query = SPEC_QUERY.lower()
+    assert OfflineEntityExtractor().extract_query_entities(query) == ["luca", "v2", "felix"]
+    known = OfflineEntityExtractor(known_people=["person_Luca", "Felix"])
+    entities = known.extract("did luca talk to felix about v2")
+    assert [(e.key, e.entity_type) for e in entities] == [("luca", "Person"), ("felix", "Person"), ("v2", "Entity")]
+
+
+@pytest.mark.parametrize("text", [
+    "When I woke up the sky was grey.",
+    "What we learned: nothing. How could we? The end.",
+    "I think so. We agreed. They left on Monday in March.",
+    "WHEN I WOKE UP THE SKY WAS GREY.",
+    "",
+])
+def test_no_entities_in_plain_sentences(text: str) -> None:
+    assert OfflineEntityExtractor().extract(text) == []
+
+
+def test_phrases_codes_and_tools() -> None:
+    text = "Microsoft GraphRAG and FalkorDB power the V2 architecture in Phase 3; N1 and S6 use GPT-4."
+    entities = OfflineEntityExtractor().extract(text)
+    by_name = {e.name: e.entity_type for e in entities}
+    assert by_name["Microsoft GraphRAG"] == "Tool"
+    assert by_name["FalkorDB"] == "Tool"
+    assert by_name["V2 architecture"] == "Concept"
+    assert by_name["Phase 3"] == "Project"
+    for code in ("V2", "N1", "S6", "GPT-4", "GraphRAG"):
+        assert code in by_name
+    # text order, spans point at the surface forms
+    assert [e.span[0] for e in entities] == sorted(e.span[0] for e in entities)
+    for entity in entities:
+        assert text[slice(*entity.span)] == entity.name
+
+
+def test_people_cues_possessives_and_organizations() -> None:
+    text = ("We met with Zebulon and Quentavious said it was fine. Brunhilde's idea won. "
+            "Luca Rossi joined Anthropic Labs; Dr. Okonkwo agreed.")
+    entities = {e.name: e.entity_type for e in OfflineEntityExtractor().extract(text)}
+    assert entities["Zebulon"] == "Person"
+    assert entities["Quentavious"] == "Person"
+    assert entities["Brunhilde"] == "Person"
+    assert entities["Luca Rossi"] == "Person"
+    assert entities["Anthropic Labs"] == "Organization"
+    assert entities["Okonkwo"] == "Person"
+    assert "We" not in entities
+
+
+def test_sentence_initial_capitals_need_evidence() -> None:
+    extractor = OfflineEntityExtractor()
+    assert extractor.extract("Memories fade. Sky was grey.") == []
+    assert extractor.extract_query_entities("Yesterday Luca left.") == ["Luca"]
+    assert extractor.extract_query_entities("Felix left early.") == ["Felix"]
+    assert extractor.extract_query_entities("Then we saw Berlin.") == ["Berlin"]
+
+
+def test_quoted_terms() -> None:
+    text = 'We call it the "consciousness stream", or \u201cenergy decay\u201d, or \'spreading activation\'.'
+    entities = OfflineEntityExtractor().extract(text)
+    assert [(e.name, e.entity_type) for e in entities] == [
+        ("consciousness stream", "Concept"), ("energy decay", "Concept"), ("spreading activation", "Concept"),
+    ]
+    # Long quotations and apostrophes are not quoted terms.
+    assert OfflineEntityExtractor().extract('He said "we should ship it now and fix things later".') == []
+    assert OfflineEntityExtractor().extract_query_entities("it's Luca's and Felix's call") == ["Luca", "Felix"]
+
+
+def test_vocabulary_and_concepts() -> None:
+    extractor = OfflineEntityExtractor(vocabulary={"energy decay": "Concept", "person_nora": "Person"})
+    entities = extractor.extract("Energy-decay rates worried nora's team.", concepts=["spreading activation"])
+    assert [(e.name, e.entity_type, e.key) for e in entities] == [
+        ("Energy-decay", "Concept", "energy decay"),
+        ("nora", "Person", "nora"),
+        ("spreading activation", "Concept", "spreading activation"),
+    ]
+    assert entities[-1].span is None  # a concept of the memory that the text does not mention
+    plural = OfflineEntityExtractor(vocabulary=["V2 architecture"]).extract("Both V2 architectures failed.")
+    assert plural[0].name == "V2 architectures" and plural[0].key == "v2 architecture"
+
+
+def test_dedupe_keeps_first_surface_form_and_is_deterministic() -> None:
+    text = "Luca met LUCA's twin? No: Luca met FalkorDB people, then falkordb again. Luca."
+    first = OfflineEntityExtractor().extract(text)
+    assert first == OfflineEntityExtractor().extract(text)
+    assert [e.name for e in first] == ["Luca", "FalkorDB"]
+
+
+def test_max_entities_keeps_the_most_confident_in_text_order() -> None:
+    extractor = OfflineEntityExtractor(known_people=["Zed"], max_entities=2)
+    entities = extractor.extract("Berlin, Zed and V2.")
+    assert [e.name for e in entities] == ["Zed", "V2"]
+
+
+def test_entity_model() -> None:
+    entity = Entity(name=" person_Luca ")
+    assert entity.name == "person_Luca" and entity.key == "luca" and entity.entity_type == "Entity"
+    assert entity.to_metadata() == {"name": "person_Luca", "entity_type": "Entity", "key": "luca", "confidence": 1.0}
+    with pytest.raises(ValidationError):
+        Entity(name="Luca", entity_type="Alien")
+    with pytest.raises(ValidationError):
+        Entity(name="?!")
+    with pytest.raises(ValidationError):
+        Entity(name="Luca", confidence=1.5)
+
+
+def test_offline_extraction_is_fast() -> None:
+    extractor = OfflineEntityExtractor()
+    start = time.perf_counter()
+    for i in range(200):
+        extractor.extract(f"{SPEC_QUERY} {i}")
+    assert (time.perf_counter() - start) / 200 < 0.01
+
+
+# --------------------------------------------------------------------------
+# the ingestion transform
+
+
+def _memory(node_id: str, name: str, description: str, **extra: Any) -> MemoryNode:
+    # Explicit times: a defaulted created_at is deliberately not carried by the TextNode.
+    return MemoryNode(node_id=node_id, level="N2", name=name, description=description,
+                      energy=0.5, confidence=0.8, created_at="2025-10-01T12:00:00Z", **extra)
+
+
+def _nodes():
+    memories = [
+        _memory("m1", "V2 architecture decision", SPEC_QUERY.replace("?", "."), concepts=["graph traversal"]),
+        _memory("m2", "Morning", "When I woke up the sky was grey."),
+        _memory("m3", "FalkorDB migration", 'Nora asked about the "consciousness stream" in Phase 3.'),
+    ]
+    relationship = ConsciousnessRelationship(
+        edge_id="r1", source_id="m1", target_id="m3", relation_type="RELATES_TO",
+        goal="link the decision to its migration", mindstate="reviewing", energy=0.5, confidence=0.5,
+    )
+    nodes = [memory_to_text_node(m) for m in memories]
+    nodes.append(relationship_to_text_node(relationship))
+    return memories, nodes
+
+
+def _check_transformed(memories, nodes) -> None:
+    by_id = {n.node_id: n for n in nodes}
+    m1 = by_id["m1"].metadata[ENTITIES_KEY]
+    names = [e["name"] for e in m1]
+    assert {"Luca", "Felix", "V2"} <= set(names)
+    assert "graph traversal" in names
+    assert all(set(e) >= {"name", "entity_type", "key"} for e in m1)
+    assert by_id["m2"].metadata[ENTITIES_KEY] == []
+    m3 = {e["key"]: e["entity_type"] for e in by_id["m3"].metadata[ENTITIES_KEY]}
+    assert m3["falkordb migration"] == "Tool" or "falkordb" in m3
+    assert m3["nora"] == "Person" and m3["consciousness stream"] == "Concept" and m3["phase 3"] == "Project"
+    for node in nodes:
+        if node.metadata.get("kind") == "relationship":
+            assert ENTITIES_KEY not in node.metadata
+            continue
+        # the entities are instructions for the writer, not text to embed
+        assert ENTITIES_KEY not in node.get_content(metadata_mode=MetadataMode.EMBED)
+        assert ENTITIES_KEY not in node.get_content(metadata_mode=MetadataMode.LLM)
+    for memory in memories:
+        assert text_node_to_memory(by_id[memory.node_id]) == memory
+
+
+def test_transform_in_ingestion_pipeline() -> None:
+    memories, nodes = _nodes()
+    pipeline = IngestionPipeline(transformations=[EntityExtractor()])
+    out = pipeline.run(nodes=nodes)
+    assert len(out) == len(nodes)
+    _check_transformed(memories, out)
+
+
+async def test_transform_in_ingestion_pipeline_async() -> None:
+    memories, nodes = _nodes()
+    pipeline = IngestionPipeline(transformations=[EntityExtractor(known_people=["Felix"])])
+    out = await pipeline.arun(nodes=nodes)
+    _check_transformed(memories, out)
+
+
+def test_transform_limits_entities_per_memory() -> None:
+    node = memory_to_text_node(_memory("m9", "Crowd", "Alice, Bob, Carla, Diego and Emma met Fiona and Greta."))
+    EntityExtractor(max_entities_per_memory=3)([node])
+    assert len(node.metadata[ENTITIES_KEY]) == 3
+    EntityExtractor(max_entities_per_memory=0)([node])
+    assert node.metadata[ENTITIES_KEY] == []
+
+
+def test_transform_needs_an_llm_for_llm_mode() -> None:
+    with pytest.raises(ValidationError):
+        EntityExtractor(extractor="llm")
+
+
+# --------------------------------------------------------------------------
+# LLM extraction
+
+
+class FixedLLM(CustomLLM):
+    """A real LlamaIndex LLM that answers every prompt with ``answer`` (or raises)."""
+
+    answer: str = "[]"
+    fail: bool = False
+    prompts: list[str] = []
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="fixed")
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.prompts.append(prompt)
+        if self.fail:
+            raise RuntimeError("model unavailable")
+        return CompletionResponse(text=self.answer)
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        yield self.complete(prompt, formatted=formatted, **kwargs)
+
+
+GOOD_ANSWER = ('[{"name": "person_Luca", "type": "Person"}, {"name": "person_felix", "type": "Person"},'
+               ' {"name": "decision_v2_architecture", "type": "Concept"}, "FalkorDB"]')
+
+
+def test_llm_extractor_maps_answers_to_known_entities() -> None:
+    llm = FixedLLM(answer=GOOD_ANSWER, prompts=[])
+    known = ["Luca", "Felix", "V2 architecture"] + [f"entity_{i}" for i in range(2000)]
+    extractor = LLMEntityExtractor(llm, known_entities=known, known_entities_budget=200)
+    entities = extractor.extract(SPEC_QUERY)
+    assert [(e.name, e.entity_type, e.key) for e in entities] == [
+        ("Luca", "Person", "luca"), ("Felix", "Person", "felix"),
+        ("V2 architecture", "Concept", "v2 architecture"), ("FalkorDB", "Entity", "falkordb"),
+    ]
+    assert entities[0].confidence > entities[-1].confidence  # known names are more credible
+    assert entities[0].span == (9, 13)
+    prompt = llm.prompts[-1]
+    assert SPEC_QUERY in prompt and "Luca, Felix, V2 architecture" in prompt
+    assert "more)" in prompt and "entity_1999" not in prompt and len(prompt) < 3000
+    assert extractor.extract_query_entities(SPEC_QUERY) == ["Luca", "Felix", "V2 architecture", "FalkorDB"]
+
+
+def test_llm_extractor_without_known_entities_strips_prefixes() -> None:
+    extractor = LLMEntityExtractor(FixedLLM(answer=GOOD_ANSWER, prompts=[]))
+    assert extractor.extract_query_entities(SPEC_QUERY) == ["Luca", "felix", "v2 architecture", "FalkorDB"]
+
+
+@pytest.mark.parametrize("answer", [
+    "```json\n" + GOOD_ANSWER + "\n```",
+    "Sure! Here are the entities:\n" + GOOD_ANSWER + "\nLet me know if you need more.",
+    '{"entities": ' + GOOD_ANSWER + "}",
+])
+def test_llm_answers_are_parsed_robustly(answer: str) -> None:
+    extractor = LLMEntityExtractor(FixedLLM(answer=answer, prompts=[]))
+    assert [e.key for e in extractor.extract(SPEC_QUERY)] == ["luca", "felix", "v2 architecture", "falkordb"]
+
+
+def test_parse_entity_list(caplog: pytest.LogCaptureFixture) -> None:
+    assert parse_entity_list('["a", "b"] trailing') == ["a", "b"]
+    assert parse_entity_list("[]") == []
+    with caplog.at_level(logging.WARNING, logger="llama_consciousness.ingestion.entities"):
+        assert parse_entity_list('{"name": "Luca"}') == []
+        assert parse_entity_list("no idea") == []
+        assert parse_entity_list("[unclosed") == []
+    assert sum("no JSON list" in r.getMessage() for r in caplog.records) == 3
+
+
+def test_llm_malformed_output_falls_back_to_offline(caplog: pytest.LogCaptureFixture) -> None:
+    for answer in ['{"name": "Luca"}', "I cannot help with that.", '[{"name": ']:
+        extractor = LLMEntityExtractor(FixedLLM(answer=answer, prompts=[]))
+        with caplog.at_level(logging.WARNING, logger="llama_consciousness.ingestion.entities"):
+            caplog.clear()
+            assert extractor.extract_query_entities(SPEC_QUERY) == ["Luca", "V2", "Felix"]
+        assert any("no JSON list" in r.getMessage() for r in caplog.records)
+    # an empty list is an answer, not a failure; junk items are skipped
+    assert LLMEntityExtractor(FixedLLM(answer="[]", prompts=[])).extract(SPEC_QUERY) == []
+    junk = LLMEntityExtractor(FixedLLM(answer='[1, null, {"type": "Person"}, "", "Luca"]', prompts=[]))
+    assert junk.extract_query_entities(SPEC_QUERY) == ["Luca"]
+
+
+async def test_llm_exception_falls_back_to_offline(caplog: pytest.LogCaptureFixture) -> None:
+    extractor = LLMEntityExtractor(FixedLLM(fail=True, prompts=[]))
+    with caplog.at_level(logging.WARNING, logger="llama_consciousness.ingestion.entities"):
+        assert extractor.extract_query_entities(SPEC_QUERY) == ["Luca", "V2", "Felix"]
+        assert await extractor.aextract_query_entities(SPEC_QUERY) == ["Luca", "V2", "Felix"]
+    assert sum("LLM call failed" in r.getMessage() for r in caplog.records) == 2
+    with pytest.raises(TypeError):
+        LLMEntityExtractor(None)
+
+
+async def test_llm_transform_in_pipeline() -> None:
+    memories, nodes = _nodes()
+    llm = FixedLLM(answer=GOOD_ANSWER, prompts=[])
+    transform = EntityExtractor(extractor="llm", llm=llm, known_entities=["Luca", "Felix"], num_workers=2)
+    out = await IngestionPipeline(transformations=[transform]).arun(nodes=nodes)
+    by_id = {n.node_id: n for n in out}
+    names = [e["name"] for e in by_id["m1"].metadata[ENTITIES_KEY]]
+    assert names[:2] == ["Luca", "Felix"] and "graph traversal" in names
+    assert len(llm.prompts) == len(memories)  # relationships are not sent to the LLM
+    for memory in memories:
+        assert text_node_to_memory(by_id[memory.node_id]) == memory
+
+    failing = EntityExtractor(extractor="llm", llm=FixedLLM(fail=True, prompts=[]))
+    _, nodes = _nodes()
+    out = IngestionPipeline(transformations=[failing]).run(nodes=nodes)
+    assert {"Luca", "Felix", "V2"} <= {e["name"] for e in out[0].metadata[ENTITIES_KEY]}
