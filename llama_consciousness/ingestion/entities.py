@@ -46,11 +46,11 @@ person cue ("asked", "with", "told", "by", ... :data:`PERSON_CUES_BEFORE`),
 followed by one ("said", "thinks", ...), or carry a possessive ("Felix's").
 A lower-case known first name counts too when it carries a possessive or a
 cue ("how does luca's approach..."), since queries are often typed in lower
-case.  A run is an **Organization** when it ends with a suffix such as "Inc" or "Labs" or
-names a well-known company; a **Project** when it starts with "Phase",
-"Sprint", "Milestone", ...; a **Tool** when it is a CamelCase word or a
-known tool; a **Concept** when it ends with a head noun; an **Entity**
-otherwise.
+case.  A run is an **Organization** when it ends with a suffix such as
+"Inc" or "Labs" or is one well-known company name; a **Project** when it
+starts with "Phase", "Sprint", "Milestone", ...; a **Tool** when it holds a
+CamelCase word or a known tool; a **Concept** when it ends with a head noun;
+an **Entity** otherwise.
 
 Overlaps are resolved longest mention first (lexicon before run before quote
 on equal length).  The codes, CamelCase words, first names and lexicon
