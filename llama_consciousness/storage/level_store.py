@@ -441,6 +441,34 @@ class LevelPlans:
             )
         return [records.edge_from_props(r[0]) for r in rows]
 
+    def named_nodes(self, node_types: Sequence[str]) -> Plan:
+        """``(node_id, name)`` of the memories of the given types (entity matching)."""
+        rows = yield Query(
+            f"MATCH (n:{NODE_LABEL}) WHERE n.node_type IN $types RETURN n.node_id, n.name",
+            {"types": list(node_types)},
+            read_only=True,
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    def versions(self, base_ids: Sequence[str]) -> Plan:
+        """The stored versions of these base identities, oldest first."""
+        rows = yield Query(
+            f"UNWIND $bases AS b MATCH (n:{NODE_LABEL} {{base_id: b}}) "
+            f"RETURN {_NODE_PROJECTION}, n.base_id ORDER BY n.created_at, n.node_id",
+            {"bases": list(base_ids)},
+            read_only=True,
+        )
+        return [(records.node_from_props(r[0]), r[1]) for r in rows]
+
+    def existing_ids(self, node_ids: Sequence[str]) -> Plan:
+        """Which of ``node_ids`` are stored in this graph."""
+        rows = yield Query(
+            f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN id",
+            {"ids": list(node_ids)},
+            read_only=True,
+        )
+        return {r[0] for r in rows}
+
     def counts(self) -> Plan:
         nodes = yield Query(f"MATCH (n:{NODE_LABEL}) RETURN count(n)", read_only=True)
         edges = yield Query(f"MATCH ()-[r:{EDGE_TYPE}]->() RETURN count(r)", read_only=True)
@@ -596,6 +624,15 @@ class LevelGraphStore:
         if not self.exists():
             return 0, 0
         return self._run(self.plans.counts())
+
+    def named_nodes(self, node_types: Sequence[str]) -> list[tuple[str, str]]:
+        return self._run(self.plans.named_nodes(node_types)) if self.exists() else []
+
+    def versions(self, base_ids: Sequence[str]) -> list[tuple[MemoryNode, str]]:
+        return self._run(self.plans.versions(base_ids)) if self.exists() and base_ids else []
+
+    def existing_ids(self, node_ids: Sequence[str]) -> set[str]:
+        return self._run(self.plans.existing_ids(node_ids)) if self.exists() and node_ids else set()
 
     def vector_search(self, embedding: Sequence[float], k: int, window: TemporalWindow, **filters: Any) -> list[VectorHit]:
         if not self.exists():
