@@ -295,6 +295,17 @@ class ConsciousnessMemory:
                 self._pgvector.upsert(store.plans.graph, level_nodes)
         return total
 
+    def ingest(self, source: Any, *, progress: bool = False, **options: Any) -> Any:
+        """Ingest a memory file (JSON Lines) or records through the default pipeline.
+
+        ``options`` are the fields of ``IngestOptions`` (``on_invalid``,
+        ``on_bad_line``, ``pii``, ``injection``, ``duplicates``, ...).
+        Returns the ``IngestReport``.
+        """
+        from llama_consciousness.ingestion.pipeline import IngestOptions, ingest
+
+        return ingest(self, source, IngestOptions(**options), progress=progress)
+
     # -- reads ------------------------------------------------------------------
 
     def get_node(self, node_id: str, level: str, citizen_id: str | None = None) -> MemoryNode | None:

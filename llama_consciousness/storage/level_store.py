@@ -104,6 +104,8 @@ class UpsertResult:
     edges_updated: int = 0
     edges_unchanged: int = 0
     superseded: int = 0
+    created_ids: list[str] = field(default_factory=list)
+    updated_ids: list[str] = field(default_factory=list)
 
     def __iadd__(self, other: UpsertResult) -> UpsertResult:
         for name in self.__dataclass_fields__:
@@ -183,8 +185,8 @@ SET n += row.props, {_time_sets("n", "old_hash IS NOT NULL", "sup")},
     n.invalidation_reason = CASE WHEN sup AND row.props.invalidation_reason IS NULL
                                  THEN old_reason ELSE row.props.invalidation_reason END,
     n.{VECTOR_PROPERTY} = vecf32(row.embedding), n.content_hash = row.hash
-RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS nodes_created,
-       sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS nodes_updated
+RETURN collect(CASE WHEN old_hash IS NULL THEN row.node_id END) AS created_ids,
+       collect(CASE WHEN old_hash IS NULL THEN NULL ELSE row.node_id END) AS updated_ids
 }}
 """
 
@@ -209,7 +211,7 @@ MATCH (s:{NODE_LABEL} {{node_id: row.source_id}}), (t:{NODE_LABEL} {{node_id: ro
 OPTIONAL MATCH (s)-[old:{EDGE_TYPE} {{edge_id: row.edge_id}}]->(t)
 WITH s, t, row, old.content_hash AS old_hash
 MERGE (s)-[r:{EDGE_TYPE} {{edge_id: row.edge_id}}]->(t)
-WITH r, row, old_hash WHERE old_hash IS NULL OR old_hash <> row.hash
+WITH r, row, old_hash WHERE old_hash IS NULL OR (old_hash <> row.hash AND NOT row.derived)
 SET r += row.props, {_time_sets("r", "old_hash IS NOT NULL")}, r.content_hash = row.hash
 RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
        sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS edges_updated
@@ -217,7 +219,7 @@ RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
 """
 
 _PARTS = (
-    ("nodes", _UPSERT_NODES, ("nodes_created", "nodes_updated")),
+    ("nodes", _UPSERT_NODES, ("created_ids", "updated_ids")),
     ("expire", _SUPERSEDE, ("superseded",)),
     ("edges", _UPSERT_EDGES, ("edges_created", "edges_updated")),
 )
@@ -364,6 +366,7 @@ class LevelPlans:
         relationships: Sequence[ConsciousnessRelationship] = (),
         supersessions: Sequence[Supersession] = (),
         base_ids: Mapping[str, str] | None = None,
+        derived: frozenset[str] | set[str] = frozenset(),
     ) -> Plan:
         """Write memories, expire the versions they supersede, write relationships.
 
@@ -372,6 +375,9 @@ class LevelPlans:
         that exists neither in the graph nor in the batch is an error, raised
         before anything is written.  ``base_ids`` overrides the version
         identity of some memories (the writer resolves chains of versions).
+        Relationships whose ``edge_id`` is in ``derived`` were inferred by the
+        writer (SUPERSEDES, MENTIONS): they are created when absent but never
+        overwrite a relationship stated explicitly.
         """
         nodes = _dedupe(nodes, "node_id")
         edges = [self._place_edge(e) for e in _dedupe(relationships, "edge_id")]
@@ -385,6 +391,8 @@ class LevelPlans:
             for row in node_rows:
                 row["embedding"] = None
         edge_rows = [records.edge_row(e) for e in edges]
+        for row in edge_rows:
+            row["derived"] = row["edge_id"] in derived
         batch_ids = {n.node_id for n in nodes}
         wanted = sorted(
             ({i for e in edges for i in (e.source_id, e.target_id)} | {s.old_id for s in supersessions}) - batch_ids
@@ -412,7 +420,8 @@ class LevelPlans:
         rows = yield Query(cypher, params)
         result = UpsertResult()
         for key, value in zip(columns, rows[0] if rows else ()):
-            setattr(result, key, int(value or 0))
+            setattr(result, key, list(value or []) if key.endswith("_ids") else int(value or 0))
+        result.nodes_created, result.nodes_updated = len(result.created_ids), len(result.updated_ids)
         result.nodes_unchanged = len(node_rows) - result.nodes_created - result.nodes_updated
         result.edges_unchanged = len(edge_rows) - result.edges_created - result.edges_updated
         return result
@@ -459,6 +468,31 @@ class LevelPlans:
             read_only=True,
         )
         return [(records.node_from_props(r[0]), r[1]) for r in rows]
+
+    def nearest(self, queries: Sequence[tuple[str, Sequence[float]]], k: int = 3) -> Plan:
+        """For each ``(id, vector)``, its k nearest current memories, in ONE query.
+
+        Used to find near-duplicates at ingestion, where a query per memory
+        would cost a round trip each.  Returns ``{id: [(node_id, similarity)]}``.
+        """
+        if not self.store_vectors or not queries:
+            return {}
+        for qid, vector in queries:
+            if self.dimension is not None and len(vector) != self.dimension:
+                raise EmbeddingDimensionError(
+                    f"vector of {qid!r} has dimension {len(vector)}, graph {self.graph!r} indexes {self.dimension}"
+                )
+        rows = yield Query(
+            f"UNWIND $qs AS q CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $k, vecf32(q.e)) "
+            "YIELD node AS n, score WHERE n.expired_at IS NULL "
+            "RETURN q.id, n.node_id, n.base_id, score",
+            {"qs": [{"id": qid, "e": [float(x) for x in vector]} for qid, vector in queries], "k": int(k)},
+            read_only=True,
+        )
+        found: dict[str, list[tuple[str, str, float]]] = {}
+        for qid, node_id, base_id, score in rows:
+            found.setdefault(qid, []).append((node_id, base_id, 1.0 - float(score)))
+        return found
 
     def existing_ids(self, node_ids: Sequence[str]) -> Plan:
         """Which of ``node_ids`` are stored in this graph."""
@@ -603,8 +637,9 @@ class LevelGraphStore:
         relationships: Sequence[ConsciousnessRelationship] = (),
         supersessions: Sequence[Supersession] = (),
         base_ids: Mapping[str, str] | None = None,
+        derived: frozenset[str] | set[str] = frozenset(),
     ) -> UpsertResult:
-        return self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids))
+        return self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived))
 
     def get_node(self, node_id: str) -> MemoryNode | None:
         found = self.get_nodes([node_id])
@@ -633,6 +668,9 @@ class LevelGraphStore:
 
     def existing_ids(self, node_ids: Sequence[str]) -> set[str]:
         return self._run(self.plans.existing_ids(node_ids)) if self.exists() and node_ids else set()
+
+    def nearest(self, queries: Sequence[tuple[str, Sequence[float]]], k: int = 3) -> dict[str, list[tuple[str, str, float]]]:
+        return self._run(self.plans.nearest(queries, k)) if self.exists() and queries else {}
 
     def vector_search(self, embedding: Sequence[float], k: int, window: TemporalWindow, **filters: Any) -> list[VectorHit]:
         if not self.exists():
@@ -690,8 +728,9 @@ class AsyncLevelGraphStore:
         relationships: Sequence[ConsciousnessRelationship] = (),
         supersessions: Sequence[Supersession] = (),
         base_ids: Mapping[str, str] | None = None,
+        derived: frozenset[str] | set[str] = frozenset(),
     ) -> UpsertResult:
-        return await self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids))
+        return await self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived))
 
     async def get_node(self, node_id: str) -> MemoryNode | None:
         found = await self.get_nodes([node_id])

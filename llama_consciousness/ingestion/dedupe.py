@@ -1,0 +1,109 @@
+"""``NearDuplicateFilter``: the same memory twice is one memory.
+
+Chat logs and importers repeat themselves ("Sounds good!" after every
+plan).  A memory whose embedding has cosine similarity above the threshold
+(0.9 by default) with a current memory of its level, or with an earlier
+memory of the same batch, is either linked to it as DUPLICATE_OF
+(``action="link"``, the default: nothing is lost) or not written at all
+(``action="skip"``).
+
+Not duplicates: the same ``node_id`` (re-ingesting is an update, handled by
+the writer) and versions of one belief (same base identity), which are
+supersessions, not repetitions.
+
+The filter embeds the memories it checks and leaves the embedding on the
+node, so the writer does not embed them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+from llama_index.core.schema import BaseNode, TransformComponent
+from pydantic import Field, PrivateAttr
+
+from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_memory
+from llama_consciousness.ingestion.report import IngestReport
+from llama_consciousness.ingestion.writer import DUPLICATE_KEY
+from llama_consciousness.memory import memory_text
+from llama_consciousness.scoring.identity import base_identity
+
+
+class NearDuplicateFilter(TransformComponent):
+    """Link or skip memories nearly identical to one already in their level."""
+
+    memory: Any = Field(exclude=True, description="the ConsciousnessMemory to compare against")
+    threshold: float = Field(default=0.9, gt=0.0, le=1.0, description="cosine similarity above which two memories are one")
+    action: Literal["link", "skip"] = "link"
+    _report: IngestReport = PrivateAttr(default_factory=IngestReport)
+
+    @property
+    def report(self) -> IngestReport:
+        return self._report
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        self._report = IngestReport()
+        memories = [n for n in nodes if not is_relationship(n)]
+        self._embed(memories)
+        groups: dict[tuple[str, str | None], list[BaseNode]] = {}
+        parsed = {}
+        for node in memories:
+            memory = text_node_to_memory(node)
+            parsed[node.node_id] = memory
+            key = (memory.level, memory.citizen_id if memory.level == "N1" else None)
+            groups.setdefault(key, []).append(node)
+        dropped: set[str] = set()
+        for (level, citizen), group in groups.items():
+            dropped |= self._check_level(level, citizen, group, parsed)
+        return [n for n in nodes if n.node_id not in dropped]
+
+    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        import asyncio
+
+        return await asyncio.to_thread(self.__call__, nodes, **kwargs)
+
+    def _embed(self, nodes: list[BaseNode]) -> None:
+        todo = [n for n in nodes if n.embedding is None]
+        if not todo:
+            return
+        texts = [memory_text(text_node_to_memory(n)) for n in todo]
+        vectors = self.memory.embed_model.get_text_embedding_batch(texts)
+        for node, vector in zip(todo, vectors):
+            node.embedding = list(vector)
+
+    def _check_level(self, level: str, citizen: str | None, group: list[BaseNode], parsed: dict) -> set[str]:
+        store = self.memory.level(level, citizen)
+        bases = {n.node_id: base_identity(parsed[n.node_id], parsed) for n in group}
+        stored = store.nearest([(n.node_id, n.embedding) for n in group], k=3) if store.plans.store_vectors else {}
+        kept_ids: list[str] = []
+        kept_vecs: list[np.ndarray] = []
+        dropped: set[str] = set()
+        for node in group:
+            vec = np.asarray(node.embedding, dtype=np.float32)
+            vec = vec / (np.linalg.norm(vec) or 1.0)
+            duplicate_of = None
+            for other_id, other_base, similarity in stored.get(node.node_id, []):
+                if other_id != node.node_id and other_base != bases[node.node_id] and similarity > self.threshold:
+                    duplicate_of = other_id
+                    break
+            if duplicate_of is None and kept_vecs:
+                sims = np.stack(kept_vecs) @ vec
+                best = int(np.argmax(sims))
+                other = kept_ids[best]
+                if sims[best] > self.threshold and bases[other] != bases[node.node_id]:
+                    duplicate_of = other
+            if duplicate_of is None:
+                kept_ids.append(node.node_id)
+                kept_vecs.append(vec)
+                continue
+            self._report.duplicates += 1
+            if self.action == "skip":
+                dropped.add(node.node_id)
+                self._report.warn(node.node_id, f"skipped: near-duplicate of {duplicate_of}")
+            else:
+                node.metadata[DUPLICATE_KEY] = duplicate_of
+                kept_ids.append(node.node_id)
+                kept_vecs.append(vec)
+        return dropped

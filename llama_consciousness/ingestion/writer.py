@@ -1,0 +1,338 @@
+"""``ConsciousnessGraphWriter``: the last step of an ingestion pipeline.
+
+It turns the pipeline's ``TextNode``s into stored memories and
+relationships, and does the work that needs the level graph:
+
+* **supersession**: a memory that ``supersedes`` another, or that is a new
+  version of the same base identity (``scoring.identity``), expires the
+  older version (``expired_at``; ``invalid_at`` too when reality changed),
+  records why, and is linked to it with SUPERSEDES.  Nothing is deleted.
+  When no reason is given it is inferred: a new version valid from a later
+  time means reality changed; one valid from the same time or earlier means
+  the old belief was false;
+* **entities**: names found by ``EntityExtractor`` become entity memories,
+  matched fuzzily against the level's existing people, tools and concepts
+  (``Luca`` meets ``person_luca``) instead of duplicated, and linked from
+  the memory with MENTIONS, so graph traversal can start from a name;
+* **embedding** in batches with the memory's embedding model;
+* **one transaction per batch**: a batch lands whole or not at all, and
+  since writes are idempotent a rerun after a failure completes the work.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from llama_index.core.schema import BaseNode, TransformComponent
+from pydantic import Field, PrivateAttr
+
+from llama_consciousness.errors import StorageError
+from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_memory, text_node_to_relationship
+from llama_consciousness.ingestion.report import IngestReport
+from llama_consciousness.levels import graph_name
+from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+from llama_consciousness.scoring.identity import base_identity
+from llama_consciousness.scoring.names import EntityIndex, normalize_entity_name
+from llama_consciousness.storage.level_store import LevelGraphStore, Supersession
+
+ENTITY_TYPES = ("Person", "Organization", "Concept", "Tool", "Project", "Entity")
+DUPLICATE_KEY = "lc_duplicate_of"
+QUARANTINE_KEY = "lc_quarantine"
+ENTITIES_KEY = "lc_entities"
+
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def entity_node_id(key: str) -> str:
+    """A stable id for an entity created from a name key (same name, same id)."""
+    return "entity_" + (_SLUG.sub("_", key).strip("_") or "unnamed")
+
+
+@dataclass
+class _LevelBatch:
+    """What goes into one level graph."""
+
+    level: str
+    citizen_id: str | None
+    memories: list[MemoryNode] = field(default_factory=list)
+    relationships: list[ConsciousnessRelationship] = field(default_factory=list)
+    entities: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # memory id -> entities
+    duplicates: dict[str, str] = field(default_factory=dict)  # memory id -> duplicate of
+
+    @property
+    def graph(self) -> str:
+        return graph_name(self.level, self.citizen_id)
+
+
+def _derived_link(
+    source: MemoryNode, target_id: str, relation_type: str, formation_trigger: str, **overrides: Any
+) -> ConsciousnessRelationship:
+    """A relationship the writer adds (SUPERSEDES, MENTIONS, DUPLICATE_OF).
+
+    Its consciousness metadata is the source memory's own, so that derived
+    links carry the goal, mindstate and feeling of the moment they came
+    from; its times follow the memory (defaulted times stay defaulted, so a
+    rerun keeps them).
+    """
+    data: dict[str, Any] = {
+        "source_id": source.node_id,
+        "target_id": target_id,
+        "relation_type": relation_type,
+        "goal": source.goal or "remember",
+        "mindstate": source.mindstate or "recording a memory",
+        "energy": source.energy,
+        "confidence": source.confidence,
+        "emotion_vector": source.emotion_vector or {},
+        "formation_trigger": formation_trigger,
+        "resolution_state": "resolved",
+    }
+    for name in ("created_at", "valid_at"):
+        if name in source.model_fields_set and not (
+            name == "valid_at" and "created_at" not in source.model_fields_set and source.valid_at == source.created_at
+        ):
+            data[name] = getattr(source, name)
+    data.update(overrides)
+    return ConsciousnessRelationship(**data)
+
+
+class ConsciousnessGraphWriter(TransformComponent):
+    """Write memories, entities, supersessions and relationships into the level graphs."""
+
+    memory: Any = Field(exclude=True, description="the ConsciousnessMemory to write into")
+    batch_size: int = Field(default=500, ge=1, le=50_000, description="memories per transaction")
+    link_entities: bool = Field(default=True, description="create entity memories and MENTIONS links")
+    auto_supersede: bool = Field(
+        default=True, description="a new version of a stored memory's base identity supersedes it"
+    )
+    entity_match_threshold: float = Field(default=0.88, ge=0.0, le=1.0)
+    on_error: Literal["raise", "drop"] = Field(
+        default="raise", description="what to do with a relationship to a memory that does not exist"
+    )
+    _report: IngestReport = PrivateAttr(default_factory=IngestReport)
+
+    @property
+    def report(self) -> IngestReport:
+        return self._report
+
+    # -- the transform -------------------------------------------------------
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        self._report = IngestReport()
+        for batch in self._split(nodes).values():
+            self._write_level(batch)
+        return list(nodes)
+
+    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        import asyncio
+
+        return await asyncio.to_thread(self.__call__, nodes, **kwargs)
+
+    # -- steps ---------------------------------------------------------------
+
+    def _split(self, nodes: Sequence[BaseNode]) -> dict[tuple[str, str | None], _LevelBatch]:
+        """Group the pipeline's nodes by level graph, as models."""
+        batches: dict[tuple[str, str | None], _LevelBatch] = {}
+        home: dict[str, tuple[str, str | None]] = {}
+        relationships: list[ConsciousnessRelationship] = []
+        for node in nodes:
+            if is_relationship(node):
+                relationships.append(text_node_to_relationship(node))
+                continue
+            memory = text_node_to_memory(node)
+            if node.metadata.get(QUARANTINE_KEY) and not memory.quarantined:
+                memory = memory.model_copy(update={"quarantined": True})
+            key = (memory.level, memory.citizen_id if memory.level == "N1" else None)
+            batch = batches.setdefault(key, _LevelBatch(*key))
+            batch.memories.append(memory)
+            home[memory.node_id] = key
+            if self.link_entities and node.metadata.get(ENTITIES_KEY):
+                batch.entities[memory.node_id] = list(node.metadata[ENTITIES_KEY])
+            if node.metadata.get(DUPLICATE_KEY):
+                batch.duplicates[memory.node_id] = str(node.metadata[DUPLICATE_KEY])
+        for rel in relationships:
+            if rel.level is not None:
+                key = (rel.level, rel.citizen_id if rel.level == "N1" else None)
+            elif rel.source_id in home:
+                key = home[rel.source_id]
+            else:
+                message = "cannot tell its level: give it a level or ingest it with its source memory"
+                if self.on_error == "raise":
+                    raise StorageError(f"relationship {rel.edge_id!r}: {message}")
+                self._report.reject(str(rel.edge_id), "writer", [message])
+                continue
+            batches.setdefault(key, _LevelBatch(*key)).relationships.append(rel)
+        return batches
+
+    def _supersessions(
+        self, store: LevelGraphStore, memories: list[MemoryNode]
+    ) -> tuple[list[Supersession], list[ConsciousnessRelationship], dict[str, str]]:
+        """Which stored or batch versions the new memories expire, and their links."""
+        batch = {m.node_id: m for m in memories}
+        stored_versions = store.versions(sorted({base_identity(m, batch) for m in memories}))
+        known: dict[str, MemoryNode] = {n.node_id: n for n, _ in stored_versions}
+        stored_base = {n.node_id: b for n, b in stored_versions}
+        explicit_parents = sorted({m.supersedes for m in memories if m.supersedes} - set(batch) - set(known))
+        for node in store.get_nodes(explicit_parents) if explicit_parents else []:
+            known[node.node_id] = node
+        known.update(batch)
+
+        base_ids: dict[str, str] = {}
+        for m in memories:
+            parent = m.supersedes
+            base_ids[m.node_id] = stored_base.get(parent) if parent in stored_base else base_identity(m, known)
+
+        pairs: list[tuple[MemoryNode, MemoryNode]] = []
+        for m in memories:
+            if m.supersedes and m.supersedes in known:
+                pairs.append((known[m.supersedes], m))
+        if self.auto_supersede:
+            groups: dict[str, list[MemoryNode]] = {}
+            for node_id, node in known.items():
+                base = base_ids.get(node_id) or stored_base.get(node_id) or base_identity(node, known)
+                groups.setdefault(base, []).append(node)
+            superseded = {o.node_id for o, _ in pairs}
+            for versions in groups.values():
+                versions.sort(key=lambda n: (n.created_at, n.node_id))
+                for older, newer in zip(versions, versions[1:]):
+                    # Only pairs this batch brings; an old version ingested
+                    # late is expired by the newer one already stored.
+                    if newer.node_id not in batch and older.node_id not in batch:
+                        continue
+                    if older.node_id not in superseded and older.expired_at is None:
+                        pairs.append((older, newer))
+                        superseded.add(older.node_id)
+
+        changes: list[Supersession] = []
+        links: list[ConsciousnessRelationship] = []
+        for old, new in pairs:
+            reason = new.supersede_reason or (
+                "reality_changed" if new.valid_at > old.valid_at else "discovered_false"
+            )
+            changes.append(
+                Supersession(old.node_id, new.node_id, expired_at=new.created_at, reason=reason,
+                             invalid_at=new.valid_at if reason == "reality_changed" else None)
+            )
+            links.append(
+                _derived_link(new, old.node_id, "SUPERSEDES", f"supersedes {old.node_id} ({reason})",
+                              energy=new.discovery_energy if new.discovery_energy is not None else new.energy)
+            )
+        return changes, links, base_ids
+
+    def _entity_links(
+        self, store: LevelGraphStore, batch: _LevelBatch
+    ) -> tuple[list[MemoryNode], list[ConsciousnessRelationship]]:
+        """Entity memories to create and MENTIONS links, matched against the level."""
+        if not batch.entities:
+            return [], []
+        index = EntityIndex(store.named_nodes(ENTITY_TYPES))
+        index.add_many((m.node_id, m.name) for m in batch.memories if m.node_type in ENTITY_TYPES)
+        by_id = {m.node_id: m for m in batch.memories}
+        created: dict[str, MemoryNode] = {}
+        links: dict[str, ConsciousnessRelationship] = {}
+        for memory_id, entities in batch.entities.items():
+            memory = by_id[memory_id]
+            for entity in entities:
+                name = str(entity.get("name", "")).strip()
+                key = entity.get("key") or normalize_entity_name(name)
+                if not name or not key:
+                    continue
+                best = index.match(name, threshold=self.entity_match_threshold, limit=1)
+                if best:
+                    target = best[0].entity_id
+                else:
+                    target = entity_node_id(key)
+                    times = {k: getattr(memory, k) for k in ("created_at",) if k in memory.model_fields_set}
+                    created[target] = MemoryNode(
+                        node_id=target,
+                        level=batch.level,
+                        citizen_id=batch.citizen_id,
+                        node_type=entity.get("entity_type") or "Entity",
+                        name=name,
+                        description="",
+                        energy=0.5,
+                        confidence=float(entity.get("confidence", 0.8)),
+                        resolution_state="resolved",
+                        **times,
+                    )
+                    index.add(target, name)
+                if target == memory_id:
+                    continue
+                link = _derived_link(memory, target, "MENTIONS", f"{memory_id} mentions {name}")
+                links.setdefault(link.edge_id, link)
+        return list(created.values()), list(links.values())
+
+    def _check_endpoints(
+        self, store: LevelGraphStore, batch: _LevelBatch, new_ids: set[str]
+    ) -> list[ConsciousnessRelationship]:
+        """Refuse (or drop) relationships to memories that exist nowhere."""
+        wanted = sorted({i for r in batch.relationships for i in (r.source_id, r.target_id)} - new_ids)
+        stored = store.existing_ids(wanted) if wanted else set()
+        kept = []
+        for rel in batch.relationships:
+            missing = [i for i in (rel.source_id, rel.target_id) if i not in new_ids and i not in stored]
+            if not missing:
+                kept.append(rel)
+                continue
+            message = f"relationship {rel.edge_id!r} refers to missing memories {missing} in graph {batch.graph!r}"
+            if self.on_error == "raise":
+                raise StorageError(message)
+            self._report.reject(str(rel.edge_id), "writer", [message])
+        return kept
+
+    def _write_level(self, batch: _LevelBatch) -> None:
+        mem = self.memory
+        store = mem._writable(batch.level, batch.citizen_id)
+        changes, supersede_links, base_ids = self._supersessions(store, batch.memories)
+        entity_nodes, mention_links = self._entity_links(store, batch) if self.link_entities else ([], [])
+        duplicate_links = [
+            _derived_link(m, batch.duplicates[m.node_id], "DUPLICATE_OF", "near-duplicate at ingestion")
+            for m in batch.memories
+            if m.node_id in batch.duplicates and batch.duplicates[m.node_id] != m.node_id
+        ]
+        all_nodes = batch.memories + entity_nodes
+        new_ids = {n.node_id for n in all_nodes}
+        batch.relationships = self._check_endpoints(store, batch, new_ids)
+        self._report.entities += len(mention_links)
+
+        # Memories (with their entities, expiries and derived links) in
+        # batches; then the explicit relationships, once all endpoints exist.
+        extra_links = supersede_links + mention_links + duplicate_links
+        links_by_source: dict[str, list[ConsciousnessRelationship]] = {}
+        for link in extra_links:
+            links_by_source.setdefault(link.source_id, []).append(link)
+        changes_by_new: dict[str, list[Supersession]] = {}
+        for change in changes:
+            changes_by_new.setdefault(change.new_id, []).append(change)
+        entity_of = {link.target_id for link in mention_links}
+        pending_entities = {n.node_id: n for n in entity_nodes}
+
+        for start in range(0, len(batch.memories), self.batch_size):
+            chunk = batch.memories[start : start + self.batch_size]
+            ids = {m.node_id for m in chunk}
+            chunk_links = [link for m in chunk for link in links_by_source.get(m.node_id, [])]
+            chunk_entities = [pending_entities.pop(t) for t in {l.target_id for l in chunk_links}
+                              if t in pending_entities and t in entity_of]
+            to_write = mem.embed_nodes(chunk + chunk_entities)
+            chunk_changes = [c for m in chunk for c in changes_by_new.get(m.node_id, [])]
+            result = store.upsert(to_write, chunk_links, chunk_changes, base_ids,
+                                  derived={link.edge_id for link in chunk_links})
+            self._count(result, ids)
+            if mem.vector_backends[batch.level] == "pgvector":
+                mem.pgvector.upsert(store.plans.graph, to_write)
+        for start in range(0, len(batch.relationships), self.batch_size):
+            result = store.upsert([], batch.relationships[start : start + self.batch_size])
+            self._report.relationships_inserted += result.edges_created
+            self._report.relationships_updated += result.edges_updated
+            self._report.relationships_unchanged += result.edges_unchanged
+
+    def _count(self, result: Any, ids: set[str]) -> None:
+        """Report the memories of one batch (entity nodes are counted apart)."""
+        created = ids.intersection(result.created_ids)
+        updated = ids.intersection(result.updated_ids)
+        self._report.inserted += len(created)
+        self._report.updated += len(updated)
+        self._report.unchanged += len(ids) - len(created) - len(updated)
+        self._report.superseded += result.superseded
