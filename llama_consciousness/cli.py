@@ -100,6 +100,30 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_ingest(args: argparse.Namespace) -> int:
+    from llama_consciousness.memory import ConsciousnessMemory
+
+    options = {
+        "on_invalid": args.on_invalid,
+        "on_bad_line": args.on_bad_line,
+        "pii": not args.no_pii,
+        "injection": args.injection,
+        "duplicates": args.duplicates,
+        "entities": not args.no_entities,
+        "concepts": not args.no_concepts,
+        "batch_size": args.batch_size,
+    }
+    if not Path(args.file).is_file():
+        raise ValueError(f"no such memory file: {args.file}")
+    started = time.perf_counter()
+    with ConsciousnessMemory(data_dir=args.data_dir, embed_model=args.embed_model) as memory:
+        report = memory.ingest(args.file, progress=not args.no_progress and sys.stderr.isatty(), **options)
+    seconds = time.perf_counter() - started
+    print(report.summary())
+    print(f"done in {seconds:.1f} s")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llama-consciousness", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -117,6 +141,23 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--file", default=None, help="a memory file (JSON Lines) instead of the bundled scenario")
     demo.add_argument("--embed-model", default=None, help="wordllama (default), openai, openai:<model>")
     demo.set_defaults(func=run_demo)
+
+    ing = sub.add_parser("ingest", help="ingest a memory file (JSON Lines) into the memory")
+    ing.add_argument("file", help="the memory file; format: llama_consciousness/ingestion/loader.py")
+    ing.add_argument("--data-dir", default=None, help="the memory's data directory (default: $LLAMA_CONSCIOUSNESS_HOME)")
+    ing.add_argument("--on-invalid", choices=("raise", "drop"), default="raise",
+                     help="an invalid record stops the run (raise) or is skipped and reported (drop)")
+    ing.add_argument("--on-bad-line", choices=("raise", "skip"), default="raise",
+                     help="a malformed line refuses the whole file (raise) or is skipped (skip)")
+    ing.add_argument("--no-pii", action="store_true", help="do not scrub emails, phone numbers, keys, ...")
+    ing.add_argument("--injection", choices=("flag", "quarantine", "drop", "off"), default="flag")
+    ing.add_argument("--duplicates", choices=("link", "skip", "off"), default="link")
+    ing.add_argument("--no-entities", action="store_true", help="do not extract and link entities")
+    ing.add_argument("--no-concepts", action="store_true", help="do not compute concepts, surfaces_when, authority")
+    ing.add_argument("--batch-size", type=int, default=500, help="memories per transaction")
+    ing.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ing.add_argument("--embed-model", default=None, help="wordllama (default), openai, openai:<model>")
+    ing.set_defaults(func=run_ingest)
     return parser
 
 
