@@ -117,6 +117,9 @@ class ConsciousnessMemory:
         self._async_db = None
         self._stores: dict[str, LevelGraphStore] = {}
         self._schema_ready: set[str] = set()
+        # Bumped by every write through this object: caches built on a graph
+        # (entity names, cached streams) compare versions to know they are stale.
+        self._versions: dict[str, int] = {}
         self._closed = False
         try:
             self.db = self._connect_falkordb()
@@ -220,6 +223,13 @@ class ConsciousnessMemory:
             self._schema_ready.add(store.plans.graph)
         return store
 
+    def graph_version(self, graph: str) -> int:
+        """How many writes this process has made to ``graph`` (for cache invalidation)."""
+        return self._versions.get(graph, 0)
+
+    def bump_graph(self, graph: str) -> None:
+        self._versions[graph] = self._versions.get(graph, 0) + 1
+
     def graphs(self) -> list[str]:
         """The level graphs that exist on the server."""
         names = self.db.list_graphs()
@@ -291,6 +301,7 @@ class ConsciousnessMemory:
         for (lvl, cid), (level_nodes, level_rels) in by_graph.items():
             store = self._writable(lvl, cid)
             total += store.upsert(level_nodes, level_rels)
+            self.bump_graph(store.plans.graph)
             if self.vector_backends[lvl] == "pgvector" and level_nodes:
                 self._pgvector.upsert(store.plans.graph, level_nodes)
         return total

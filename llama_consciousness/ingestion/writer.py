@@ -255,6 +255,7 @@ class ConsciousnessGraphWriter(TransformComponent):
                         energy=0.5,
                         confidence=float(entity.get("confidence", 0.8)),
                         resolution_state="resolved",
+                        is_entity=True,
                         **times,
                     )
                     index.add(target, name)
@@ -327,6 +328,7 @@ class ConsciousnessGraphWriter(TransformComponent):
             self._report.relationships_inserted += result.edges_created
             self._report.relationships_updated += result.edges_updated
             self._report.relationships_unchanged += result.edges_unchanged
+        mem.bump_graph(store.plans.graph)
 
     def _count(self, result: Any, ids: set[str]) -> None:
         """Report the memories of one batch (entity nodes are counted apart)."""

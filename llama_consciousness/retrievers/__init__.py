@@ -1,0 +1,19 @@
+"""Retrievers: ``SixWayHybridRetriever`` and its configuration recipes."""
+
+from llama_consciousness.retrievers.config import (
+    HYBRID_RRF,
+    HYBRID_RRF_70_30,
+    SEVEN_WAY_CONCATENATION,
+    SIX_WAY_CONCATENATION,
+    RetrievalConfig,
+)
+from llama_consciousness.retrievers.six_way import SixWayHybridRetriever
+
+__all__ = [
+    "HYBRID_RRF",
+    "HYBRID_RRF_70_30",
+    "SEVEN_WAY_CONCATENATION",
+    "SIX_WAY_CONCATENATION",
+    "RetrievalConfig",
+    "SixWayHybridRetriever",
+]

@@ -106,6 +106,9 @@ class MemoryNode(BaseModel):
     superseded_by: Optional[str] = None
     # Stored for audit but never retrieved (e.g. a suspected prompt injection).
     quarantined: bool = False
+    # An entity the writer made from a name mentioned in memories: a hub that
+    # graph traversal starts from and walks through, not itself an answer.
+    is_entity: bool = False
 
     concepts: list[str] = Field(default_factory=list)
     surfaces_when: list[str] = Field(default_factory=list)

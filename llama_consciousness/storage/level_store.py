@@ -28,6 +28,7 @@ from typing import Any
 from llama_consciousness.errors import EmbeddingDimensionError, StorageError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage import records
+from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.temporal import TemporalWindow, cypher_predicate, cypher_time
 
 NODE_LABEL = "Memory"
@@ -459,6 +460,11 @@ class LevelPlans:
         )
         return [(r[0], r[1]) for r in rows]
 
+    def named_nodes_all(self) -> Plan:
+        """``(node_id, name)`` of every memory (names a query may refer to)."""
+        rows = yield Query(f"MATCH (n:{NODE_LABEL}) RETURN n.node_id, n.name", read_only=True)
+        return [(r[0], r[1]) for r in rows if r[1]]
+
     def versions(self, base_ids: Sequence[str]) -> Plan:
         """The stored versions of these base identities, oldest first."""
         rows = yield Query(
@@ -512,18 +518,19 @@ class LevelPlans:
         self,
         embedding: Sequence[float],
         k: int,
-        window: TemporalWindow,
+        window: TemporalWindow | MemoryFilter,
         *,
         min_energy: float | None = None,
         min_confidence: float | None = None,
         oversample: int = 4,
     ) -> Plan:
-        """The k nearest memories visible in ``window``, filters inside the query.
+        """The k nearest memories that pass the filter, filters inside the query.
 
-        Filters after the KNN step (and orphan vectors left by updates) can
-        leave fewer than k rows, so the index is asked for ``oversample * k``
-        and, while that was not enough and the index holds more, asked again
-        for four times as many.
+        ``window`` is a temporal window or a full ``MemoryFilter`` (energy,
+        confidence, emotions; quarantined memories never pass).  Filters
+        after the KNN step (and orphan vectors left by updates) can leave
+        fewer than k rows, so the index is asked for ``oversample * k`` and,
+        while that was not enough, asked again for four times as many.
         """
         if self.dimension is not None and len(embedding) != self.dimension:
             raise EmbeddingDimensionError(
@@ -532,18 +539,15 @@ class LevelPlans:
             )
         if k <= 0:
             return []
-        predicate = cypher_predicate(window, "n")
-        clauses = [predicate.text]
+        if isinstance(window, MemoryFilter):
+            memory_filter = window
+        else:
+            memory_filter = MemoryFilter(window, min_energy=min_energy, min_confidence=min_confidence)
+        predicate = memory_filter.cypher("n")
         params: dict[str, Any] = {**predicate.params, "q": [float(x) for x in embedding], "k": int(k)}
-        if min_energy is not None:
-            clauses.append("n.energy >= $min_energy")
-            params["min_energy"] = float(min_energy)
-        if min_confidence is not None:
-            clauses.append("n.confidence >= $min_confidence")
-            params["min_confidence"] = float(min_confidence)
         cypher = (
             f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $fetch, vecf32($q)) "
-            f"YIELD node AS n, score WHERE {' AND '.join(clauses)} "
+            f"YIELD node AS n, score WHERE {predicate.text} "
             f"RETURN {_NODE_PROJECTION}, score ORDER BY score ASC LIMIT $k"
         )
         total_rows = yield Query(
@@ -598,10 +602,13 @@ def as_consciousness_node(hit: VectorHit, source: str) -> ConsciousnessNode:
 class LevelGraphStore:
     """A level graph driven by the synchronous FalkorDB client."""
 
-    def __init__(self, db: Any, plans: LevelPlans) -> None:
+    def __init__(self, db: Any, plans: LevelPlans, timeout_ms: int | None = None) -> None:
         self.db = db
         self.plans = plans
         self.graph = db.select_graph(plans.graph)
+        # Server-side limit on read queries: a slow level must not hold a
+        # retrieval hostage (writes are never cut off halfway).
+        self.timeout_ms = timeout_ms
 
     def _run(self, plan: Plan) -> Any:
         try:
@@ -619,7 +626,7 @@ class LevelGraphStore:
             return self.graph.create_node_unique_constraint(query.label, query.prop)
         try:
             if query.read_only:
-                return self.graph.ro_query(query.cypher, query.params).result_set
+                return self.graph.ro_query(query.cypher, query.params, timeout=self.timeout_ms).result_set
             return self.graph.query(query.cypher, query.params).result_set
         except Exception as exc:  # the client raises redis.ResponseError and friends
             raise StorageError(f"query on graph {self.plans.graph!r} failed: {exc}") from exc
@@ -689,10 +696,13 @@ class LevelGraphStore:
 class AsyncLevelGraphStore:
     """The same level graph driven by ``falkordb.asyncio``."""
 
-    def __init__(self, db: Any, plans: LevelPlans) -> None:
+    def __init__(self, db: Any, plans: LevelPlans, timeout_ms: int | None = None) -> None:
         self.db = db
         self.plans = plans
         self.graph = db.select_graph(plans.graph)
+        # Server-side limit on read queries: a slow level must not hold a
+        # retrieval hostage (writes are never cut off halfway).
+        self.timeout_ms = timeout_ms
 
     async def _run(self, plan: Plan) -> Any:
         try:
@@ -710,7 +720,7 @@ class AsyncLevelGraphStore:
             return await self.graph.create_node_unique_constraint(query.label, query.prop)
         try:
             if query.read_only:
-                return (await self.graph.ro_query(query.cypher, query.params)).result_set
+                return (await self.graph.ro_query(query.cypher, query.params, timeout=self.timeout_ms)).result_set
             return (await self.graph.query(query.cypher, query.params)).result_set
         except Exception as exc:
             raise StorageError(f"query on graph {self.plans.graph!r} failed: {exc}") from exc

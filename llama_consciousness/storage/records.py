@@ -34,7 +34,7 @@ NODE_SCALARS = (
     "energy", "confidence", "felt_quality", "body_sensation", "goal", "mindstate",
     "formation_trigger", "emotion_description", "spatial_context",
     "resolution_state", "supersedes", "supersede_reason", "authority_score", "metadata_completeness",
-    "quarantined",
+    "quarantined", "is_entity",
 )
 NODE_LISTS = ("concepts", "surfaces_when")
 

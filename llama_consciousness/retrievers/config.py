@@ -1,0 +1,78 @@
+"""How the six-way retriever searches, as data (with named recipes).
+
+Keeping the configuration a pydantic model, like Graphiti's search configs,
+lets a user pick ``HYBRID_RRF_70_30`` instead of passing ten arguments, and
+lets the configuration be logged, compared and cached on.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from llama_consciousness.storage.channels import MAX_DEPTH
+
+CHANNELS = ("vector", "graph", "keyword")
+
+
+class RetrievalConfig(BaseModel):
+    """Channels, traversal, fusion, failure isolation and caching of a retrieval."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    channels: tuple[Literal["vector", "graph", "keyword"], ...] = Field(
+        default=("vector", "graph"),
+        description="channels run per level; 'keyword' (full-text) is the optional seventh",
+    )
+    graph_depth: int = Field(default=2, ge=1, le=MAX_DEPTH, description="links walked from the start memories")
+    max_start_entities: int = Field(default=10, ge=1, le=100, description="start memories per level")
+    entity_match_threshold: float = Field(default=0.85, ge=0.0, le=1.0)
+    fallback_start: int = Field(
+        default=3, ge=0, le=50,
+        description="when the query names no known entity, the top vector hits start the traversal",
+    )
+    fusion: Literal["concatenate", "rrf"] = Field(
+        default="concatenate",
+        description="concatenate: the spec's order (vector N1..N3, then graph N1..N3); rrf: weighted rank fusion",
+    )
+    channel_weights: dict[str, float] = Field(default_factory=lambda: {"vector": 1.0, "graph": 1.0, "keyword": 1.0})
+    rrf_k: int = Field(default=60, ge=0, le=10_000)
+    final_top_k: int | None = Field(default=None, ge=1, description="cut the fused list (None: keep all)")
+    channel_timeout_s: float = Field(default=5.0, gt=0, le=600, description="per channel; a slow level becomes an error entry")
+    cache_ttl_s: float | None = Field(default=None, gt=0, description="cache streams by intention (off by default)")
+
+    @field_validator("channels")
+    @classmethod
+    def _channels(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError(f"at least one channel is needed, from {CHANNELS}")
+        return tuple(dict.fromkeys(value))
+
+    @field_validator("channel_weights")
+    @classmethod
+    def _weights(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, weight in value.items():
+            if name not in CHANNELS:
+                raise ValueError(f"unknown channel {name!r} in channel_weights; expected {CHANNELS}")
+            if weight < 0:
+                raise ValueError(f"channel weight of {name!r} must be >= 0, got {weight}")
+        return value
+
+
+# Named recipes.
+SIX_WAY_CONCATENATION = RetrievalConfig()
+"""The spec's default: vector + graph per level, results concatenated in order."""
+
+SEVEN_WAY_CONCATENATION = RetrievalConfig(channels=("vector", "graph", "keyword"))
+"""Adds the full-text channel for exact names and ids."""
+
+HYBRID_RRF = RetrievalConfig(channels=("vector", "graph", "keyword"), fusion="rrf")
+"""All channels, fused by reciprocal rank with equal weights."""
+
+HYBRID_RRF_70_30 = RetrievalConfig(
+    channels=("vector", "graph", "keyword"),
+    fusion="rrf",
+    channel_weights={"vector": 0.7, "keyword": 0.3, "graph": 0.3},
+)
+"""Spec 002's hybrid search: 70% vector, 30% keyword (graph weighted like keyword)."""

@@ -1,0 +1,418 @@
+"""``SixWayHybridRetriever``: vector + graph traversal over N1, N2, N3, concurrently.
+
+For an intention, each level runs its channels (vector and graph by default,
+keyword optionally) with every filter of the intention inside the queries;
+the async path runs all of them at once on the asyncio FalkorDB client.
+Results come back as ``NodeWithScore`` with the full consciousness metadata
+in ``node.metadata`` (so any LlamaIndex component downstream works), and as
+the spec's ``ConsciousnessStream`` through ``retrieve_stream``.
+
+A channel that fails or is slow becomes an error entry of its level (and a
+warning in the log); the other channels still answer.  A citizen without an
+N1 graph yet simply has an empty N1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from llama_consciousness.ingestion.entities import OfflineEntityExtractor
+from llama_consciousness.retrievers.config import RetrievalConfig
+from llama_consciousness.schema import (
+    ConsciousnessLevelResults,
+    ConsciousnessNode,
+    ConsciousnessRelationship,
+    ConsciousnessStream,
+    MemoryNode,
+    RetrievalIntention,
+)
+from llama_consciousness.schema._time import utcnow
+from llama_consciousness.schema.stream import LEVEL_KEYS
+from llama_consciousness.scoring.fusion import weighted_rrf
+from llama_consciousness.scoring.names import EntityIndex
+from llama_consciousness.storage import channels as ch
+from llama_consciousness.storage.filters import MemoryFilter
+from llama_consciousness.storage.level_store import AsyncLevelGraphStore, LevelGraphStore, LevelPlans, VectorHit
+from llama_consciousness.stream import assemble_stream, dedupe_relationships
+from llama_consciousness.temporal import TemporalWindow
+
+logger = logging.getLogger(__name__)
+
+ENTITY_INDEX_TTL_S = 60.0
+# Keys that are noise in an LLM prompt (ids, hashes, bookkeeping).
+_LLM_HIDDEN = ["node_id", "citizen_id", "extra", "sensory_details", "metadata_completeness", "supersedes",
+               "superseded_by", "correction_pattern_id", "retrieval_sources", "start_id", "quarantined"]
+
+
+@dataclass
+class LevelOutcome:
+    """What the channels of one level found."""
+
+    level: str
+    vector: list[VectorHit] = field(default_factory=list)
+    graph: list[ch.GraphHit] = field(default_factory=list)
+    keyword: list[ch.KeywordHit] = field(default_factory=list)
+    relationships: list[ConsciousnessRelationship] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    queries: int = 0
+
+
+def _relevance_of_path(hit: ch.GraphHit) -> float:
+    """Mean link energy along the best path: comparable across depths, in [0, 1]."""
+    return max(0.0, min(1.0, hit.path_energy / max(hit.depth, 1)))
+
+
+class SixWayHybridRetriever(BaseRetriever):
+    """Parallel vector + graph (+ keyword) retrieval over the three memory levels.
+
+    ``memory`` is a :class:`~llama_consciousness.ConsciousnessMemory`.  A
+    plain query string becomes a :class:`RetrievalIntention` with the
+    retriever's ``citizen_id`` and ``intention_defaults`` (e.g.
+    ``{"temporal_mode": "evolution"}``); pass an intention to
+    :meth:`retrieve_intention` or :meth:`retrieve_stream` for full control.
+    """
+
+    def __init__(
+        self,
+        memory: Any,
+        citizen_id: str | None = None,
+        *,
+        config: RetrievalConfig | None = None,
+        intention_defaults: dict[str, Any] | None = None,
+        entity_extractor: Any = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self.memory = memory
+        self.citizen_id = citizen_id
+        self.config = config or RetrievalConfig()
+        self.intention_defaults = dict(intention_defaults or {})
+        self.entity_extractor = entity_extractor or OfflineEntityExtractor()
+        self.last_stream: ConsciousnessStream | None = None
+        self._entity_indexes: dict[str, tuple[int, float, EntityIndex]] = {}
+        self._fulltext_ready: set[str] = set()
+        self._cache: dict[str, tuple[float, tuple[int, ...], ConsciousnessStream, list[NodeWithScore]]] = {}
+        # fail fast on a bad default, not at the first query
+        if self.intention_defaults or citizen_id:
+            self.intention_for("probe")
+
+    # -- intentions -------------------------------------------------------------
+
+    def intention_for(self, query: str | QueryBundle | RetrievalIntention) -> RetrievalIntention:
+        """The intention a query stands for (the retriever's defaults filled in)."""
+        if isinstance(query, RetrievalIntention):
+            return query
+        text = query.query_str if isinstance(query, QueryBundle) else query
+        data = {"citizen_id": self.citizen_id or "default", **self.intention_defaults, "query_text": text}
+        return RetrievalIntention(**data)
+
+    # -- LlamaIndex entry points --------------------------------------------------
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self.retrieve_intention(self.intention_for(query_bundle))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return await self.aretrieve_intention(self.intention_for(query_bundle))
+
+    def retrieve_intention(self, intention: RetrievalIntention) -> list[NodeWithScore]:
+        return self._retrieve_both(intention)[1]
+
+    async def aretrieve_intention(self, intention: RetrievalIntention) -> list[NodeWithScore]:
+        return (await self._aretrieve_both(intention))[1]
+
+    def retrieve_stream(self, intention: RetrievalIntention | str) -> ConsciousnessStream:
+        """The spec's consciousness stream for an intention."""
+        return self._retrieve_both(self.intention_for(intention))[0]
+
+    async def aretrieve_stream(self, intention: RetrievalIntention | str) -> ConsciousnessStream:
+        return (await self._aretrieve_both(self.intention_for(intention)))[0]
+
+    # -- cache --------------------------------------------------------------------
+
+    def _cache_key(self, intention: RetrievalIntention) -> str:
+        data = intention.model_dump(mode="json", exclude={"intention_id", "generated_at", "generated_by"})
+        if intention.temporal_mode == "current":
+            data["bucket"] = int(time.time())  # "now" moves: a current-mode hit is valid within its second only
+        payload = json.dumps([data, self.config.model_dump(mode="json")], sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def _versions(self, intention: RetrievalIntention) -> tuple[int, ...]:
+        return tuple(self.memory.graph_version(self._plans(lvl, intention).graph) for lvl in intention.query_levels)
+
+    def _cached(self, intention: RetrievalIntention) -> tuple[ConsciousnessStream, list[NodeWithScore]] | None:
+        if self.config.cache_ttl_s is None:
+            return None
+        entry = self._cache.get(self._cache_key(intention))
+        if entry and entry[0] > time.monotonic() and entry[1] == self._versions(intention):
+            return entry[2], entry[3]
+        return None
+
+    def _store_cache(self, intention: RetrievalIntention, stream: ConsciousnessStream, nodes: list[NodeWithScore]) -> None:
+        if self.config.cache_ttl_s is None:
+            return
+        if len(self._cache) > 1000:
+            self._cache.clear()
+        self._cache[self._cache_key(intention)] = (
+            time.monotonic() + self.config.cache_ttl_s, self._versions(intention), stream, nodes,
+        )
+
+    # -- shared pieces --------------------------------------------------------------
+
+    def _plans(self, level: str, intention: RetrievalIntention) -> LevelPlans:
+        return self.memory.plans(level, intention.citizen_id if level == "N1" else None)
+
+    def _query_names(self, text: str) -> list[str]:
+        return self.entity_extractor.extract_query_entities(text)
+
+    def _index_fresh(self, graph: str) -> EntityIndex | None:
+        entry = self._entity_indexes.get(graph)
+        if entry and entry[0] == self.memory.graph_version(graph) and time.monotonic() - entry[1] < ENTITY_INDEX_TTL_S:
+            return entry[2]
+        return None
+
+    def _remember_index(self, graph: str, names: list[tuple[str, str]]) -> EntityIndex:
+        index = EntityIndex(names)
+        self._entity_indexes[graph] = (self.memory.graph_version(graph), time.monotonic(), index)
+        return index
+
+    def _start_ids(self, index: EntityIndex, names: Sequence[str]) -> list[str]:
+        """Memories the query names, matched fuzzily against the level's names."""
+        out: list[str] = []
+        for name in names:
+            for match in index.match(name, threshold=self.config.entity_match_threshold, limit=3):
+                if match.entity_id not in out:
+                    out.append(match.entity_id)
+        return out[: self.config.max_start_entities]
+
+    def _window_and_filter(self, intention: RetrievalIntention) -> MemoryFilter:
+        return MemoryFilter.from_intention(intention, TemporalWindow.from_intention(intention))
+
+    # -- sync path ----------------------------------------------------------------
+
+    def _retrieve_both(self, intention: RetrievalIntention) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+        cached = self._cached(intention)
+        if cached:
+            self.last_stream = cached[0]
+            return cached
+        started = time.perf_counter()
+        retrieved_at = utcnow()
+        memory_filter = self._window_and_filter(intention)
+        embedding = self.memory.embed_query(intention.query_text)
+        names = self._query_names(intention.query_text)
+        existing = set(self.memory.db.list_graphs())
+        outcomes = [self._level_sync(lvl, intention, memory_filter, embedding, names, existing)
+                    for lvl in intention.query_levels]
+        return self._finish(intention, outcomes, retrieved_at, started)
+
+    def _level_sync(self, level: str, intention: RetrievalIntention, memory_filter: MemoryFilter,
+                    embedding: list[float], names: list[str], existing: set[str]) -> LevelOutcome:
+        out = LevelOutcome(level)
+        plans = self._plans(level, intention)
+        if plans.graph not in existing:
+            return out
+        store = LevelGraphStore(self.memory.db, plans, timeout_ms=int(self.config.channel_timeout_s * 1000))
+        k = intention.max_results_per_level
+        for channel in self.config.channels:
+            try:
+                if channel == "vector":
+                    out.vector = self._vector_sync(store, level, embedding, k, memory_filter)
+                elif channel == "graph":
+                    index = self._index_fresh(plans.graph) or self._remember_index(
+                        plans.graph, store._run(plans.named_nodes_all()))
+                    start = self._start_ids(index, names)
+                    if not start and self.config.fallback_start:
+                        vector = out.vector or self._vector_sync(store, level, embedding, self.config.fallback_start, memory_filter)
+                        start = [h.node.node_id for h in vector[: self.config.fallback_start]]
+                    out.graph = store._run(ch.traverse(plans, start, k, memory_filter, depth=self.config.graph_depth,
+                                                       include_start=True))
+                elif channel == "keyword":
+                    if plans.graph not in self._fulltext_ready:
+                        store._run(ch.ensure_fulltext(plans))
+                        self._fulltext_ready.add(plans.graph)
+                    out.keyword = store._run(ch.keyword_search(plans, intention.query_text, k, memory_filter))
+                out.queries += 1
+            except Exception as exc:  # isolate: one channel's failure is an entry, not an exception
+                self._channel_failed(out, channel, exc)
+        return out
+
+    def _vector_sync(self, store: LevelGraphStore, level: str, embedding: list[float], k: int,
+                     memory_filter: MemoryFilter) -> list[VectorHit]:
+        if self.memory.vector_backends[level] == "pgvector":
+            found = self.memory.pgvector.search(store.plans.graph, embedding, k, memory_filter.window,
+                                                min_energy=memory_filter.min_energy,
+                                                min_confidence=memory_filter.min_confidence)
+            nodes = {n.node_id: n for n in store.get_nodes([i for i, _ in found])}
+            return [VectorHit(nodes[i], s) for i, s in found if i in nodes and memory_filter.accepts(nodes[i])]
+        return store._run(store.plans.vector_search(embedding, k, memory_filter))
+
+    # -- async path ---------------------------------------------------------------
+
+    async def _aretrieve_both(self, intention: RetrievalIntention) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+        cached = self._cached(intention)
+        if cached:
+            self.last_stream = cached[0]
+            return cached
+        started = time.perf_counter()
+        retrieved_at = utcnow()
+        memory_filter = self._window_and_filter(intention)
+        embedding = list(await self.memory.embed_model.aget_query_embedding(intention.query_text))
+        names = self._query_names(intention.query_text)
+        existing = set(await self.memory.async_db.list_graphs())
+        outcomes = await asyncio.gather(*(
+            self._level_async(lvl, intention, memory_filter, embedding, names, existing)
+            for lvl in intention.query_levels
+        ))
+        return self._finish(intention, list(outcomes), retrieved_at, started)
+
+    async def _level_async(self, level: str, intention: RetrievalIntention, memory_filter: MemoryFilter,
+                           embedding: list[float], names: list[str], existing: set[str]) -> LevelOutcome:
+        out = LevelOutcome(level)
+        plans = self._plans(level, intention)
+        if plans.graph not in existing:
+            return out
+        timeout = self.config.channel_timeout_s
+        store = AsyncLevelGraphStore(self.memory.async_db, plans, timeout_ms=int(timeout * 1000))
+        k = intention.max_results_per_level
+
+        async def vector(limit: int) -> list[VectorHit]:
+            if self.memory.vector_backends[level] == "pgvector":
+                return await asyncio.to_thread(self._vector_sync, LevelGraphStore(self.memory.db, plans), level,
+                                               embedding, limit, memory_filter)
+            return await store._run(plans.vector_search(embedding, limit, memory_filter))
+
+        vector_task = asyncio.ensure_future(vector(k)) if "vector" in self.config.channels else None
+
+        async def graph() -> list[ch.GraphHit]:
+            index = self._index_fresh(plans.graph)
+            if index is None:
+                index = self._remember_index(plans.graph, await store._run(plans.named_nodes_all()))
+            start = self._start_ids(index, names)
+            if not start and self.config.fallback_start:
+                hits = await vector_task if vector_task is not None else await vector(self.config.fallback_start)
+                start = [h.node.node_id for h in hits[: self.config.fallback_start]]
+            return await store._run(ch.traverse(plans, start, k, memory_filter, depth=self.config.graph_depth,
+                                                include_start=True))
+
+        async def keyword() -> list[ch.KeywordHit]:
+            if plans.graph not in self._fulltext_ready:
+                await store._run(ch.ensure_fulltext(plans))
+                self._fulltext_ready.add(plans.graph)
+            return await store._run(ch.keyword_search(plans, intention.query_text, k, memory_filter))
+
+        jobs: dict[str, Any] = {}
+        if vector_task is not None:
+            jobs["vector"] = vector_task
+        if "graph" in self.config.channels:
+            jobs["graph"] = asyncio.ensure_future(graph())
+        if "keyword" in self.config.channels:
+            jobs["keyword"] = asyncio.ensure_future(keyword())
+        results = await asyncio.gather(
+            *(asyncio.wait_for(asyncio.shield(job), timeout) for job in jobs.values()), return_exceptions=True
+        )
+        for (channel, job), result in zip(jobs.items(), results):
+            if isinstance(result, BaseException):
+                job.cancel()
+                self._channel_failed(out, channel, result)
+                continue
+            setattr(out, channel, result)
+            out.queries += 1
+        return out
+
+    # -- assembly -------------------------------------------------------------------
+
+    def _channel_failed(self, out: LevelOutcome, channel: str, exc: BaseException) -> None:
+        what = "timed out" if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) else f"{type(exc).__name__}: {exc}"
+        message = f"{out.level}_{channel} {what}"
+        out.errors.append(message)
+        logger.warning("retrieval channel failed: %s", message)
+
+    def _finish(self, intention: RetrievalIntention, outcomes: list[LevelOutcome], retrieved_at: Any,
+                started: float) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+        levels: dict[str, ConsciousnessLevelResults] = {}
+        for out in outcomes:
+            relationships = dedupe_relationships([r for hit in out.graph for r in hit.path])
+            levels[LEVEL_KEYS[out.level]] = ConsciousnessLevelResults(
+                vector_results=[self._cnode(h.node, f"{out.level}_vector", h.similarity) for h in out.vector],
+                graph_results=[self._cnode(h.node, f"{out.level}_graph", _relevance_of_path(h)) for h in out.graph],
+                keyword_results=[self._cnode(h.node, f"{out.level}_keyword", 1.0 / h.rank) for h in out.keyword],
+                relationships=relationships,
+                error="; ".join(out.errors) or None,
+            )
+        nodes = self._fuse(outcomes)
+        latency_ms = int((time.perf_counter() - started) * 1000)
+        stream = assemble_stream(intention.intention_id, levels, retrieved_at=retrieved_at,
+                                 latency_ms=latency_ms, query_count=sum(o.queries for o in outcomes))
+        self.last_stream = stream
+        self._store_cache(intention, stream, nodes)
+        return stream, nodes
+
+    @staticmethod
+    def _cnode(node: MemoryNode, source: str, score: float) -> ConsciousnessNode:
+        data = node.model_dump(exclude={"embedding"})
+        return ConsciousnessNode(**data, retrieval_source=source, relevance_score=float(score))
+
+    def _fuse(self, outcomes: list[LevelOutcome]) -> list[NodeWithScore]:
+        """One NodeWithScore per memory, with every channel that found it."""
+        lists: dict[str, list[tuple[MemoryNode, float, dict[str, Any]]]] = {}
+        for channel in ("vector", "graph", "keyword"):
+            for out in outcomes:
+                source = f"{out.level}_{channel}"
+                if channel == "vector":
+                    lists[source] = [(h.node, h.similarity, {}) for h in out.vector]
+                elif channel == "graph":
+                    lists[source] = [(h.node, _relevance_of_path(h), ch.describe(h)) for h in out.graph]
+                else:
+                    lists[source] = [(h.node, 1.0 / h.rank, ch.describe(h)) for h in out.keyword]
+        found: dict[str, dict[str, Any]] = {}
+        for source, items in lists.items():
+            level = source.split("_", 1)[0]
+            for node, score, details in items:
+                entry = found.setdefault(f"{level}:{node.node_id}", {"node": node, "level": level, "score": score,
+                                                                     "sources": [], "details": {}})
+                if source not in entry["sources"]:
+                    entry["sources"].append(source)
+                entry["details"].update(details)
+        if self.config.fusion == "rrf":
+            weights = {source: self.config.channel_weights.get(source.split("_", 1)[1], 1.0) for source in lists}
+            order = weighted_rrf({s: [f"{s.split('_', 1)[0]}:{n.node_id}" for n, _, _ in items]
+                                  for s, items in lists.items()}, weights, k=self.config.rrf_k)
+            ranked = [(node_id, score) for node_id, score in order]
+        else:
+            ranked = [(key, entry["score"]) for key, entry in found.items()]
+        if self.config.final_top_k is not None:
+            ranked = ranked[: self.config.final_top_k]
+        return [self._node_with_score(found[key], score) for key, score in ranked]
+
+    @staticmethod
+    def _node_with_score(entry: dict[str, Any], score: float) -> NodeWithScore:
+        node: MemoryNode = entry["node"]
+        metadata = node.model_dump(mode="json", exclude={"embedding"})
+        metadata.update(entry["details"])
+        metadata.update({
+            "level": entry["level"],
+            "retrieval_source": entry["sources"][0],
+            "retrieval_sources": list(entry["sources"]),
+            "relevance_score": float(entry["score"]),
+        })
+        text_node = TextNode(
+            # Levels are separate graphs: the same node_id in N1 and N2 are two
+            # memories.  The plain id stays in metadata["node_id"].
+            id_=f"{entry['level']}:{node.node_id}",
+            text=node.description or node.name,
+            metadata=metadata,
+            excluded_embed_metadata_keys=list(metadata),
+            excluded_llm_metadata_keys=[k for k in _LLM_HIDDEN if k in metadata],
+        )
+        return NodeWithScore(node=text_node, score=float(score))

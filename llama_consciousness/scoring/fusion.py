@@ -1,0 +1,47 @@
+"""Rank fusion of channel results, keyed by memory id.
+
+LlamaIndex's ``QueryFusionRetriever`` ignores its weights, fixes k = 60 and
+merges by a hash of text and metadata; a memory found by the vector and the
+graph channel must instead merge by *id* and keep both sources.  Weighted
+reciprocal rank fusion (Cormack et al.): each list contributes
+``weight / (k + rank)`` to every item it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
+
+T = TypeVar("T", bound=Hashable)
+
+# Spec 002's hybrid search: 70% vector, 30% keyword.
+WEIGHTS_70_30 = {"vector": 0.7, "keyword": 0.3, "graph": 0.3}
+
+
+def weighted_rrf(
+    ranked_lists: Mapping[str, Sequence[T]], weights: Mapping[str, float] | None = None, k: int = 60
+) -> list[tuple[T, float]]:
+    """Fuse named ranked lists of ids; returns ``(id, score)`` best first.
+
+    A list missing from ``weights`` has weight 1.  Ties keep first-seen order
+    (list order, then rank), so the result is deterministic.
+    """
+    if k < 0:
+        raise ValueError(f"rrf k must be >= 0, got {k}")
+    scores: dict[T, float] = {}
+    order: dict[T, int] = {}
+    for name, items in ranked_lists.items():
+        weight = 1.0 if weights is None else float(weights.get(name, 1.0))
+        seen: set[T] = set()
+        for rank, item in enumerate(items, start=1):
+            if item in seen:
+                continue  # a list counts an item once, at its best rank
+            seen.add(item)
+            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
+            order.setdefault(item, len(order))
+    return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+def channel_of(source: str) -> str:
+    """``"N2_vector"`` -> ``"vector"``."""
+    return source.split("_", 1)[1] if "_" in source else source

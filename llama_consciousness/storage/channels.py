@@ -1,0 +1,206 @@
+"""The retrieval channels of one level graph, as query plans (Cypher lives here).
+
+* **vector**: the HNSW index, filters inside the query, over-fetch past
+  post-KNN filters and orphan vectors (``LevelPlans.vector_search``);
+* **graph**: traversal from start memories to depth 1..4, every path
+  ranked by summed link energy, then summed link confidence, then depth
+  (the spec's decision #3), filters on start and reached memories and on
+  the links walked;
+* **keyword**: FalkorDB's full-text index over name and description, for
+  exact names and ids that embeddings blur.  Its scores are coarse (not
+  BM25), so callers use its *ranks*.
+
+Plans are generators of queries (see ``level_store``), so the sync and the
+asyncio store run the very same code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+from llama_consciousness.storage import records
+from llama_consciousness.storage.filters import MemoryFilter
+from llama_consciousness.storage.level_store import NODE_LABEL, EDGE_TYPE, LevelPlans, Plan, Query
+from llama_consciousness.temporal import cypher_predicate
+
+MAX_DEPTH = 4
+_NODE = records.projection("c", records.NODE_READ_PROPS)
+_EDGE_LIST = "[r IN relationships(p) | " + records.projection("r", records.EDGE_READ_PROPS) + "]"
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+# Full-text stop words: RediSearch drops them itself, but an all-stop-word
+# query would then be empty and raise.
+_FT_STOP = frozenset("a an and are as at be by for from has have how i in is it of on or that the to was were what when where which who why with you".split())
+
+
+@dataclass(frozen=True)
+class GraphHit:
+    """A memory reached by traversal, with the best path that reached it."""
+
+    node: MemoryNode
+    start_id: str
+    path_energy: float
+    path_confidence: float
+    depth: int
+    path: list[ConsciousnessRelationship] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class KeywordHit:
+    node: MemoryNode
+    rank: int
+    score: float
+
+
+def fulltext_query(text: str, max_terms: int = 24) -> str | None:
+    """User text as a safe RediSearch query: words OR-ed, no operators.
+
+    The text is a bound parameter, so it cannot change the Cypher; but
+    RediSearch has its own syntax (``|``, ``-``, ``@``, quotes...), and a
+    stray character would be a syntax error.  Only word characters survive.
+    """
+    words = []
+    for word in _WORD.findall(text.lower()):
+        word = word.replace("'", "").replace("’", "")
+        if word and word not in _FT_STOP and word not in words:
+            words.append(word)
+        if len(words) >= max_terms:
+            break
+    return "|".join(words) if words else None
+
+
+def ensure_fulltext(plans: LevelPlans) -> Plan:
+    """Create the full-text index over name and description if missing."""
+    rows = yield Query("CALL db.indexes() YIELD label, types RETURN label, types")
+    for label, types in rows:
+        if label == NODE_LABEL and "FULLTEXT" in types.get("description", []):
+            return None
+    yield Query(f"CALL db.idx.fulltext.createNodeIndex('{NODE_LABEL}', 'name', 'description')")
+    yield from plans.wait_operational()
+    return None
+
+
+def traverse(
+    plans: LevelPlans,
+    start_ids: Sequence[str],
+    k: int,
+    memory_filter: MemoryFilter,
+    *,
+    depth: int = 2,
+    include_start: bool = False,
+) -> Plan:
+    """Memories within ``depth`` links of the start memories, best paths first.
+
+    One query starts from all entities at once (decision #3).  A memory
+    reached by several paths is kept once, with its best path.  The links
+    walked must be visible in the temporal window too: a relationship that
+    was superseded is not a path in ``current`` mode.
+    """
+    if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= MAX_DEPTH:
+        raise ValueError(f"traversal depth must be an int in [1, {MAX_DEPTH}], got {depth!r}")
+    if k <= 0 or not start_ids:
+        return []
+    # Start points may be entity hubs; emotions/energy filters apply to answers only.
+    start = MemoryFilter(memory_filter.window, include_entities=True).cypher("s", "fs_", entities=True)
+    reach = memory_filter.cypher("c", "fc_")
+    link = cypher_predicate(memory_filter.window, "r", "fr_")
+    link_clause = "" if link.text == "true" else f" AND all(r IN relationships(p) WHERE {link.text})"
+    not_start = "" if include_start else " AND NOT c.node_id IN $ids"
+    cypher = (
+        f"MATCH (s:{NODE_LABEL}) WHERE s.node_id IN $ids AND {start.text} "
+        # the depth is a validated int from a fixed range, never user text
+        f"MATCH p = (s)-[:{EDGE_TYPE}*1..{depth}]-(c:{NODE_LABEL}) "
+        f"WHERE {reach.text}{not_start}{link_clause} "
+        "WITH s, c, p, reduce(e = 0.0, r IN relationships(p) | e + coalesce(r.energy, 0.0)) AS path_energy, "
+        "reduce(x = 0.0, r IN relationships(p) | x + coalesce(r.confidence, 0.0)) AS path_confidence, "
+        "length(p) AS depth "
+        "ORDER BY path_energy DESC, path_confidence DESC, depth ASC "
+        "LIMIT $fetch "
+        f"RETURN {_NODE}, s.node_id, path_energy, path_confidence, depth, {_EDGE_LIST}"
+    )
+    params = {**start.params, **reach.params, **link.params, "ids": list(start_ids), "fetch": int(k) * 8 + 16}
+    rows = yield Query(cypher, params, read_only=True)
+    hits: dict[str, GraphHit] = {}
+    for props, start_id, energy, confidence, hops, path in rows:
+        node_id = props["node_id"]
+        if node_id in hits:
+            continue  # rows come best first: the first path is the best one
+        hits[node_id] = GraphHit(
+            records.node_from_props(props), start_id, float(energy), float(confidence), int(hops),
+            [records.edge_from_props(e) for e in path],
+        )
+        if len(hits) >= k:
+            break
+    return list(hits.values())
+
+
+def start_nodes(plans: LevelPlans, node_ids: Sequence[str], memory_filter: MemoryFilter) -> Plan:
+    """The start memories themselves, when they pass the filter."""
+    if not node_ids:
+        return []
+    pred = memory_filter.cypher("c", "fc_")
+    rows = yield Query(
+        f"UNWIND $ids AS id MATCH (c:{NODE_LABEL} {{node_id: id}}) WHERE {pred.text} RETURN {_NODE}",
+        {**pred.params, "ids": list(node_ids)},
+        read_only=True,
+    )
+    return [records.node_from_props(r[0]) for r in rows]
+
+
+def keyword_search(plans: LevelPlans, text: str, k: int, memory_filter: MemoryFilter) -> Plan:
+    """Full-text matches of ``text`` (name and description), best first."""
+    query = fulltext_query(text)
+    if query is None or k <= 0:
+        return []
+    pred = memory_filter.cypher("c", "fk_")
+    rows = yield Query(
+        f"CALL db.idx.fulltext.queryNodes('{NODE_LABEL}', $q) YIELD node AS c, score "
+        f"WHERE {pred.text} RETURN {_NODE}, score ORDER BY score DESC LIMIT $k",
+        {**pred.params, "q": query, "k": int(k)},
+        read_only=True,
+    )
+    return [KeywordHit(records.node_from_props(props), rank, float(score))
+            for rank, (props, score) in enumerate(rows, start=1)]
+
+
+def entity_names(plans: LevelPlans, node_types: Sequence[str]) -> Plan:
+    """``(node_id, name)`` of the memories a query's names can start from."""
+    return (yield from plans.named_nodes(node_types))
+
+
+def relationships_among(plans: LevelPlans, node_ids: Sequence[str], memory_filter: MemoryFilter) -> Plan:
+    """The links between the given memories that are visible in the window."""
+    if len(node_ids) < 2:
+        return []
+    link = cypher_predicate(memory_filter.window, "r", "fr_")
+    rows = yield Query(
+        f"MATCH (s:{NODE_LABEL})-[r:{EDGE_TYPE}]->(t:{NODE_LABEL}) "
+        f"WHERE s.node_id IN $ids AND t.node_id IN $ids AND {link.text} "
+        f"RETURN {records.projection('r', records.EDGE_READ_PROPS)}",
+        {**link.params, "ids": list(node_ids)},
+        read_only=True,
+    )
+    return [records.edge_from_props(r[0]) for r in rows]
+
+
+def run_sync(store: Any, plan: Plan) -> Any:
+    """Run a channel plan on a ``LevelGraphStore``."""
+    return store._run(plan)
+
+
+async def run_async(store: Any, plan: Plan) -> Any:
+    """Run a channel plan on an ``AsyncLevelGraphStore``."""
+    return await store._run(plan)
+
+
+def describe(hit: Any) -> dict[str, Any]:
+    """Channel-specific facts of a hit, for ``node.metadata``."""
+    if isinstance(hit, GraphHit):
+        return {"path_energy": hit.path_energy, "path_confidence": hit.path_confidence,
+                "depth": hit.depth, "start_id": hit.start_id}
+    if isinstance(hit, KeywordHit):
+        return {"keyword_rank": hit.rank}
+    return {}
