@@ -124,6 +124,54 @@ def run_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_query(args: argparse.Namespace) -> int:
+    from llama_consciousness.memory import ConsciousnessMemory
+    from llama_consciousness.retrievers import RetrievalConfig
+    from llama_consciousness.schema import RetrievalIntention
+
+    intention = RetrievalIntention(
+        query_text=args.text,
+        citizen_id=args.citizen,
+        temporal_mode=args.mode,
+        as_of_time=args.as_of,
+        time_range_start=args.range_start,
+        time_range_end=args.range_end,
+        query_levels=args.levels,
+        max_results_per_level=args.k,
+        min_energy=args.min_energy,
+        min_confidence=args.min_confidence,
+        required_emotions=args.emotions,
+    )
+    channels = ("vector", "graph", "keyword") if args.keyword else ("vector", "graph")
+    config = RetrievalConfig(channels=channels, fusion="rrf" if args.rrf else "concatenate", graph_depth=args.depth)
+    with ConsciousnessMemory(data_dir=args.data_dir, embed_model=args.embed_model) as memory:
+        retriever = memory.retriever(args.citizen, config=config)
+        nodes = retriever.retrieve_intention(intention)
+        stream = retriever.last_stream
+    if args.json:
+        print(stream.model_dump_json(indent=2) if args.stream_json else json_dumps_nodes(nodes))
+        return 0
+    rows = [(f"{n.score:.3f}", ",".join(n.node.metadata["retrieval_sources"]), n.node.metadata["node_type"],
+             n.node.metadata["name"], n.node.get_content(), n.node.metadata["energy"], n.node.metadata["resolution_state"])
+            for n in nodes]
+    print(format_table(("score", "sources", "type", "name", "text", "energy", "state"), rows, max_width=40))
+    summary = stream.consciousness_summary
+    errors = [f"{key}: {lvl.error}" for key, lvl in stream.levels.items() if lvl.error]
+    print(f"\n{summary.total_results} memories (N1 {summary.n1_result_count}, N2 {summary.n2_result_count}, "
+          f"N3 {summary.n3_result_count}) in {stream.retrieval_latency_ms} ms, {stream.query_count} queries; "
+          f"themes: {', '.join(summary.emotional_themes) or '-'}; energy feedback {stream.energy_feedback_potential:.2f}")
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    return 0
+
+
+def json_dumps_nodes(nodes: Sequence[object]) -> str:
+    import json
+
+    return json.dumps([{"score": n.score, "id": n.node.node_id, "text": n.node.get_content(),
+                        "metadata": n.node.metadata} for n in nodes], indent=2, default=str)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llama-consciousness", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -158,6 +206,27 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--no-progress", action="store_true", help="no progress bar")
     ing.add_argument("--embed-model", default=None, help="wordllama (default), openai, openai:<model>")
     ing.set_defaults(func=run_ingest)
+
+    q = sub.add_parser("query", help="six-way retrieval over a memory")
+    q.add_argument("text", help="what to look for")
+    q.add_argument("--data-dir", default=None, help="the memory's data directory (default: $LLAMA_CONSCIOUSNESS_HOME)")
+    q.add_argument("--citizen", default="default", help="whose N1 memory to search")
+    q.add_argument("--mode", choices=TEMPORAL_MODES, default="current", help="temporal mode")
+    q.add_argument("--as-of", type=_time_arg, default=None, help="time for --mode point_in_time")
+    q.add_argument("--range-start", type=_time_arg, default=None)
+    q.add_argument("--range-end", type=_time_arg, default=None)
+    q.add_argument("--levels", nargs="+", default=["N1", "N2", "N3"], help="levels to search (N1 N2 N3)")
+    q.add_argument("-k", type=int, default=10, help="results per channel and level")
+    q.add_argument("--min-energy", type=float, default=None)
+    q.add_argument("--min-confidence", type=float, default=None)
+    q.add_argument("--emotions", nargs="+", default=None, help="required emotions (any of them)")
+    q.add_argument("--depth", type=int, default=2, help="graph traversal depth (1-4)")
+    q.add_argument("--keyword", action="store_true", help="add the full-text channel")
+    q.add_argument("--rrf", action="store_true", help="fuse by weighted reciprocal rank instead of concatenating")
+    q.add_argument("--json", action="store_true", help="JSON output (the result nodes)")
+    q.add_argument("--stream-json", action="store_true", help="with --json: the whole consciousness stream")
+    q.add_argument("--embed-model", default=None)
+    q.set_defaults(func=run_query)
     return parser
 
 

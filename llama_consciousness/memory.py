@@ -317,6 +317,21 @@ class ConsciousnessMemory:
 
         return ingest(self, source, IngestOptions(**options), progress=progress)
 
+    # -- retrieval --------------------------------------------------------------
+
+    def retriever(self, citizen_id: str | None = None, **kwargs: Any) -> Any:
+        """A ``SixWayHybridRetriever`` over this memory (kwargs: config, intention_defaults, ...)."""
+        from llama_consciousness.retrievers import SixWayHybridRetriever
+
+        return SixWayHybridRetriever(self, citizen_id, **kwargs)
+
+    def retrieve_stream(self, intention: Any, config: Any = None) -> Any:
+        """The consciousness stream of a ``RetrievalIntention`` (six-way retrieval)."""
+        return self.retriever(config=config).retrieve_stream(intention)
+
+    async def aretrieve_stream(self, intention: Any, config: Any = None) -> Any:
+        return await self.retriever(config=config).aretrieve_stream(intention)
+
     # -- reads ------------------------------------------------------------------
 
     def get_node(self, node_id: str, level: str, citizen_id: str | None = None) -> MemoryNode | None:
