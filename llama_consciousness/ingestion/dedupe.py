@@ -21,27 +21,23 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-from llama_index.core.schema import BaseNode, TransformComponent
-from pydantic import Field, PrivateAttr
+from llama_index.core.schema import BaseNode
+from pydantic import Field
 
 from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_memory
-from llama_consciousness.ingestion.report import IngestReport
+from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.ingestion.writer import DUPLICATE_KEY
 from llama_consciousness.memory import memory_text
 from llama_consciousness.scoring.identity import base_identity
 
 
-class NearDuplicateFilter(TransformComponent):
+class NearDuplicateFilter(ReportingTransform):
     """Link or skip memories nearly identical to one already in their level."""
 
     memory: Any = Field(exclude=True, description="the ConsciousnessMemory to compare against")
     threshold: float = Field(default=0.9, gt=0.0, le=1.0, description="cosine similarity above which two memories are one")
     action: Literal["link", "skip"] = "link"
-    _report: IngestReport = PrivateAttr(default_factory=IngestReport)
 
-    @property
-    def report(self) -> IngestReport:
-        return self._report
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         self._report = IngestReport()
@@ -59,10 +55,6 @@ class NearDuplicateFilter(TransformComponent):
             dropped |= self._check_level(level, citizen, group, parsed)
         return [n for n in nodes if n.node_id not in dropped]
 
-    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
-        import asyncio
-
-        return await asyncio.to_thread(self.__call__, nodes, **kwargs)
 
     def _embed(self, nodes: list[BaseNode]) -> None:
         todo = [n for n in nodes if n.embedding is None]

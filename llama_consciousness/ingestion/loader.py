@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,9 @@ from pydantic import ValidationError
 
 from llama_consciousness.errors import ConsciousnessError
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+
+
+KINDS = {"memory": MemoryNode, "relationship": ConsciousnessRelationship}
 
 
 class MemoryFileError(ConsciousnessError, ValueError):
@@ -58,7 +61,7 @@ def parse_record(obj: object, path: str = "<memory>", line: int = 0) -> MemoryNo
         raise MemoryFileError(path, line, f"expected a JSON object, got {type(obj).__name__}")
     data = dict(obj)
     kind = data.pop("kind", "memory")
-    model = {"memory": MemoryNode, "relationship": ConsciousnessRelationship}.get(kind)
+    model = KINDS.get(kind)
     if model is None:
         raise MemoryFileError(path, line, f"unknown kind {kind!r}; expected 'memory' or 'relationship'")
     try:
@@ -67,19 +70,45 @@ def parse_record(obj: object, path: str = "<memory>", line: int = 0) -> MemoryNo
         raise MemoryFileError(path, line, f"invalid {kind}: {_describe(exc)}") from None
 
 
-def iter_memory_file(path: str | os.PathLike[str]) -> Iterator[MemoryRecord]:
-    """Parse a memory file lazily, line by line (large files stay out of memory)."""
+def iter_json_objects(
+    path: str | os.PathLike[str], on_error: Callable[[MemoryFileError], None] | None = None
+) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` of each record line, lazily.
+
+    Comments and blank lines are skipped.  A line that is not a JSON object
+    (or names an unknown kind) raises :class:`MemoryFileError`, or, given
+    ``on_error``, is handed to it and skipped.
+    """
     name = str(path)
     with open(path, encoding="utf-8") as handle:
         for number, raw in enumerate(handle, start=1):
             text = raw.strip()
             if not text or text.startswith("#") or text.startswith("//"):
                 continue
+            error = None
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise MemoryFileError(name, number, f"malformed JSON: {exc.msg} (column {exc.colno})") from None
-            yield MemoryRecord(number, parse_record(obj, name, number))
+                error = MemoryFileError(name, number, f"malformed JSON: {exc.msg} (column {exc.colno})")
+            else:
+                if not isinstance(obj, dict):
+                    error = MemoryFileError(name, number, f"expected a JSON object, got {type(obj).__name__}")
+                elif obj.get("kind", "memory") not in KINDS:
+                    error = MemoryFileError(
+                        name, number, f"unknown kind {obj.get('kind')!r}; expected 'memory' or 'relationship'"
+                    )
+            if error is None:
+                yield number, obj
+            elif on_error is None:
+                raise error
+            else:
+                on_error(error)
+
+
+def iter_memory_file(path: str | os.PathLike[str]) -> Iterator[MemoryRecord]:
+    """Parse a memory file lazily, line by line (large files stay out of memory)."""
+    for number, obj in iter_json_objects(path):
+        yield MemoryRecord(number, parse_record(obj, str(path), number))
 
 
 def read_memory_file(

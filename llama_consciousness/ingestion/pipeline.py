@@ -13,7 +13,6 @@ record is rejected before any work is spent on it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from llama_consciousness.ingestion.cognitive import AuthorityScorer, ConceptExtr
 from llama_consciousness.ingestion.dedupe import NearDuplicateFilter
 from llama_consciousness.ingestion.entities import EntityExtractor
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
-from llama_consciousness.ingestion.loader import MemoryFileError, parse_record
+from llama_consciousness.ingestion.loader import MemoryFileError, iter_json_objects
 from llama_consciousness.ingestion.nodes import memory_to_text_node, relationship_to_text_node
 from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.validator import LINE_KEY, ConsciousnessMetadataValidator
@@ -124,32 +123,12 @@ def to_text_nodes(items: Iterable[MemoryNode | ConsciousnessRelationship | BaseN
 
 def _read_lines(path: Path, report: IngestReport, on_bad_line: str) -> Iterator[BaseNode]:
     """Records of a memory file as TextNodes (line numbers kept for the report)."""
-    name = str(path)
-    with open(path, encoding="utf-8") as handle:
-        for number, raw in enumerate(handle, start=1):
-            text = raw.strip()
-            if not text or text.startswith("#") or text.startswith("//"):
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                if on_bad_line == "raise":
-                    raise MemoryFileError(name, number, f"malformed JSON: {exc.msg} (column {exc.colno})") from None
-                report.reject(f"line {number}", "loader", [f"malformed JSON: {exc.msg}"], number)
-                continue
-            if isinstance(obj, dict) and obj.get("kind", "memory") not in ("memory", "relationship"):
-                error = MemoryFileError(name, number, f"unknown kind {obj.get('kind')!r}")
-                if on_bad_line == "raise":
-                    raise error
-                report.reject(f"line {number}", "loader", [error.reason], number)
-                continue
-            if not isinstance(obj, dict):
-                error = MemoryFileError(name, number, f"expected a JSON object, got {type(obj).__name__}")
-                if on_bad_line == "raise":
-                    raise error
-                report.reject(f"line {number}", "loader", [error.reason], number)
-                continue
-            yield _raw_text_node(obj, number)
+
+    def skip(error: MemoryFileError) -> None:
+        report.reject(f"line {error.line}", "loader", [error.reason], error.line)
+
+    for number, obj in iter_json_objects(path, None if on_bad_line == "raise" else skip):
+        yield _raw_text_node(obj, number)
 
 
 def _raw_text_node(obj: dict[str, Any], line: int) -> BaseNode:

@@ -7,7 +7,13 @@ one report and a program can assert on it.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from llama_index.core.schema import BaseNode, TransformComponent
+from pydantic import PrivateAttr
 
 
 @dataclass
@@ -65,3 +71,21 @@ class IngestReport:
         if len(self.rejected) > 20:
             lines.append(f"  ... and {len(self.rejected) - 20} more rejected")
         return "\n".join(lines)
+
+
+class ReportingTransform(TransformComponent):
+    """A transform that records what it rejected, skipped or warned about.
+
+    ``report`` is the record of the last call.  The async path runs the sync
+    one in a worker thread: these transforms are CPU work or sync I/O, and
+    the event loop must stay free.
+    """
+
+    _report: IngestReport = PrivateAttr(default_factory=IngestReport)
+
+    @property
+    def report(self) -> IngestReport:
+        return self._report
+
+    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        return await asyncio.to_thread(self.__call__, nodes, **kwargs)

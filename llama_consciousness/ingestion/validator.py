@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from llama_index.core.schema import BaseNode, TransformComponent
-from pydantic import Field, PrivateAttr, ValidationError
+from llama_index.core.schema import BaseNode
+from pydantic import Field, ValidationError
 
 from llama_consciousness.errors import ConsciousnessError
 from llama_consciousness.ingestion.nodes import (
@@ -26,7 +26,7 @@ from llama_consciousness.ingestion.nodes import (
     text_node_to_memory,
     text_node_to_relationship,
 )
-from llama_consciousness.ingestion.report import IngestReport
+from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.scoring.validation import validate_consciousness_link, validate_consciousness_node
 
 LINE_KEY = "lc_line"
@@ -69,18 +69,13 @@ def check_item(node: BaseNode) -> tuple[list[str], list[str], float]:
     return errors, list(tiers.warnings), tiers.metadata_completeness
 
 
-class ConsciousnessMetadataValidator(TransformComponent):
+class ConsciousnessMetadataValidator(ReportingTransform):
     """Three-tier validation of memories and relationships in an ``IngestionPipeline``."""
 
     mode: Literal["raise", "drop"] = Field(
         default="raise", description="raise: the first invalid item stops ingestion; drop: skip and report it"
     )
-    _report: IngestReport = PrivateAttr(default_factory=IngestReport)
 
-    @property
-    def report(self) -> IngestReport:
-        """Rejections and warnings of the last run."""
-        return self._report
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         self._report = IngestReport()
@@ -102,5 +97,3 @@ class ConsciousnessMetadataValidator(TransformComponent):
             kept.append(node)
         return kept
 
-    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
-        return self.__call__(nodes, **kwargs)

@@ -26,12 +26,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from llama_index.core.schema import BaseNode, TransformComponent
-from pydantic import Field, PrivateAttr
+from llama_index.core.schema import BaseNode
+from pydantic import Field
 
 from llama_consciousness.errors import StorageError
 from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_memory, text_node_to_relationship
-from llama_consciousness.ingestion.report import IngestReport
+from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.levels import graph_name
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.scoring.identity import base_identity
@@ -98,7 +98,7 @@ def _derived_link(
     return ConsciousnessRelationship(**data)
 
 
-class ConsciousnessGraphWriter(TransformComponent):
+class ConsciousnessGraphWriter(ReportingTransform):
     """Write memories, entities, supersessions and relationships into the level graphs."""
 
     memory: Any = Field(exclude=True, description="the ConsciousnessMemory to write into")
@@ -111,11 +111,7 @@ class ConsciousnessGraphWriter(TransformComponent):
     on_error: Literal["raise", "drop"] = Field(
         default="raise", description="what to do with a relationship to a memory that does not exist"
     )
-    _report: IngestReport = PrivateAttr(default_factory=IngestReport)
 
-    @property
-    def report(self) -> IngestReport:
-        return self._report
 
     # -- the transform -------------------------------------------------------
 
@@ -125,10 +121,6 @@ class ConsciousnessGraphWriter(TransformComponent):
             self._write_level(batch)
         return list(nodes)
 
-    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
-        import asyncio
-
-        return await asyncio.to_thread(self.__call__, nodes, **kwargs)
 
     # -- steps ---------------------------------------------------------------
 
