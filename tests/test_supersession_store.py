@@ -88,3 +88,17 @@ def test_a_failing_batch_leaves_the_graph_as_it_was(fresh_graph) -> None:
         store._execute(query)
     assert store.counts() == (1, 0)
     assert store.get_node("a") == before
+
+
+def test_clock_derived_fields_do_not_make_a_rerun_an_update(fresh_graph) -> None:
+    """A computed authority drifts with the clock; re-ingesting must still be a no-op."""
+    store = fresh_graph("N2")
+    first = _node("scored", authority_score=0.563851)
+    assert store.upsert([first], volatile={"scored": ("authority_score",)}).nodes_created == 1
+    later = _node("scored", authority_score=0.56385)  # the same memory, scored a few seconds later
+    again = store.upsert([later], volatile={"scored": ("authority_score",)})
+    assert (again.nodes_updated, again.nodes_unchanged) == (0, 1)
+    assert store.get_node("scored").authority_score == 0.563851
+    # an authority the user states is part of the record: changing it is an update
+    assert store.upsert([_node("scored", authority_score=0.9)]).nodes_updated == 1
+    assert store.get_node("scored").authority_score == 0.9

@@ -184,6 +184,9 @@ def _number(value: Any) -> Optional[float]:
     return number if math.isfinite(number) else None
 
 
+COMPUTED_KEY = "lc_computed"
+
+
 class AuthorityScorer(TransformComponent):
     """Fills ``metadata["authority_score"]`` (spec 004: importance x usage x freshness).
 
@@ -235,6 +238,9 @@ class AuthorityScorer(TransformComponent):
             if not self.overwrite and node.metadata.get("authority_score") is not None:
                 continue
             node.metadata["authority_score"] = round(self.score(node.metadata, now), 6)
+            # Freshness makes a computed score drift with the clock; the writer
+            # leaves it out of the record's identity so a rerun stays a no-op.
+            node.metadata[COMPUTED_KEY] = sorted({*node.metadata.get(COMPUTED_KEY, []), "authority_score"})
         return nodes
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:

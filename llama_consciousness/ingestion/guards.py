@@ -266,8 +266,9 @@ class PIIScrubber(TransformComponent):
 
     kinds: tuple[PIIKind, ...] = Field(default=PII_KINDS, description="Kinds of PII to redact.")
     fields: tuple[str, ...] = Field(
-        default=("name", "description"),
-        description="Memory fields to scrub; 'description' is the node text.",
+        default=("name", "description", "goal", "mindstate", "formation_trigger", "felt_quality",
+                 "emotion_description", "body_sensation", "spatial_context"),
+        description="Memory fields to scrub (every free-text field); 'description' is the node text.",
     )
     reset_embedding: bool = Field(default=True, description="Drop embeddings of changed nodes.")
 

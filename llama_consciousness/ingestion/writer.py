@@ -30,6 +30,7 @@ from llama_index.core.schema import BaseNode
 from pydantic import Field
 
 from llama_consciousness.errors import StorageError
+from llama_consciousness.ingestion.cognitive import COMPUTED_KEY
 from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_memory, text_node_to_relationship
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.levels import graph_name
@@ -61,6 +62,7 @@ class _LevelBatch:
     relationships: list[ConsciousnessRelationship] = field(default_factory=list)
     entities: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # memory id -> entities
     duplicates: dict[str, str] = field(default_factory=dict)  # memory id -> duplicate of
+    volatile: dict[str, tuple[str, ...]] = field(default_factory=dict)  # memory id -> clock-derived fields
 
     @property
     def graph(self) -> str:
@@ -144,6 +146,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
                 batch.entities[memory.node_id] = list(node.metadata[ENTITIES_KEY])
             if node.metadata.get(DUPLICATE_KEY):
                 batch.duplicates[memory.node_id] = str(node.metadata[DUPLICATE_KEY])
+            if node.metadata.get(COMPUTED_KEY):
+                batch.volatile[memory.node_id] = tuple(node.metadata[COMPUTED_KEY])
         for rel in relationships:
             if rel.level is not None:
                 key = (rel.level, rel.citizen_id if rel.level == "N1" else None)
@@ -311,7 +315,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
             to_write = mem.embed_nodes(chunk + chunk_entities)
             chunk_changes = [c for m in chunk for c in changes_by_new.get(m.node_id, [])]
             result = store.upsert(to_write, chunk_links, chunk_changes, base_ids,
-                                  derived={link.edge_id for link in chunk_links})
+                                  derived={link.edge_id for link in chunk_links}, volatile=batch.volatile)
             self._count(result, ids)
             if mem.vector_backends[batch.level] == "pgvector":
                 mem.pgvector.upsert(store.plans.graph, to_write)

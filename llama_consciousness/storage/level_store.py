@@ -368,6 +368,7 @@ class LevelPlans:
         supersessions: Sequence[Supersession] = (),
         base_ids: Mapping[str, str] | None = None,
         derived: frozenset[str] | set[str] = frozenset(),
+        volatile: Mapping[str, tuple[str, ...]] | None = None,
     ) -> Plan:
         """Write memories, expire the versions they supersede, write relationships.
 
@@ -387,7 +388,8 @@ class LevelPlans:
         if not nodes and not edges and not supersessions:
             return UpsertResult()
         base_ids = base_ids or {}
-        node_rows = [records.node_row(n, base_ids.get(n.node_id)) for n in nodes]
+        volatile = volatile or {}
+        node_rows = [records.node_row(n, base_ids.get(n.node_id), volatile.get(n.node_id, ())) for n in nodes]
         if not self.store_vectors:
             for row in node_rows:
                 row["embedding"] = None
@@ -645,8 +647,9 @@ class LevelGraphStore:
         supersessions: Sequence[Supersession] = (),
         base_ids: Mapping[str, str] | None = None,
         derived: frozenset[str] | set[str] = frozenset(),
+        volatile: Mapping[str, tuple[str, ...]] | None = None,
     ) -> UpsertResult:
-        return self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived))
+        return self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived, volatile))
 
     def get_node(self, node_id: str) -> MemoryNode | None:
         found = self.get_nodes([node_id])
@@ -739,8 +742,9 @@ class AsyncLevelGraphStore:
         supersessions: Sequence[Supersession] = (),
         base_ids: Mapping[str, str] | None = None,
         derived: frozenset[str] | set[str] = frozenset(),
+        volatile: Mapping[str, tuple[str, ...]] | None = None,
     ) -> UpsertResult:
-        return await self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived))
+        return await self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived, volatile))
 
     async def get_node(self, node_id: str) -> MemoryNode | None:
         found = await self.get_nodes([node_id])

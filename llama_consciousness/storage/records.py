@@ -104,11 +104,14 @@ def defaulted_times(model: Any) -> list[str]:
     return defaulted
 
 
-def node_row(node: MemoryNode, base_id: str | None = None) -> dict[str, Any]:
+def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, ...] = ()) -> dict[str, Any]:
     """The parameter row that the upsert query writes for ``node``.
 
     ``base_id`` is the version identity (see ``scoring.identity``); by
-    default it is derived from the node alone.
+    default it is derived from the node alone.  ``volatile`` fields were
+    computed at ingestion from the clock (a fresh authority score): they
+    are written, but left out of the content hash, so an unchanged memory
+    re-ingested later is still unchanged.
     """
     props: dict[str, Any] = {f: getattr(node, f) for f in NODE_SCALARS}
     props["base_id"] = base_id or base_identity(node)
@@ -119,7 +122,8 @@ def node_row(node: MemoryNode, base_id: str | None = None) -> dict[str, Any]:
     times = {f: _time(getattr(node, f)) for f in TIME_FIELDS}
     defaulted = defaulted_times(node)
     embedding = None if node.embedding is None else [float(x) for x in node.embedding]
-    hashed = {**props, **{k: v for k, v in times.items() if k not in defaulted}, "embedding": embedding}
+    hashed = {**{k: v for k, v in props.items() if k not in volatile},
+              **{k: v for k, v in times.items() if k not in defaulted}, "embedding": embedding}
     return {
         "node_id": node.node_id,
         "props": props,
