@@ -440,6 +440,15 @@ class LevelPlans:
         found = {r[0]["node_id"]: records.node_from_props(r[0]) for r in rows}
         return [found[i] for i in node_ids if i in found]
 
+    def get_node(self, node_id: str) -> Plan:
+        found = yield from self.get_nodes([node_id])
+        return found[0] if found else None
+
+    def ensure_ready(self) -> Plan:
+        """Schema created and every index operational."""
+        yield from self.ensure_schema()
+        yield from self.wait_operational()
+
     def get_relationships(self, node_ids: Sequence[str] | None = None) -> Plan:
         """Relationships touching ``node_ids`` (all of them when None)."""
         if node_ids is None:
@@ -514,7 +523,7 @@ class LevelPlans:
     def counts(self) -> Plan:
         nodes = yield Query(f"MATCH (n:{NODE_LABEL}) RETURN count(n)", read_only=True)
         edges = yield Query(f"MATCH ()-[r:{EDGE_TYPE}]->() RETURN count(r)", read_only=True)
-        return int(nodes[0][0]), int(edges[0][0])
+        return (int(nodes[0][0]) if nodes else 0), (int(edges[0][0]) if edges else 0)
 
     def vector_search(
         self,
@@ -601,7 +610,68 @@ def as_consciousness_node(hit: VectorHit, source: str) -> ConsciousnessNode:
     return ConsciousnessNode(**data, retrieval_source=source, relevance_score=hit.similarity)
 
 
-class LevelGraphStore:
+def _missing_graph(exc: Exception) -> bool:
+    """FalkorDB's answer to a read on a graph that was never written."""
+    return "empty key" in str(exc)
+
+
+class _StoreMethods:
+    """The store's operations, shared by the sync and the asyncio store.
+
+    Each runs a plan through ``self._run``, which returns the result (sync)
+    or a coroutine of it (async): the same method body serves both, and a
+    read of a graph that does not exist yet answers "nothing" in both.
+    """
+
+    plans: LevelPlans
+    _run: Any
+
+    def ensure_schema(self) -> Any:
+        return self._run(self.plans.ensure_ready())
+
+    def upsert(
+        self,
+        nodes: Sequence[MemoryNode] = (),
+        relationships: Sequence[ConsciousnessRelationship] = (),
+        supersessions: Sequence[Supersession] = (),
+        base_ids: Mapping[str, str] | None = None,
+        derived: frozenset[str] | set[str] = frozenset(),
+        volatile: Mapping[str, tuple[str, ...]] | None = None,
+    ) -> Any:
+        return self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived, volatile))
+
+    def get_node(self, node_id: str) -> Any:
+        return self._run(self.plans.get_node(node_id))
+
+    def get_nodes(self, node_ids: Sequence[str]) -> Any:
+        return self._run(self.plans.get_nodes(node_ids))
+
+    def get_relationships(self, node_ids: Sequence[str] | None = None) -> Any:
+        return self._run(self.plans.get_relationships(node_ids))
+
+    def counts(self) -> Any:
+        return self._run(self.plans.counts())
+
+    def named_nodes(self, node_types: Sequence[str]) -> Any:
+        return self._run(self.plans.named_nodes(node_types))
+
+    def versions(self, base_ids: Sequence[str]) -> Any:
+        return self._run(self.plans.versions(base_ids))
+
+    def existing_ids(self, node_ids: Sequence[str]) -> Any:
+        return self._run(self.plans.existing_ids(node_ids))
+
+    def nearest(self, queries: Sequence[tuple[str, Sequence[float]]], k: int = 3) -> Any:
+        return self._run(self.plans.nearest(queries, k))
+
+    def vector_search(self, embedding: Sequence[float], k: int, window: Any, **filters: Any) -> Any:
+        return self._run(self.plans.vector_search(embedding, k, window, **filters))
+
+    def reindex_vectors(self) -> Any:
+        return self._run(self.plans.reindex_vectors())
+
+
+class LevelGraphStore(_StoreMethods):
     """A level graph driven by the synchronous FalkorDB client."""
 
     def __init__(self, db: Any, plans: LevelPlans, timeout_ms: int | None = None) -> None:
@@ -631,64 +701,12 @@ class LevelGraphStore:
                 return self.graph.ro_query(query.cypher, query.params, timeout=self.timeout_ms).result_set
             return self.graph.query(query.cypher, query.params).result_set
         except Exception as exc:  # the client raises redis.ResponseError and friends
+            if query.read_only and _missing_graph(exc):
+                return []
             raise StorageError(f"query on graph {self.plans.graph!r} failed: {exc}") from exc
 
     def exists(self) -> bool:
         return self.plans.graph in self.db.list_graphs()
-
-    def ensure_schema(self) -> None:
-        self._run(self.plans.ensure_schema())
-        self._run(self.plans.wait_operational())
-
-    def upsert(
-        self,
-        nodes: Sequence[MemoryNode] = (),
-        relationships: Sequence[ConsciousnessRelationship] = (),
-        supersessions: Sequence[Supersession] = (),
-        base_ids: Mapping[str, str] | None = None,
-        derived: frozenset[str] | set[str] = frozenset(),
-        volatile: Mapping[str, tuple[str, ...]] | None = None,
-    ) -> UpsertResult:
-        return self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived, volatile))
-
-    def get_node(self, node_id: str) -> MemoryNode | None:
-        found = self.get_nodes([node_id])
-        return found[0] if found else None
-
-    def get_nodes(self, node_ids: Sequence[str]) -> list[MemoryNode]:
-        if not self.exists():
-            return []
-        return self._run(self.plans.get_nodes(node_ids))
-
-    def get_relationships(self, node_ids: Sequence[str] | None = None) -> list[ConsciousnessRelationship]:
-        if not self.exists():
-            return []
-        return self._run(self.plans.get_relationships(node_ids))
-
-    def counts(self) -> tuple[int, int]:
-        if not self.exists():
-            return 0, 0
-        return self._run(self.plans.counts())
-
-    def named_nodes(self, node_types: Sequence[str]) -> list[tuple[str, str]]:
-        return self._run(self.plans.named_nodes(node_types)) if self.exists() else []
-
-    def versions(self, base_ids: Sequence[str]) -> list[tuple[MemoryNode, str]]:
-        return self._run(self.plans.versions(base_ids)) if self.exists() and base_ids else []
-
-    def existing_ids(self, node_ids: Sequence[str]) -> set[str]:
-        return self._run(self.plans.existing_ids(node_ids)) if self.exists() and node_ids else set()
-
-    def nearest(self, queries: Sequence[tuple[str, Sequence[float]]], k: int = 3) -> dict[str, list[tuple[str, str, float]]]:
-        return self._run(self.plans.nearest(queries, k)) if self.exists() and queries else {}
-
-    def vector_search(self, embedding: Sequence[float], k: int, window: TemporalWindow, **filters: Any) -> list[VectorHit]:
-        if not self.exists():
-            return []
-        return self._run(self.plans.vector_search(embedding, k, window, **filters))
-
-    def reindex_vectors(self) -> None:
-        self._run(self.plans.reindex_vectors())
 
     def delete(self) -> None:
         """Delete the whole graph (an explicit administrative act, never implicit)."""
@@ -696,15 +714,13 @@ class LevelGraphStore:
             self.graph.delete()
 
 
-class AsyncLevelGraphStore:
+class AsyncLevelGraphStore(_StoreMethods):
     """The same level graph driven by ``falkordb.asyncio``."""
 
     def __init__(self, db: Any, plans: LevelPlans, timeout_ms: int | None = None) -> None:
         self.db = db
         self.plans = plans
         self.graph = db.select_graph(plans.graph)
-        # Server-side limit on read queries: a slow level must not hold a
-        # retrieval hostage (writes are never cut off halfway).
         self.timeout_ms = timeout_ms
 
     async def _run(self, plan: Plan) -> Any:
@@ -726,41 +742,9 @@ class AsyncLevelGraphStore:
                 return (await self.graph.ro_query(query.cypher, query.params, timeout=self.timeout_ms)).result_set
             return (await self.graph.query(query.cypher, query.params)).result_set
         except Exception as exc:
+            if query.read_only and _missing_graph(exc):
+                return []
             raise StorageError(f"query on graph {self.plans.graph!r} failed: {exc}") from exc
 
     async def exists(self) -> bool:
         return self.plans.graph in await self.db.list_graphs()
-
-    async def ensure_schema(self) -> None:
-        await self._run(self.plans.ensure_schema())
-        await self._run(self.plans.wait_operational())
-
-    async def upsert(
-        self,
-        nodes: Sequence[MemoryNode] = (),
-        relationships: Sequence[ConsciousnessRelationship] = (),
-        supersessions: Sequence[Supersession] = (),
-        base_ids: Mapping[str, str] | None = None,
-        derived: frozenset[str] | set[str] = frozenset(),
-        volatile: Mapping[str, tuple[str, ...]] | None = None,
-    ) -> UpsertResult:
-        return await self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived, volatile))
-
-    async def get_node(self, node_id: str) -> MemoryNode | None:
-        found = await self.get_nodes([node_id])
-        return found[0] if found else None
-
-    async def get_nodes(self, node_ids: Sequence[str]) -> list[MemoryNode]:
-        if not await self.exists():
-            return []
-        return await self._run(self.plans.get_nodes(node_ids))
-
-    async def vector_search(self, embedding: Sequence[float], k: int, window: TemporalWindow, **filters: Any) -> list[VectorHit]:
-        if not await self.exists():
-            return []
-        return await self._run(self.plans.vector_search(embedding, k, window, **filters))
-
-    async def counts(self) -> tuple[int, int]:
-        if not await self.exists():
-            return 0, 0
-        return await self._run(self.plans.counts())
