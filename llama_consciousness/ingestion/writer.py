@@ -319,6 +319,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
             self._count(result, ids)
             if mem.vector_backends[batch.level] == "pgvector":
                 mem.pgvector.upsert(store.plans.graph, to_write)
+                if chunk_changes:  # expired versions must stop matching in Postgres too
+                    mem.pgvector.mirror_validity(store.plans.graph, store.get_nodes([c.old_id for c in chunk_changes]))
         for start in range(0, len(batch.relationships), self.batch_size):
             result = store.upsert([], batch.relationships[start : start + self.batch_size])
             self._report.relationships_inserted += result.edges_created

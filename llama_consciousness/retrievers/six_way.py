@@ -211,16 +211,19 @@ class SixWayHybridRetriever(BaseRetriever):
         memory_filter = self._window_and_filter(intention)
         embedding = self.memory.embed_query(intention.query_text)
         names = self._query_names(intention.query_text)
-        existing = set(self.memory.db.list_graphs())
+        try:
+            existing: set[str] | Exception = set(self.memory.db.list_graphs())
+        except Exception as exc:  # server down: an error entry per level, not an exception
+            existing = exc
         outcomes = [self._level_sync(lvl, intention, memory_filter, embedding, names, existing)
                     for lvl in intention.query_levels]
         return self._finish(intention, outcomes, retrieved_at, started)
 
     def _level_sync(self, level: str, intention: RetrievalIntention, memory_filter: MemoryFilter,
-                    embedding: list[float], names: list[str], existing: set[str]) -> LevelOutcome:
+                    embedding: list[float], names: list[str], existing: set[str] | Exception) -> LevelOutcome:
         out = LevelOutcome(level)
         plans = self._plans(level, intention)
-        if plans.graph not in existing:
+        if self._unreachable(out, existing) or plans.graph not in existing:
             return out
         store = LevelGraphStore(self.memory.db, plans, timeout_ms=int(self.config.channel_timeout_s * 1000))
         k = intention.max_results_per_level
@@ -250,11 +253,9 @@ class SixWayHybridRetriever(BaseRetriever):
     def _vector_sync(self, store: LevelGraphStore, level: str, embedding: list[float], k: int,
                      memory_filter: MemoryFilter) -> list[VectorHit]:
         if self.memory.vector_backends[level] == "pgvector":
-            found = self.memory.pgvector.search(store.plans.graph, embedding, k, memory_filter.window,
-                                                min_energy=memory_filter.min_energy,
-                                                min_confidence=memory_filter.min_confidence)
+            found = self.memory.pgvector.search(store.plans.graph, embedding, k, memory_filter)
             nodes = {n.node_id: n for n in store.get_nodes([i for i, _ in found])}
-            return [VectorHit(nodes[i], s) for i, s in found if i in nodes and memory_filter.accepts(nodes[i])]
+            return [VectorHit(nodes[i], s) for i, s in found if i in nodes]
         return store._run(store.plans.vector_search(embedding, k, memory_filter))
 
     # -- async path ---------------------------------------------------------------
@@ -269,7 +270,10 @@ class SixWayHybridRetriever(BaseRetriever):
         memory_filter = self._window_and_filter(intention)
         embedding = list(await self.memory.embed_model.aget_query_embedding(intention.query_text))
         names = self._query_names(intention.query_text)
-        existing = set(await self.memory.async_db.list_graphs())
+        try:
+            existing: set[str] | Exception = set(await self.memory.async_db.list_graphs())
+        except Exception as exc:  # server down: an error entry per level, not an exception
+            existing = exc
         outcomes = await asyncio.gather(*(
             self._level_async(lvl, intention, memory_filter, embedding, names, existing)
             for lvl in intention.query_levels
@@ -277,10 +281,10 @@ class SixWayHybridRetriever(BaseRetriever):
         return self._finish(intention, list(outcomes), retrieved_at, started)
 
     async def _level_async(self, level: str, intention: RetrievalIntention, memory_filter: MemoryFilter,
-                           embedding: list[float], names: list[str], existing: set[str]) -> LevelOutcome:
+                           embedding: list[float], names: list[str], existing: set[str] | Exception) -> LevelOutcome:
         out = LevelOutcome(level)
         plans = self._plans(level, intention)
-        if plans.graph not in existing:
+        if self._unreachable(out, existing) or plans.graph not in existing:
             return out
         timeout = self.config.channel_timeout_s
         store = AsyncLevelGraphStore(self.memory.async_db, plans, timeout_ms=int(timeout * 1000))
@@ -331,6 +335,14 @@ class SixWayHybridRetriever(BaseRetriever):
         return out
 
     # -- assembly -------------------------------------------------------------------
+
+    def _unreachable(self, out: LevelOutcome, existing: set[str] | Exception) -> bool:
+        """When the graphs could not even be listed, every channel of the level failed."""
+        if not isinstance(existing, Exception):
+            return False
+        for channel in self.config.channels:
+            self._channel_failed(out, channel, existing)
+        return True
 
     def _channel_failed(self, out: LevelOutcome, channel: str, exc: BaseException) -> None:
         what = "timed out" if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) else f"{type(exc).__name__}: {exc}"

@@ -26,6 +26,8 @@ from llama_consciousness.errors import EmbeddingDimensionError, StorageError
 from llama_consciousness.schema import MemoryNode
 from llama_consciousness.schema._time import to_utc
 from llama_consciousness.storage.records import defaulted_times, node_row
+from llama_consciousness.scoring.emotions import canonical_vector
+from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.temporal import TemporalWindow, sql_predicate
 
 
@@ -87,6 +89,10 @@ class PgVectorStore:
                 " content_hash text NOT NULL,"
                 " PRIMARY KEY (graph, node_id))"
             ).format(t=t, dim=sql.Literal(self.dimension)),
+            # the filters a retrieval applies inside the query (see storage.filters)
+            sql.SQL("ALTER TABLE {t} ADD COLUMN IF NOT EXISTS quarantined boolean NOT NULL DEFAULT false").format(t=t),
+            sql.SQL("ALTER TABLE {t} ADD COLUMN IF NOT EXISTS is_entity boolean NOT NULL DEFAULT false").format(t=t),
+            sql.SQL("ALTER TABLE {t} ADD COLUMN IF NOT EXISTS emotions text[] NOT NULL DEFAULT '{{}}'").format(t=t),
             sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} USING hnsw (embedding vector_cosine_ops)").format(
                 i=sql.Identifier(f"lc_memory_vectors_{self.dimension}_hnsw"), t=t
             ),
@@ -124,33 +130,37 @@ class PgVectorStore:
                 graph, node.node_id, node.level, node.citizen_id, _vector_literal(node.embedding),
                 node.energy, node.confidence, node.resolution_state,
                 _ts(node.valid_at), _ts(node.invalid_at), _ts(node.created_at), _ts(node.expired_at),
+                node.quarantined, node.is_entity, sorted(canonical_vector(node.emotion_vector)),
                 node_row(node)["hash"], "created_at" in keep, "valid_at" in keep,
             ))
         if not rows:
             return 0
         statement = sql.SQL(
             "WITH v (graph, node_id, level, citizen_id, embedding, energy, confidence, resolution_state,"
-            " valid_at, invalid_at, created_at, expired_at, content_hash, keep_created, keep_valid) AS (VALUES %s) "
+            " valid_at, invalid_at, created_at, expired_at, quarantined, is_entity, emotions, content_hash,"
+            " keep_created, keep_valid) AS (VALUES %s) "
             "INSERT INTO {t} (graph, node_id, level, citizen_id, embedding, energy, confidence, resolution_state,"
-            " valid_at, invalid_at, created_at, expired_at, content_hash) "
+            " valid_at, invalid_at, created_at, expired_at, quarantined, is_entity, emotions, content_hash) "
             "SELECT v.graph, v.node_id, v.level, v.citizen_id, v.embedding::vector, v.energy, v.confidence,"
             " v.resolution_state,"
             " CASE WHEN v.keep_valid AND e.node_id IS NOT NULL THEN e.valid_at ELSE v.valid_at END,"
             " v.invalid_at,"
             " CASE WHEN v.keep_created AND e.node_id IS NOT NULL THEN e.created_at ELSE v.created_at END,"
-            " v.expired_at, v.content_hash "
+            " v.expired_at, v.quarantined, v.is_entity, v.emotions, v.content_hash "
             "FROM v LEFT JOIN {t} e ON e.graph = v.graph AND e.node_id = v.node_id "
             "ON CONFLICT (graph, node_id) DO UPDATE SET"
             " level = EXCLUDED.level, citizen_id = EXCLUDED.citizen_id, embedding = EXCLUDED.embedding,"
             " energy = EXCLUDED.energy, confidence = EXCLUDED.confidence,"
             " resolution_state = EXCLUDED.resolution_state, valid_at = EXCLUDED.valid_at,"
             " invalid_at = EXCLUDED.invalid_at, created_at = EXCLUDED.created_at,"
-            " expired_at = EXCLUDED.expired_at, content_hash = EXCLUDED.content_hash "
+            " expired_at = EXCLUDED.expired_at, quarantined = EXCLUDED.quarantined,"
+            " is_entity = EXCLUDED.is_entity, emotions = EXCLUDED.emotions, content_hash = EXCLUDED.content_hash "
             "WHERE {t}.content_hash IS DISTINCT FROM EXCLUDED.content_hash RETURNING 1"
         ).format(t=self.table)
         template = (
             "(%s, %s, %s, %s, %s, %s::double precision, %s::double precision, %s,"
-            " %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s, %s::boolean, %s::boolean)"
+            " %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::boolean, %s::boolean,"
+            " %s::text[], %s, %s::boolean, %s::boolean)"
         )
         try:
             with self.conn, self.conn.cursor() as cur:
@@ -170,15 +180,18 @@ class PgVectorStore:
         graph: str,
         embedding: Sequence[float],
         k: int,
-        window: TemporalWindow,
+        window: TemporalWindow | MemoryFilter,
         *,
         min_energy: float | None = None,
         min_confidence: float | None = None,
     ) -> list[tuple[str, float]]:
-        """``(node_id, cosine similarity)`` of the k nearest visible memories.
+        """``(node_id, cosine similarity)`` of the k nearest memories that pass the filter.
 
-        pgvector 0.8's iterative index scan keeps walking the HNSW graph until
-        k rows pass the filters, so filters do not starve the result.
+        The same filters as the FalkorDB channel, inside the SQL: temporal
+        window, energy, confidence, required emotions (canonical names),
+        quarantined memories and entity hubs left out.  pgvector 0.8's
+        iterative index scan keeps walking the HNSW graph until k rows pass
+        the filters, so filters do not starve the result.
         """
         if len(embedding) != self.dimension:
             raise EmbeddingDimensionError(
@@ -186,15 +199,24 @@ class PgVectorStore:
             )
         if k <= 0:
             return []
-        predicate = sql_predicate(window)
+        f = window if isinstance(window, MemoryFilter) else MemoryFilter(
+            window, min_energy=min_energy, min_confidence=min_confidence)
+        predicate = sql_predicate(f.window)
         clauses = [sql.SQL("graph = %(graph)s"), sql.SQL(predicate.text)]
         params: dict[str, Any] = {**predicate.params, "graph": graph, "q": _vector_literal(embedding), "k": int(k)}
-        if min_energy is not None:
+        if not f.include_quarantined:
+            clauses.append(sql.SQL("NOT quarantined"))
+        if not f.include_entities:
+            clauses.append(sql.SQL("NOT is_entity"))
+        if f.min_energy is not None:
             clauses.append(sql.SQL("energy >= %(min_energy)s"))
-            params["min_energy"] = float(min_energy)
-        if min_confidence is not None:
+            params["min_energy"] = float(f.min_energy)
+        if f.min_confidence is not None:
             clauses.append(sql.SQL("confidence >= %(min_confidence)s"))
-            params["min_confidence"] = float(min_confidence)
+            params["min_confidence"] = float(f.min_confidence)
+        if f.required_emotions:
+            clauses.append(sql.SQL("emotions && %(emotions)s::text[]"))
+            params["emotions"] = f.canonical_emotions
         statement = sql.SQL(
             "SELECT node_id, 1 - (embedding <=> %(q)s::vector) AS similarity FROM {t} WHERE {w} "
             "ORDER BY embedding <=> %(q)s::vector LIMIT %(k)s"
@@ -209,6 +231,32 @@ class PgVectorStore:
             raise StorageError(f"vector search of graph {graph!r} in Postgres failed: {exc}") from exc
         # relaxed_order may return rows slightly out of order: restore it.
         return sorted(((node_id, float(sim)) for node_id, sim in found), key=lambda r: -r[1])
+
+    def mirror_validity(self, graph: str, nodes: Sequence[MemoryNode]) -> int:
+        """Copy the stored times and flags of ``nodes`` (read back from the graph).
+
+        A supersession expires the old version in the graph; its vector row
+        must stop matching ``current`` too, without a new embedding.
+        """
+        rows = [(graph, node.node_id, _ts(node.valid_at), _ts(node.invalid_at), _ts(node.created_at),
+                 _ts(node.expired_at), node.quarantined) for node in nodes]
+        if not rows:
+            return 0
+        statement = sql.SQL(
+            "UPDATE {t} AS t SET valid_at = v.valid_at, invalid_at = v.invalid_at, created_at = v.created_at,"
+            " expired_at = v.expired_at, quarantined = v.quarantined "
+            "FROM (VALUES %s) AS v (graph, node_id, valid_at, invalid_at, created_at, expired_at, quarantined) "
+            "WHERE t.graph = v.graph AND t.node_id = v.node_id RETURNING 1"
+        ).format(t=self.table)
+        template = "(%s, %s, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::boolean)"
+        try:
+            with self.conn, self.conn.cursor() as cur:
+                done = psycopg2.extras.execute_values(
+                    cur, statement.as_string(self.conn), rows, template=template, page_size=500, fetch=True
+                )
+                return len(done)
+        except psycopg2.Error as exc:
+            raise StorageError(f"updating vector rows of graph {graph!r} in Postgres failed: {exc}") from exc
 
     def count(self, graph: str) -> int:
         with self.conn, self.conn.cursor() as cur:
