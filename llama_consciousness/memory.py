@@ -173,6 +173,13 @@ class ConsciousnessMemory:
                 self._async_db = AsyncFalkorDB.from_url(self.falkordb_url)
             else:
                 self._async_db = AsyncFalkorDB(unix_socket_path=str(self._falkordb_server.socket_path))
+            # Fail fast like the sync client: a dead server must not cost
+            # seconds of backoff.  Set on the pool, not the constructor, whose
+            # cluster probe builds a *sync* client from the same arguments.
+            from redis.asyncio.retry import Retry as AsyncRetry
+
+            pool = self._async_db.connection.connection_pool
+            pool.connection_kwargs["retry"] = AsyncRetry(ExponentialBackoff(cap=0.2, base=0.01), 2)
         return self._async_db
 
     def close(self) -> None:

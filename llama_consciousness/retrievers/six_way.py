@@ -68,9 +68,13 @@ class LevelOutcome:
     queries: int = 0
 
 
-def _relevance_of_path(hit: ch.GraphHit) -> float:
-    """Mean link energy along the best path: comparable across depths, in [0, 1]."""
-    return max(0.0, min(1.0, hit.path_energy / max(hit.depth, 1)))
+def _relevance_of_path(hit: ch.GraphHit, max_depth: int) -> float:
+    """Summed link energy over the most it could be, in [0, 1].
+
+    Monotonic in the spec's ranking key (summed path energy), so graph
+    results keep their order when read by score.
+    """
+    return max(0.0, min(1.0, hit.path_energy / max(max_depth, 1)))
 
 
 class SixWayHybridRetriever(BaseRetriever):
@@ -142,9 +146,10 @@ class SixWayHybridRetriever(BaseRetriever):
     # -- cache --------------------------------------------------------------------
 
     def _cache_key(self, intention: RetrievalIntention) -> str:
+        # In current mode "now" moves; a cached stream stands for the whole
+        # TTL (a fact expiring inside it lingers until the entry does), which
+        # is the trade the spec's cache makes.
         data = intention.model_dump(mode="json", exclude={"intention_id", "generated_at", "generated_by"})
-        if intention.temporal_mode == "current":
-            data["bucket"] = int(time.time())  # "now" moves: a current-mode hit is valid within its second only
         payload = json.dumps([data, self.config.model_dump(mode="json")], sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -156,7 +161,8 @@ class SixWayHybridRetriever(BaseRetriever):
             return None
         entry = self._cache.get(self._cache_key(intention))
         if entry and entry[0] > time.monotonic() and entry[1] == self._versions(intention):
-            return entry[2], entry[3]
+            # copies: a postprocessor that rescores must not rescore the cache
+            return entry[2].model_copy(deep=True), [n.model_copy(deep=True) for n in entry[3]]
         return None
 
     def _store_cache(self, intention: RetrievalIntention, stream: ConsciousnessStream, nodes: list[NodeWithScore]) -> None:
@@ -271,7 +277,8 @@ class SixWayHybridRetriever(BaseRetriever):
         embedding = list(await self.memory.embed_model.aget_query_embedding(intention.query_text))
         names = self._query_names(intention.query_text)
         try:
-            existing: set[str] | Exception = set(await self.memory.async_db.list_graphs())
+            existing: set[str] | Exception = set(
+                await asyncio.wait_for(self.memory.async_db.list_graphs(), self.config.channel_timeout_s))
         except Exception as exc:  # server down: an error entry per level, not an exception
             existing = exc
         outcomes = await asyncio.gather(*(
@@ -357,7 +364,7 @@ class SixWayHybridRetriever(BaseRetriever):
             relationships = dedupe_relationships([r for hit in out.graph for r in hit.path])
             levels[LEVEL_KEYS[out.level]] = ConsciousnessLevelResults(
                 vector_results=[self._cnode(h.node, f"{out.level}_vector", h.similarity) for h in out.vector],
-                graph_results=[self._cnode(h.node, f"{out.level}_graph", _relevance_of_path(h)) for h in out.graph],
+                graph_results=[self._cnode(h.node, f"{out.level}_graph", _relevance_of_path(h, self.config.graph_depth)) for h in out.graph],
                 keyword_results=[self._cnode(h.node, f"{out.level}_keyword", 1.0 / h.rank) for h in out.keyword],
                 relationships=relationships,
                 error="; ".join(out.errors) or None,
@@ -384,7 +391,7 @@ class SixWayHybridRetriever(BaseRetriever):
                 if channel == "vector":
                     lists[source] = [(h.node, h.similarity, {}) for h in out.vector]
                 elif channel == "graph":
-                    lists[source] = [(h.node, _relevance_of_path(h), ch.describe(h)) for h in out.graph]
+                    lists[source] = [(h.node, _relevance_of_path(h, self.config.graph_depth), ch.describe(h)) for h in out.graph]
                 else:
                     lists[source] = [(h.node, 1.0 / h.rank, ch.describe(h)) for h in out.keyword]
         found: dict[str, dict[str, Any]] = {}

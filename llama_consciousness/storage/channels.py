@@ -108,6 +108,10 @@ def traverse(
     reach = memory_filter.cypher("c", "fc_")
     link = cypher_predicate(memory_filter.window, "r", "fr_")
     link_clause = "" if link.text == "true" else f" AND all(r IN relationships(p) WHERE {link.text})"
+    # A path runs only through memories that exist in the window and are not
+    # quarantined: an expired belief must not connect two current ones.
+    hop = MemoryFilter(memory_filter.window, include_entities=True).cypher("x", "fx_", entities=True)
+    link_clause += f" AND all(x IN nodes(p) WHERE {hop.text})"
     not_start = "" if include_start else " AND NOT c.node_id IN $ids"
     cypher = (
         f"MATCH (s:{NODE_LABEL}) WHERE s.node_id IN $ids AND {start.text} "
@@ -121,7 +125,8 @@ def traverse(
         "LIMIT $fetch "
         f"RETURN {_NODE}, s.node_id, path_energy, path_confidence, depth, {_EDGE_LIST}"
     )
-    params = {**start.params, **reach.params, **link.params, "ids": list(start_ids), "fetch": int(k) * 8 + 16}
+    params = {**start.params, **reach.params, **link.params, **hop.params, "ids": list(start_ids),
+              "fetch": int(k) * 8 + 16}
     rows = yield Query(cypher, params, read_only=True)
     hits: dict[str, GraphHit] = {}
     for props, start_id, energy, confidence, hops, path in rows:
