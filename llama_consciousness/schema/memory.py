@@ -135,7 +135,7 @@ class MemoryNode(BaseModel):
     @classmethod
     def _check_embedding_finite(cls, value: Optional[list[float]]) -> Optional[list[float]]:
         # A single NaN poisons every cosine distance computed against it.
-        if value is not None:
+        if value is not None and not all(map(math.isfinite, value)):  # the fast check first
             for index, component in enumerate(value):
                 if not math.isfinite(component):
                     raise ValueError(

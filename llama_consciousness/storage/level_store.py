@@ -28,6 +28,7 @@ from typing import Any
 from llama_consciousness.errors import EmbeddingDimensionError, StorageError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage import records
+from llama_consciousness.storage.params import header as params_header
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.temporal import TemporalWindow, cypher_predicate, cypher_time
 
@@ -503,7 +504,7 @@ class LevelPlans:
             f"UNWIND $qs AS q CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $k, vecf32(q.e)) "
             "YIELD node AS n, score WHERE n.expired_at IS NULL "
             "RETURN q.id, n.node_id, n.base_id, score",
-            {"qs": [{"id": qid, "e": [float(x) for x in vector]} for qid, vector in queries], "k": int(k)},
+            {"qs": [{"id": qid, "e": records.wire_vector(vector)} for qid, vector in queries], "k": int(k)},
             read_only=True,
         )
         found: dict[str, list[tuple[str, str, float]]] = {}
@@ -555,7 +556,7 @@ class LevelPlans:
         else:
             memory_filter = MemoryFilter(window, min_energy=min_energy, min_confidence=min_confidence)
         predicate = memory_filter.cypher("n")
-        params: dict[str, Any] = {**predicate.params, "q": [float(x) for x in embedding], "k": int(k)}
+        params: dict[str, Any] = {**predicate.params, "q": records.wire_vector(embedding), "k": int(k)}
         cypher = (
             f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $fetch, vecf32($q)) "
             f"YIELD node AS n, score WHERE {predicate.text} "
@@ -697,9 +698,10 @@ class LevelGraphStore(_StoreMethods):
         if isinstance(query, UniqueConstraint):
             return self.graph.create_node_unique_constraint(query.label, query.prop)
         try:
+            text = params_header(query.params) + query.cypher
             if query.read_only:
-                return self.graph.ro_query(query.cypher, query.params, timeout=self.timeout_ms).result_set
-            return self.graph.query(query.cypher, query.params).result_set
+                return self.graph.ro_query(text, timeout=self.timeout_ms).result_set
+            return self.graph.query(text).result_set
         except Exception as exc:  # the client raises redis.ResponseError and friends
             if query.read_only and _missing_graph(exc):
                 return []
@@ -738,9 +740,10 @@ class AsyncLevelGraphStore(_StoreMethods):
         if isinstance(query, UniqueConstraint):
             return await self.graph.create_node_unique_constraint(query.label, query.prop)
         try:
+            text = params_header(query.params) + query.cypher
             if query.read_only:
-                return (await self.graph.ro_query(query.cypher, query.params, timeout=self.timeout_ms)).result_set
-            return (await self.graph.query(query.cypher, query.params)).result_set
+                return (await self.graph.ro_query(text, timeout=self.timeout_ms)).result_set
+            return (await self.graph.query(text)).result_set
         except Exception as exc:
             if query.read_only and _missing_graph(exc):
                 return []

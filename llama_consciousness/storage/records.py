@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+
+import numpy as np
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -84,9 +86,25 @@ def _json(value: Any) -> str | None:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def _digest(payload: dict[str, Any]) -> str:
+def _digest(payload: dict[str, Any], vector: list[float] | None = None) -> str:
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    digest = hashlib.sha256(text.encode())
+    if vector is not None:  # the vector's bytes, not its 256 decimal texts
+        digest.update(np.asarray(vector, dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
+VECTOR_DECIMALS = 7
+
+
+def wire_vector(vector: Any) -> list[float]:
+    """A vector as sent to the server: rounded to 7 decimals.
+
+    FalkorDB stores float32 (about 7 significant digits) anyway; rounding
+    first halves the text of every write and query and the server's parsing
+    of it, and changes no stored value beyond float32 precision.
+    """
+    return np.round(np.asarray(vector, dtype=np.float64), VECTOR_DECIMALS).tolist()
 
 
 def defaulted_times(model: Any) -> list[str]:
@@ -121,16 +139,16 @@ def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, 
         props[prop] = _json(getattr(node, field))
     times = {f: _time(getattr(node, f)) for f in TIME_FIELDS}
     defaulted = defaulted_times(node)
-    embedding = None if node.embedding is None else [float(x) for x in node.embedding]
+    embedding = None if node.embedding is None else wire_vector(node.embedding)
     hashed = {**{k: v for k, v in props.items() if k not in volatile},
-              **{k: v for k, v in times.items() if k not in defaulted}, "embedding": embedding}
+              **{k: v for k, v in times.items() if k not in defaulted}, "has_embedding": embedding is not None}
     return {
         "node_id": node.node_id,
         "props": props,
         "times": times,
         "keep_times": defaulted,
         "embedding": embedding,
-        "hash": _digest(hashed),
+        "hash": _digest(hashed, embedding),
     }
 
 

@@ -1,0 +1,69 @@
+"""The fast parameter header: the server must read back exactly what was sent."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llama_consciousness.storage.params import header, literal
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53), max_value=2**53)
+    # the server's number parser overflows near the double maximum (so does the
+    # official client's header); NUL ends the query text: both refused or avoided
+    | st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300)
+    | st.text(st.characters(blacklist_characters="\x00"), max_size=40)
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=5)
+    | st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_ @-]{0,8}", fullmatch=True), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-300)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=values)
+def test_server_reads_back_what_was_sent(memory, value) -> None:
+    graph = memory.db.select_graph("params_roundtrip")
+    (got,), = graph.query(header({"v": value}) + "RETURN $v").result_set
+    assert _same(got, value), (value, got)
+
+
+def test_hostile_strings_stay_data(memory) -> None:
+    graph = memory.db.select_graph("params_roundtrip")
+    hostile = ['"}) DETACH DELETE n //', "\\\" RETURN 1 //", "`x`", "CYPHER v=1 RETURN 2", "line\nbreak"]
+    for text in hostile:
+        assert graph.query(header({"v": text}) + "RETURN $v").result_set == [[text]]
+
+
+def test_vectors_take_the_fast_path_and_bad_input_is_refused() -> None:
+    assert literal([0.5, 1, 2.25]) == "[0.5,1,2.25]"
+    assert literal(True) == "true" and literal(None) == "null"
+    with pytest.raises(ValueError, match="non-finite"):
+        literal(float("nan"))
+    with pytest.raises(ValueError):
+        literal([1.0, float("inf")])
+    with pytest.raises(ValueError, match="map key"):
+        literal({"a`b": 1})
+    with pytest.raises(ValueError, match="parameter name"):
+        header({"bad name": 1})
+    with pytest.raises(TypeError, match="cannot send"):
+        literal(object())
+    with pytest.raises(ValueError, match="NUL"):
+        literal("a\x00b")
