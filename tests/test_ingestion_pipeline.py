@@ -525,6 +525,14 @@ def test_near_duplicate_of_a_stored_memory_is_linked_or_skipped(memory, citizen,
     link = edges_by_id(memory, citizen, ["reply_b"]).get("reply_b|DUPLICATE_OF|reply_a")
     assert link is not None and link.relation_type == "DUPLICATE_OF"
 
+    # re-ingesting both keeps the first judgement: no link back from the original
+    both = write_file(tmp_path / "both.jsonl", [mem("reply_a", citizen, "Chat reply", SAME_TEXT),
+                                                 mem("reply_b", citizen, "Chat reply", SAME_TEXT)])
+    again = memory.ingest(both)
+    assert (again.duplicates, again.inserted) == (0, 0)
+    edges = edges_by_id(memory, citizen, ["reply_a", "reply_b"])
+    assert "reply_a|DUPLICATE_OF|reply_b" not in edges and "reply_b|DUPLICATE_OF|reply_a" in edges
+
 
 def test_near_duplicates_in_one_batch_and_versions_are_not_duplicates(memory, citizen, tmp_path) -> None:
     records = [mem("echo_1", citizen, "Chat reply", SAME_TEXT), mem("echo_2", citizen, "Chat reply", SAME_TEXT)]

@@ -55,7 +55,6 @@ class NearDuplicateFilter(ReportingTransform):
             dropped |= self._check_level(level, citizen, group, parsed)
         return [n for n in nodes if n.node_id not in dropped]
 
-
     def _embed(self, nodes: list[BaseNode]) -> None:
         todo = [n for n in nodes if n.embedding is None]
         if not todo:
@@ -66,29 +65,46 @@ class NearDuplicateFilter(ReportingTransform):
             node.embedding = list(vector)
 
     def _check_level(self, level: str, citizen: str | None, group: list[BaseNode], parsed: dict) -> set[str]:
+        """Judge the memories of one level; returns the ids to drop.
+
+        A memory already stored under its id was judged when it was first
+        written: re-ingesting it keeps that judgement (otherwise the kept
+        original would now find its own duplicate in the store and link
+        back to it).  It still counts as "seen" for the new memories.
+        """
         store = self.memory.level(level, citizen)
         bases = {n.node_id: base_identity(parsed[n.node_id], parsed) for n in group}
-        stored = store.nearest([(n.node_id, n.embedding) for n in group], k=3) if store.plans.store_vectors else {}
-        kept_ids: list[str] = []
-        kept_vecs: list[np.ndarray] = []
+        stored_ids = store.existing_ids([n.node_id for n in group])
+        new = [n for n in group if n.node_id not in stored_ids]
+        stored = store.nearest([(n.node_id, n.embedding) for n in new], k=3) if store.plans.store_vectors and new else {}
+        dim = len(group[0].embedding) if group else 0
+        seen_vecs = np.empty((len(group), dim), dtype=np.float32)
+        seen_ids: list[str] = []
         dropped: set[str] = set()
+
+        def remember(node_id: str, vec: np.ndarray) -> None:
+            seen_vecs[len(seen_ids)] = vec
+            seen_ids.append(node_id)
+
         for node in group:
             vec = np.asarray(node.embedding, dtype=np.float32)
             vec = vec / (np.linalg.norm(vec) or 1.0)
+            if node.node_id in stored_ids:
+                remember(node.node_id, vec)
+                continue
             duplicate_of = None
             for other_id, other_base, similarity in stored.get(node.node_id, []):
                 if other_id != node.node_id and other_base != bases[node.node_id] and similarity > self.threshold:
                     duplicate_of = other_id
                     break
-            if duplicate_of is None and kept_vecs:
-                sims = np.stack(kept_vecs) @ vec
+            if duplicate_of is None and seen_ids:
+                sims = seen_vecs[: len(seen_ids)] @ vec
                 best = int(np.argmax(sims))
-                other = kept_ids[best]
+                other = seen_ids[best]
                 if sims[best] > self.threshold and bases[other] != bases[node.node_id]:
                     duplicate_of = other
             if duplicate_of is None:
-                kept_ids.append(node.node_id)
-                kept_vecs.append(vec)
+                remember(node.node_id, vec)
                 continue
             self._report.duplicates += 1
             if self.action == "skip":
@@ -96,6 +112,5 @@ class NearDuplicateFilter(ReportingTransform):
                 self._report.warn(node.node_id, f"skipped: near-duplicate of {duplicate_of}")
             else:
                 node.metadata[DUPLICATE_KEY] = duplicate_of
-                kept_ids.append(node.node_id)
-                kept_vecs.append(vec)
+                remember(node.node_id, vec)
         return dropped
