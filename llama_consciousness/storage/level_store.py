@@ -418,16 +418,37 @@ class LevelPlans:
                     f"missing {sorted(missing)}; in: {dangling[:10]}"
                     + (f" and {len(dangling) - 10} more" if len(dangling) > 10 else "")
                 )
+        # Rows whose content is already stored are not sent at all: a rerun
+        # costs a list of hashes instead of every embedding again.
+        total_nodes, total_edges = len(node_rows), len(edge_rows)
+        if node_rows:
+            stored = yield Query(
+                f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN id, n.content_hash",
+                {"ids": [r["node_id"] for r in node_rows]},
+                read_only=True,
+            )
+            known = dict(stored)
+            node_rows = [r for r in node_rows if known.get(r["node_id"]) != r["hash"]]
+        if edge_rows:
+            stored = yield Query(
+                f"UNWIND $ids AS id MATCH ()-[r:{EDGE_TYPE} {{edge_id: id}}]->() RETURN id, r.content_hash",
+                {"ids": [r["edge_id"] for r in edge_rows]},
+                read_only=True,
+            )
+            known = dict(stored)
+            edge_rows = [r for r in edge_rows if known.get(r["edge_id"]) != r["hash"] and
+                         not (r["derived"] and r["edge_id"] in known)]
         params = {"nodes": node_rows, "edges": edge_rows, "expire": [s.row() for s in supersessions]}
         present = {key for key, value in params.items() if value}
-        cypher, columns = _upsert_query(present)
-        rows = yield Query(cypher, params)
         result = UpsertResult()
-        for key, value in zip(columns, rows[0] if rows else ()):
-            setattr(result, key, list(value or []) if key.endswith("_ids") else int(value or 0))
+        if present:
+            cypher, columns = _upsert_query(present)
+            rows = yield Query(cypher, params)
+            for key, value in zip(columns, rows[0] if rows else ()):
+                setattr(result, key, list(value or []) if key.endswith("_ids") else int(value or 0))
         result.nodes_created, result.nodes_updated = len(result.created_ids), len(result.updated_ids)
-        result.nodes_unchanged = len(node_rows) - result.nodes_created - result.nodes_updated
-        result.edges_unchanged = len(edge_rows) - result.edges_created - result.edges_updated
+        result.nodes_unchanged = total_nodes - result.nodes_created - result.nodes_updated
+        result.edges_unchanged = total_edges - result.edges_created - result.edges_updated
         return result
 
     # -- reads ----------------------------------------------------------------
