@@ -38,16 +38,14 @@ class NearDuplicateFilter(ReportingTransform):
     threshold: float = Field(default=0.9, gt=0.0, le=1.0, description="cosine similarity above which two memories are one")
     action: Literal["link", "skip"] = "link"
 
-
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         self._report = IngestReport()
         memories = [n for n in nodes if not is_relationship(n)]
-        self._embed(memories)
+        parsed = {node.node_id: text_node_to_memory(node) for node in memories}
+        self._embed(memories, parsed)
         groups: dict[tuple[str, str | None], list[BaseNode]] = {}
-        parsed = {}
         for node in memories:
-            memory = text_node_to_memory(node)
-            parsed[node.node_id] = memory
+            memory = parsed[node.node_id]
             key = (memory.level, memory.citizen_id if memory.level == "N1" else None)
             groups.setdefault(key, []).append(node)
         dropped: set[str] = set()
@@ -55,11 +53,11 @@ class NearDuplicateFilter(ReportingTransform):
             dropped |= self._check_level(level, citizen, group, parsed)
         return [n for n in nodes if n.node_id not in dropped]
 
-    def _embed(self, nodes: list[BaseNode]) -> None:
+    def _embed(self, nodes: list[BaseNode], parsed: dict) -> None:
         todo = [n for n in nodes if n.embedding is None]
         if not todo:
             return
-        texts = [memory_text(text_node_to_memory(n)) for n in todo]
+        texts = [memory_text(parsed[n.node_id]) for n in todo]
         vectors = self.memory.embed_model.get_text_embedding_batch(texts)
         for node, vector in zip(todo, vectors):
             node.embedding = list(vector)

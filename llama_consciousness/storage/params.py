@@ -48,8 +48,9 @@ def literal(value: Any) -> str:
             raise ValueError(f"non-finite number {value!r} cannot be a query parameter")
         return repr(value)
     if kind in (list, tuple):
-        if value and all(map(_is_number, value)):
-            return _encode_numbers(list(value))  # C fast path for vectors
+        # C fast path for vectors (long lists of numbers)
+        if len(value) > 8 and type(value[0]) is float and all(map(_is_number, value)):
+            return _encode_numbers(list(value))
         return "[" + ",".join(map(literal, value)) + "]"
     if kind is dict:
         parts = []
