@@ -1,0 +1,152 @@
+"""A consciousness stream as LLM context, within a token budget.
+
+The spec hands the Mind the full stream (decision #5: full metadata), but a
+prompt has a budget.  The renderer spends it in order of attention: focus
+first, then peripheral, then background, then the learning moments; each
+memory is one compact line carrying its felt metadata (energy, confidence,
+emotions, state, validity), because that texture is the point.  Tokens are
+counted with tiktoken's ``cl100k_base``, loaded from the copy that
+llama-index-core ships, so counting works offline.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from llama_consciousness.schema import ConsciousnessNode, ConsciousnessStream, TemporalDissonance
+
+TIERS = ("focus", "peripheral", "background")
+_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def token_counter() -> Callable[[str], int]:
+    """Count tokens with ``cl100k_base`` without touching the network.
+
+    tiktoken downloads encodings on first use; llama-index-core ships this
+    one, so point tiktoken at that copy unless the user chose a cache.
+    """
+    import llama_index.core
+    import tiktoken
+
+    with _LOCK:
+        if "TIKTOKEN_CACHE_DIR" not in os.environ:
+            os.environ["TIKTOKEN_CACHE_DIR"] = str(Path(llama_index.core.__file__).parent / "_static" / "tiktoken_cache")
+        encoding = tiktoken.get_encoding("cl100k_base")
+    return lambda text: len(encoding.encode(text, disallowed_special=()))
+
+
+@dataclass
+class RenderedContext:
+    """The text handed to the LLM and what it holds."""
+
+    text: str
+    tokens: int
+    budget: int
+    included: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+
+
+def _emotions(node: ConsciousnessNode, top: int = 3) -> str:
+    items = sorted((node.emotion_vector or {}).items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return ", ".join(f"{name} {value:.1f}" for name, value in items)
+
+
+def _span(node: ConsciousnessNode) -> str:
+    day = "%Y-%m-%d"
+    valid = node.valid_at.strftime(day) + "→" + (node.invalid_at.strftime(day) if node.invalid_at else "")
+    if node.expired_at:
+        valid += f", believed until {node.expired_at.strftime(day)}"
+    return valid
+
+
+def memory_line(node: ConsciousnessNode) -> str:
+    """One memory, compact: what it is, then how it felt and when it held."""
+    level = node.level or node.retrieval_source.split("_", 1)[0]
+    text = node.description.strip() or node.name
+    head = f"- [{level} {node.node_type}] {node.name}"
+    if text and text != node.name:
+        head += f": {text}"
+    meta = [f"energy {node.energy:.2f}", f"confidence {node.confidence:.2f}", node.resolution_state]
+    feelings = _emotions(node)
+    if feelings:
+        meta.append(f"feels {feelings}")
+    if node.goal:
+        meta.append(f"goal {node.goal}")
+    meta.append(f"valid {_span(node)}")
+    return f"{head} ({'; '.join(meta)})"
+
+
+def dissonance_line(d: TemporalDissonance) -> str:
+    kind = "reality changed" if d.dissonance_type == "reality_changed" else "I was wrong"
+    return (f"- {d.node_name} ({kind}, discovery energy {d.discovery_energy:.2f}, "
+            f"{d.corrected_at.strftime('%Y-%m-%d')}): was \"{d.original_belief}\"; now \"{d.corrected_belief}\"")
+
+
+def _tiers(stream: ConsciousnessStream) -> list[tuple[str, list[ConsciousnessNode]]]:
+    """The stream's tiers, or its levels in concatenation order when it has none."""
+    if any(stream.activation_tiers.get(t) for t in TIERS):
+        return [(t, list(stream.activation_tiers.get(t, []))) for t in TIERS]
+    seen: set[tuple[str | None, str]] = set()
+    ordered: list[ConsciousnessNode] = []
+    for part in ("vector_results", "graph_results", "keyword_results"):
+        for results in stream.levels.values():
+            for node in getattr(results, part):
+                key = (node.level, node.node_id)
+                if key not in seen:
+                    seen.add(key)
+                    ordered.append(node)
+    return [("retrieved", ordered)]
+
+
+def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
+                  count: Callable[[str], int] | None = None) -> RenderedContext:
+    """The stream as context text of at most ``token_budget`` tokens.
+
+    Whole lines only: a memory that does not fit is left out (and listed),
+    never cut mid-sentence; lower tiers are dropped before higher ones.
+    """
+    if token_budget <= 0:
+        raise ValueError(f"token_budget must be positive, got {token_budget}")
+    count = count or token_counter()
+    lines: list[str] = []
+    included: list[str] = []
+    left_out: list[str] = []
+    used = 0
+
+    def add(line: str) -> bool:
+        nonlocal used
+        cost = count(line + "\n")
+        if used + cost > token_budget:
+            return False
+        lines.append(line)
+        used += cost
+        return True
+
+    summary = stream.consciousness_summary
+    header = (f"# Memory context ({summary.total_results} memories; energy {summary.dominant_energy:.2f}; "
+              f"themes: {', '.join(summary.emotional_themes) or 'none'})")
+    add(header)
+    for tier, nodes in _tiers(stream):
+        if not nodes:
+            continue
+        if not add(f"## {tier.capitalize()}"):
+            left_out += [n.node_id for n in nodes]
+            continue
+        for node in nodes:
+            (included if add(memory_line(node)) else left_out).append(node.node_id)
+    if stream.temporal_dissonances and add("## Learning moments"):
+        for d in stream.temporal_dissonances:
+            add(dissonance_line(d))
+    text = "\n".join(lines)
+    return RenderedContext(text=text, tokens=count(text), budget=token_budget, included=included, left_out=left_out)
+
+
+def render_nodes(nodes: Iterable[ConsciousnessNode]) -> str:
+    """Memory lines for a plain list (no budget)."""
+    return "\n".join(memory_line(n) for n in nodes)

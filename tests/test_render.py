@@ -1,0 +1,71 @@
+"""Rendering a stream as LLM context within a token budget (tokens counted offline)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+import pytest
+
+from llama_consciousness.render import memory_line, render_stream, token_counter
+from llama_consciousness.schema import (
+    ConsciousnessLevelResults,
+    ConsciousnessNode,
+    ConsciousnessStream,
+    TemporalDissonance,
+)
+from llama_consciousness.stream import generate_consciousness_summary
+
+T = datetime(2025, 9, 15, tzinfo=timezone.utc)
+
+
+def _node(i: int, tier_text: str = "") -> ConsciousnessNode:
+    return ConsciousnessNode(node_id=f"m{i}", level="N1", citizen_id="ada", name=f"Memory {i}",
+                             description=f"{tier_text} detail number {i} about the retrieval design",
+                             energy=0.5, confidence=0.8, emotion_vector={"drive": 0.7, "caution": 0.2},
+                             goal="ship", created_at=T, retrieval_source="N1_vector", relevance_score=0.5)
+
+
+def _stream(tiers: dict[str, list[ConsciousnessNode]], dissonances=()) -> ConsciousnessStream:
+    levels = {"n1_personal": ConsciousnessLevelResults(vector_results=[n for ns in tiers.values() for n in ns])}
+    return ConsciousnessStream(intention_id="i", retrieved_at=T, levels=levels, activation_tiers=tiers,
+                               consciousness_summary=generate_consciousness_summary(levels, T),
+                               temporal_dissonances=list(dissonances))
+
+
+def test_token_counting_works_offline_in_a_fresh_process() -> None:
+    code = ("from llama_consciousness.render import token_counter; "
+            "print(token_counter()('hello world, memories and graphs'))")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "https_proxy": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"}
+    env.pop("TIKTOKEN_CACHE_DIR", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
+    assert int(out.stdout) == 6  # hello, " world", ",", " memories", " and", " graphs"
+
+
+def test_focus_first_and_the_budget_is_kept() -> None:
+    tiers = {"focus": [_node(i, "focus") for i in range(3)],
+             "peripheral": [_node(i, "peripheral") for i in range(3, 10)],
+             "background": [_node(i, "background") for i in range(10, 30)]}
+    full = render_stream(_stream(tiers), 100_000)
+    assert full.left_out == [] and len(full.included) == 30
+    assert full.text.index("## Focus") < full.text.index("## Peripheral") < full.text.index("## Background")
+    small = render_stream(_stream(tiers), 250)
+    assert small.tokens <= 250 and small.tokens == token_counter()(small.text)
+    assert small.included[:3] == ["m0", "m1", "m2"]  # focus survives, background goes first
+    assert "m29" in small.left_out and "m0" not in small.left_out
+    with pytest.raises(ValueError, match="token_budget"):
+        render_stream(_stream(tiers), 0)
+
+
+def test_memory_line_carries_the_felt_metadata_and_learning_moments() -> None:
+    line = memory_line(_node(1, "focus"))
+    assert line.startswith("- [N1 Memory] Memory 1: focus detail number 1")
+    assert "energy 0.50" in line and "feels drive 0.7, caution 0.2" in line and "valid 2025-09-15→" in line
+    moment = TemporalDissonance(node_id="b", node_name="FalkorDB capabilities", original_belief="no vectors",
+                                corrected_belief="native HNSW", dissonance_type="discovered_false",
+                                correction_trigger="docs", discovery_energy=0.85, belief_held_from=T,
+                                belief_held_until=T, corrected_at=T)
+    text = render_stream(_stream({"focus": [_node(1)]}, [moment]), 2000).text
+    assert "## Learning moments" in text and 'I was wrong' in text and '"native HNSW"' in text
