@@ -1,0 +1,111 @@
+"""``ActivationTierPostprocessor``: focus / peripheral / background, as attention works.
+
+Luca's guidance in the spec: consciousness does not read retrieved context
+as a flat list.  A few memories are in conscious awareness (focus), more are
+accessible but not central (peripheral), and a larger set is unconscious
+context (background); what ranks lower than that is below attention.
+
+The postprocessor reads the list *in order*, so it belongs after a ranker
+(``ConsciousnessRanker``): position 0 .. focus-1 is ``"focus"``, the next
+``peripheral`` are ``"peripheral"``, the next ``background`` are
+``"background"`` (the spec's 5 / 25 / 75 boundaries by default).  It writes
+``metadata["activation_tier"]`` on each node, drops the nodes past the last
+tier, and with ``drop_background`` the background ones too (when only what
+is consciously accessible should reach the LLM).  Scores are not touched.
+
+:meth:`ActivationTierPostprocessor.extend_stream` puts the tiers on the
+stream (``stream.activation_tiers``) as ``ConsciousnessNode`` lists.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from llama_consciousness.postprocessors.base import StreamPostprocessor, consciousness_node_of
+from llama_consciousness.schema import ConsciousnessNode, ConsciousnessStream
+from llama_consciousness.schema.stream import ACTIVATION_TIERS
+from llama_consciousness.scoring.ranking import (
+    DEFAULT_BACKGROUND,
+    DEFAULT_FOCUS,
+    DEFAULT_PERIPHERAL,
+    activation_tiers,
+)
+
+__all__ = ["TIER_KEY", "ActivationTierPostprocessor"]
+
+logger = logging.getLogger(__name__)
+
+TIER_KEY = "activation_tier"
+
+
+class ActivationTierPostprocessor(StreamPostprocessor):
+    """Labels a ranked node list with activation tiers and cuts what is below attention."""
+
+    focus: int = Field(default=DEFAULT_FOCUS, ge=0, description="Nodes in conscious awareness (spec: 3-5).")
+    peripheral: int = Field(default=DEFAULT_PERIPHERAL, ge=0, description="Accessible, not central (spec: 15-20).")
+    background: int = Field(default=DEFAULT_BACKGROUND, ge=0, description="Unconscious context (spec: 30-50).")
+    drop_background: bool = Field(
+        default=False, description="Also drop the background tier (keep only focus and peripheral)."
+    )
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ActivationTierPostprocessor"
+
+    def tiers(self, nodes: list[Any]) -> dict[str, list[Any]]:
+        """``nodes`` (ranked) split into the tiers; nodes past the last tier are in none."""
+        return activation_tiers(nodes, self.focus, self.peripheral, self.background)
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> list[NodeWithScore]:
+        kept: list[NodeWithScore] = []
+        for tier, members in self.tiers(nodes).items():
+            for node in members:
+                node.node.metadata[TIER_KEY] = tier
+                # Meaningless in an embedding text; the LLM may use it ("focus" first).
+                if TIER_KEY not in node.node.excluded_embed_metadata_keys:
+                    node.node.excluded_embed_metadata_keys.append(TIER_KEY)
+            if tier != "background" or not self.drop_background:
+                kept.extend(members)
+        return kept
+
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> list[NodeWithScore]:
+        # Pure list work: no need for the base class's thread.
+        return self._postprocess_nodes(nodes, query_bundle)
+
+    def extend_stream(
+        self, stream: ConsciousnessStream, nodes: list[NodeWithScore], intention: Any = None
+    ) -> ConsciousnessStream:
+        """Set ``stream.activation_tiers`` from ``nodes``.
+
+        Nodes this postprocessor labelled are grouped by their label (so with
+        ``drop_background`` the background tier is empty, as the nodes are
+        gone); an unlabelled list is split by position.  A node whose
+        metadata is not a valid memory cannot become a ``ConsciousnessNode``
+        and is left out with a warning.
+        """
+        labelled = bool(nodes) and all(n.node.metadata.get(TIER_KEY) in ACTIVATION_TIERS for n in nodes)
+        if labelled:
+            groups: dict[str, list[NodeWithScore]] = {tier: [] for tier in ACTIVATION_TIERS}
+            for node in nodes:
+                groups[node.node.metadata[TIER_KEY]].append(node)
+        else:
+            groups = self.tiers(nodes)
+        tiers: dict[str, list[ConsciousnessNode]] = {}
+        for tier in ACTIVATION_TIERS:
+            converted: list[ConsciousnessNode] = []
+            for node in groups.get(tier, []):
+                try:
+                    converted.append(consciousness_node_of(node))
+                except Exception as exc:  # not a memory (e.g. a plain document node)
+                    logger.warning("node %s left out of the activation tiers: %s", node.node.node_id, exc)
+            tiers[tier] = converted
+        stream.activation_tiers = tiers
+        return stream
