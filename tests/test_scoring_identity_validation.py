@@ -121,3 +121,11 @@ def test_validator_transform_modes() -> None:
     inverted.metadata["valid_at"] = "2021-01-01T00:00:00Z"
     with pytest.raises(MemoryValidationError, match="invalid_at"):
         ConsciousnessMetadataValidator()([inverted])
+
+
+def test_quality_grade_is_not_fooled_by_float_sums() -> None:
+    # 0.9 summed ten times is 8.999999999999998 / 10 -> 0.9000000000000001 unrounded
+    results = [ValidationResult(valid=True, metadata_completeness=0.9) for _ in range(10)]
+    assert assess_metadata_quality(results) == "good"
+    results = [ValidationResult(valid=True, metadata_completeness=0.6) for _ in range(10)]
+    assert assess_metadata_quality(results) == "poor"

@@ -143,8 +143,10 @@ def assess_metadata_quality(validation_results: Sequence[ValidationResult]) -> s
     """
     if not validation_results:
         return "excellent"
-    avg_completeness = sum(r.metadata_completeness for r in validation_results) / len(validation_results)
-    error_rate = sum(1 for r in validation_results if not r.valid) / len(validation_results)
+    # Rounded: ten results at 0.9 must average 0.9, not 0.9000000000000001
+    # (which would pass "> 0.9" and grade excellent).
+    avg_completeness = round(sum(r.metadata_completeness for r in validation_results) / len(validation_results), 9)
+    error_rate = round(sum(1 for r in validation_results if not r.valid) / len(validation_results), 9)
     if avg_completeness > 0.9 and error_rate == 0:
         return "excellent"
     if avg_completeness > 0.75 and error_rate < 0.1:

@@ -1,0 +1,251 @@
+"""``ConstellationPostprocessor``: the memory constellation of spec 004.
+
+The top retrieved memory is the ``primary`` (role ``direct_answer``); the
+memories linked to it by SUPPORTS (either direction) are ``supporting``
+(role ``context``) and those linked by CONTRADICTS are ``contradicting``
+(role ``exception``); :func:`synthesize` renders the spec's one-liner
+``"Primary: X | Supported by: Y, Z | Note: Conflicting info in W"``.
+
+* The primary is the **first** node of the list: the order the pipeline
+  produced (run this after any reranking postprocessor).
+* Links are looked up in the primary's own level graph (links never cross
+  graphs).  Linked memories that were retrieved too keep their retrieval
+  score; with ``fetch_linked`` the others are read from the graph
+  (``retrieved=False``, ``score=None``), without it only retrieved ones
+  count.  Strongest links first (energy, then confidence), at most
+  ``max_supporting`` / ``max_contradicting``.  A memory linked both ways
+  counts as contradicting only: the conflict is what the reader must see.
+* Linked memories and the links themselves must be visible in
+  ``temporal_window`` (default: ``current`` at the time of the call, or the
+  intention's window in :meth:`extend_stream`), so an expired belief is not
+  offered as support.
+* Retrieved members get ``metadata["constellation_role"]``; the node list
+  is returned unchanged otherwise (no node is added or removed).
+
+The spec's ``ConsciousnessStream`` has no constellation field, so
+:meth:`extend_stream` leaves the stream as it is; the constellation of the
+last run is :attr:`last_constellation` (and :meth:`build` returns it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from llama_consciousness.errors import LevelError, StorageError
+from llama_consciousness.levels import LEVELS
+from llama_consciousness.postprocessors.base import StreamPostprocessor
+from llama_consciousness.schema import ConsciousnessStream
+from llama_consciousness.schema.constellation import ConstellationMember, MemoryConstellation
+from llama_consciousness.storage.filters import MemoryFilter
+from llama_consciousness.storage.level_store import AsyncLevelGraphStore, Plan
+from llama_consciousness.storage.links import LinkedMemory, linked_memories
+from llama_consciousness.temporal import TemporalWindow
+
+logger = logging.getLogger(__name__)
+
+ROLE_KEY = "constellation_role"
+_Key = tuple[Optional[str], Optional[str], str]  # (level, citizen for N1, node_id)
+
+
+def synthesize(constellation: MemoryConstellation) -> str:
+    """``"Primary: X | Supported by: Y, Z | Note: Conflicting info in W"``, empty parts left out.
+
+    Names are the memories' names; no primary gives ``""``.
+    """
+    if constellation.primary is None:
+        return ""
+    parts = [f"Primary: {constellation.primary.name}"]
+    if constellation.supporting:
+        parts.append("Supported by: " + ", ".join(m.name for m in constellation.supporting))
+    if constellation.contradicting:
+        parts.append("Note: Conflicting info in " + ", ".join(m.name for m in constellation.contradicting))
+    return " | ".join(parts)
+
+
+def _key_of(node: NodeWithScore) -> _Key:
+    meta = node.node.metadata
+    level = meta.get("level") if meta.get("level") in LEVELS else None
+    citizen = meta.get("citizen_id") if level == "N1" else None
+    return (level, citizen, str(meta.get("node_id") or node.node.node_id))
+
+
+def _member(node: NodeWithScore, role: str, link: Optional[LinkedMemory] = None) -> ConstellationMember:
+    level, _citizen, node_id = _key_of(node)
+    meta = node.node.metadata
+    return ConstellationMember(
+        node_id=node_id,
+        level=level,
+        name=str(meta.get("name") or node_id),
+        score=node.score,
+        role=role,
+        retrieved=True,
+        link_energy=link.relationship.energy if link else None,
+        link_confidence=link.relationship.confidence if link else None,
+    )
+
+
+class ConstellationPostprocessor(StreamPostprocessor):
+    """Builds primary / supporting / contradicting / synthesis around the top memory."""
+
+    memory: Any = Field(exclude=True, description="The ConsciousnessMemory the nodes were retrieved from.")
+    max_supporting: int = Field(default=5, ge=0)
+    max_contradicting: int = Field(default=5, ge=0)
+    fetch_linked: bool = Field(
+        default=True, description="Also read linked memories that were not retrieved from the primary's graph."
+    )
+    supports_relation: str = "SUPPORTS"
+    contradicts_relation: str = "CONTRADICTS"
+    temporal_window: Optional[Any] = Field(
+        default=None, exclude=True,
+        description="A TemporalWindow linked memories must be visible in; None: current at each call.",
+    )
+
+    _last_constellation: Optional[MemoryConstellation] = PrivateAttr(default=None)
+    _last_ids: Optional[tuple[str, ...]] = PrivateAttr(default=None)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ConstellationPostprocessor"
+
+    @property
+    def last_constellation(self) -> Optional[MemoryConstellation]:
+        """The constellation of the last run (None before the first)."""
+        return self._last_constellation
+
+    # -- the pieces shared by the sync and async paths ------------------------------
+
+    def _plan(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow]) -> Optional[Plan]:
+        """The graph lookup for the primary's links (None when there is nothing to look up)."""
+        level, citizen, node_id = _key_of(nodes[0])
+        if level is None or (level == "N1" and not citizen):
+            return None
+        among = None
+        if not self.fetch_linked:
+            among = [k[2] for k in map(_key_of, nodes[1:]) if k[:2] == (level, citizen)]
+            if not among:
+                return None
+        limit = max(self.max_supporting, self.max_contradicting)
+        if limit == 0:
+            return None
+        memory_filter = MemoryFilter(window or self.temporal_window or TemporalWindow())
+        # Enough to still fill the lists after a memory linked both ways moves to contradicting.
+        return linked_memories(
+            self.memory.plans(level, citizen), node_id, [self.supports_relation, self.contradicts_relation],
+            memory_filter, among=among, limit=limit + self.max_contradicting,
+        )
+
+    def _assemble(self, nodes: list[NodeWithScore], linked: dict[str, list[LinkedMemory]]) -> MemoryConstellation:
+        level, citizen, _ = _key_of(nodes[0])
+        retrieved = {}
+        for node in nodes:
+            retrieved.setdefault(_key_of(node), node)
+
+        def members(links: list[LinkedMemory], role: str, exclude: set[str]) -> list[ConstellationMember]:
+            out = []
+            for link in links:
+                if link.node.node_id in exclude:
+                    continue
+                hit = retrieved.get((level, citizen, link.node.node_id))
+                if hit is not None:
+                    out.append(_member(hit, role, link))
+                elif self.fetch_linked:
+                    out.append(ConstellationMember(
+                        node_id=link.node.node_id, level=link.node.level, name=link.node.name, score=None,
+                        role=role, retrieved=False, link_energy=link.relationship.energy,
+                        link_confidence=link.relationship.confidence,
+                    ))
+            return out
+
+        primary = _member(nodes[0], "direct_answer")
+        against = linked.get(self.contradicts_relation.upper(), [])
+        conflicted = {link.node.node_id for link in against}
+        contradicting = members(against, "exception", {primary.node_id})[: self.max_contradicting]
+        supporting = members(linked.get(self.supports_relation.upper(), []), "context",
+                             {primary.node_id} | conflicted)[: self.max_supporting]
+        constellation = MemoryConstellation(primary=primary, supporting=supporting, contradicting=contradicting)
+        constellation.synthesis = synthesize(constellation)
+
+        roles = {(level, citizen, primary.node_id): "direct_answer"}
+        for m in supporting:
+            roles[(level, citizen, m.node_id)] = "context"
+        for m in contradicting:
+            roles[(level, citizen, m.node_id)] = "exception"
+        for node in nodes:
+            role = roles.get(_key_of(node)) if node is retrieved.get(_key_of(node)) else None
+            if role is None:
+                node.node.metadata.pop(ROLE_KEY, None)
+            else:
+                node.node.metadata[ROLE_KEY] = role
+        return constellation
+
+    def _remember(self, nodes: list[NodeWithScore], constellation: MemoryConstellation) -> MemoryConstellation:
+        self._last_constellation = constellation
+        self._last_ids = tuple(n.node.node_id for n in nodes)
+        return constellation
+
+    def _failed(self, nodes: list[NodeWithScore], exc: Exception) -> dict[str, list[LinkedMemory]]:
+        logger.warning("constellation: links of %s could not be read: %s", nodes[0].node.node_id, exc)
+        return {}
+
+    # -- entry points ---------------------------------------------------------------
+
+    def build(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow] = None) -> MemoryConstellation:
+        """The constellation of ``nodes`` (roles are written on them); also kept as ``last_constellation``."""
+        if not nodes:
+            return self._remember(nodes, MemoryConstellation())
+        plan = self._plan(nodes, window)
+        linked: dict[str, list[LinkedMemory]] = {}
+        if plan is not None:
+            level, citizen, _ = _key_of(nodes[0])
+            try:
+                linked = self.memory.level(level, citizen)._run(plan)
+            except (StorageError, LevelError) as exc:
+                linked = self._failed(nodes, exc)
+        return self._remember(nodes, self._assemble(nodes, linked))
+
+    async def abuild(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow] = None) -> MemoryConstellation:
+        """:meth:`build` on the asyncio FalkorDB client."""
+        if not nodes:
+            return self._remember(nodes, MemoryConstellation())
+        plan = self._plan(nodes, window)
+        linked: dict[str, list[LinkedMemory]] = {}
+        if plan is not None:
+            level, citizen, _ = _key_of(nodes[0])
+            try:
+                store = AsyncLevelGraphStore(self.memory.async_db, self.memory.plans(level, citizen))
+                linked = await store._run(plan)
+            except (StorageError, LevelError) as exc:
+                linked = self._failed(nodes, exc)
+        return self._remember(nodes, self._assemble(nodes, linked))
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> list[NodeWithScore]:
+        self.build(nodes)
+        return nodes
+
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> list[NodeWithScore]:
+        await self.abuild(nodes)
+        return nodes
+
+    def extend_stream(
+        self, stream: ConsciousnessStream, nodes: list[NodeWithScore], intention: Any = None
+    ) -> ConsciousnessStream:
+        """The stream unchanged (it has no constellation field); see :attr:`last_constellation`.
+
+        The constellation is (re)built first when ``nodes`` are not those of
+        the last run, or when the intention looks beyond ``current`` and no
+        ``temporal_window`` was set: linked memories are then taken from the
+        intention's window, as the retrieved ones were.
+        """
+        mode = getattr(intention, "temporal_mode", None)
+        wider = self.temporal_window is None and mode not in (None, "current")
+        if wider or self._last_ids != tuple(n.node.node_id for n in nodes):
+            self.build(nodes, TemporalWindow.from_intention(intention) if mode else None)
+        return stream

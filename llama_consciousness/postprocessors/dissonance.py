@@ -1,0 +1,113 @@
+"""``TemporalDissonancePostprocessor``: mark corrected beliefs among the retrieved memories.
+
+Detection itself is :func:`llama_consciousness.scoring.dissonance.detect_temporal_dissonances`;
+this postprocessor runs it on the retrieved nodes and
+
+* writes ``metadata["temporal_dissonance"] = {"type": ..., "role": ...,
+  "belief_id": ...}`` on the nodes involved (``role`` is ``"original"`` for
+  the version that was corrected, ``"correction"`` for the one that
+  corrected it; a middle version of a chain v1 -> v2 -> v3 is marked by its
+  later transition, as the ``"original"`` that v3 corrected);
+* keeps the dissonances of its last run in :attr:`last_dissonances`;
+* fills ``stream.temporal_dissonances`` in :meth:`extend_stream`.
+
+The node list itself is returned unchanged (same nodes, same order).
+
+The temporal mode matters: only ``evolution`` and ``full_history`` report
+dissonances.  A node postprocessor in a query engine does not see the
+intention, so ``temporal_mode`` is a field; left ``None`` it means
+``"current"`` in :meth:`postprocess_nodes` (nothing is reported) and the
+intention's mode in :meth:`extend_stream`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from pydantic import ValidationError
+
+from llama_consciousness.postprocessors.base import StreamPostprocessor, memory_of
+from llama_consciousness.schema import ConsciousnessStream, MemoryNode, TemporalDissonance
+from llama_consciousness.schema.common import check_temporal_mode
+from llama_consciousness.scoring.dissonance import dissonance_pairs
+
+logger = logging.getLogger(__name__)
+
+METADATA_KEY = "temporal_dissonance"
+
+
+def intention_temporal_mode(intention: Any) -> str:
+    """The temporal mode an intention asks for (``"current"`` when it names none).
+
+    A ``StateBasedRetrieval`` has no temporal mode: it looks at what is
+    believed now, so it counts as ``current``.
+    """
+    mode = getattr(intention, "temporal_mode", None)
+    return mode if mode else "current"
+
+
+class TemporalDissonancePostprocessor(StreamPostprocessor):
+    """Detects belief corrections among retrieved versions (evolution / full_history modes)."""
+
+    temporal_mode: Optional[str] = Field(
+        default=None,
+        description="Temporal mode of the retrieval; None: 'current' for postprocess_nodes, "
+        "the intention's mode for extend_stream.",
+    )
+
+    _last_dissonances: list[TemporalDissonance] = PrivateAttr(default_factory=list)
+
+    @field_validator("temporal_mode")
+    @classmethod
+    def _check_mode(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else check_temporal_mode(value)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "TemporalDissonancePostprocessor"
+
+    @property
+    def last_dissonances(self) -> list[TemporalDissonance]:
+        """The dissonances found by the last run (postprocess or extend_stream)."""
+        return list(self._last_dissonances)
+
+    def detect(self, nodes: list[NodeWithScore], temporal_mode: str) -> list[TemporalDissonance]:
+        """Find dissonances among ``nodes`` and mark the nodes involved (in place)."""
+        check_temporal_mode(temporal_mode)
+        memories: list[MemoryNode] = []
+        owner: dict[int, NodeWithScore] = {}
+        for node in nodes:
+            node.node.metadata.pop(METADATA_KEY, None)  # a mark from an earlier run is stale
+            try:
+                memory = memory_of(node)
+            except ValidationError:
+                logger.debug("node %s carries no memory; ignored for dissonance", node.node.node_id)
+                continue
+            memories.append(memory)
+            owner[id(memory)] = node
+        pairs = dissonance_pairs(memories, temporal_mode)
+        for pair in pairs:
+            for version, role in ((pair.original, "original"), (pair.correction, "correction")):
+                owner[id(version)].node.metadata[METADATA_KEY] = {
+                    "type": pair.dissonance.dissonance_type,
+                    "role": role,
+                    "belief_id": pair.dissonance.node_id,
+                }
+        self._last_dissonances = [p.dissonance for p in pairs]
+        return list(self._last_dissonances)
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> list[NodeWithScore]:
+        self.detect(nodes, self.temporal_mode or "current")
+        return nodes
+
+    def extend_stream(
+        self, stream: ConsciousnessStream, nodes: list[NodeWithScore], intention: Any = None
+    ) -> ConsciousnessStream:
+        mode = self.temporal_mode or intention_temporal_mode(intention)
+        dissonances = self.detect(nodes, mode)
+        return stream.model_copy(update={"temporal_dissonances": dissonances})

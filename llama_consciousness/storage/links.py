@@ -1,0 +1,98 @@
+"""Memories linked to one memory by typed relationships, as query plans (Cypher lives here).
+
+Used by the memory constellation (spec 004): what SUPPORTS or CONTRADICTS
+the primary memory, in either direction.  Like ``channels``, plans are
+generators of queries, run by ``store._run(plan)`` on the sync or the
+asyncio store; every value is a query parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+from llama_consciousness.storage import records
+from llama_consciousness.storage.filters import MemoryFilter
+from llama_consciousness.storage.level_store import EDGE_TYPE, NODE_LABEL, LevelPlans, Plan, Query
+from llama_consciousness.temporal import cypher_predicate
+
+__all__ = ["LinkedMemory", "linked_memories"]
+
+_NODE = records.projection("c", records.NODE_READ_PROPS)
+_EDGE = records.projection("r", records.EDGE_READ_PROPS)
+
+
+@dataclass(frozen=True)
+class LinkedMemory:
+    """A memory linked to the anchor, with the link and its direction.
+
+    ``direction`` is ``"outgoing"`` for ``anchor -[r]-> node`` and
+    ``"incoming"`` for ``node -[r]-> anchor``.
+    """
+
+    node: MemoryNode
+    relationship: ConsciousnessRelationship
+    direction: Literal["outgoing", "incoming"]
+
+
+def linked_memories(
+    plans: LevelPlans,
+    node_id: str,
+    relation_types: Sequence[str],
+    memory_filter: MemoryFilter | None = None,
+    *,
+    among: Sequence[str] | None = None,
+    limit: int = 20,
+) -> Plan:
+    """For each relation type, the memories linked to ``node_id`` by it (either direction).
+
+    Returns ``{relation_type: [LinkedMemory, ...]}`` (types upper-cased, as
+    stored), strongest link first (energy, then confidence, then node id),
+    each memory once, at most ``limit`` per type.  Linked memories pass
+    ``memory_filter`` (temporal window, quarantine, entity hubs: current
+    memories only by default) and so do the links (their temporal window).
+    ``among`` restricts the linked memories to those ids.
+    """
+    memory_filter = memory_filter or MemoryFilter()
+    types = [t.strip().upper() for t in relation_types]
+    out: dict[str, list[LinkedMemory]] = {t: [] for t in types}
+    if limit <= 0 or not types or (among is not None and not among):
+        return out
+    reach = memory_filter.cypher("c", "fc_")
+    link = cypher_predicate(memory_filter.window, "r", "fr_")
+    among_clause = " AND c.node_id IN $among" if among is not None else ""
+    # Two directed queries, not one undirected: FalkorDB answers an undirected
+    # pattern filtered on an indexed edge property (relation_type) by an edge
+    # index scan that only returns the outgoing edges.
+    patterns = {
+        "outgoing": f"(a:{NODE_LABEL} {{node_id: $id}})-[r:{EDGE_TYPE}]->(c:{NODE_LABEL})",
+        "incoming": f"(a:{NODE_LABEL} {{node_id: $id}})<-[r:{EDGE_TYPE}]-(c:{NODE_LABEL})",
+    }
+    for relation_type in types:
+        params = {**reach.params, **link.params, "id": node_id, "type": relation_type, "fetch": int(limit)}
+        if among is not None:
+            params["among"] = list(among)
+        found: list[LinkedMemory] = []
+        for direction, pattern in patterns.items():
+            rows = yield Query(
+                f"MATCH {pattern} "
+                f"WHERE r.relation_type = $type AND c.node_id <> $id AND {reach.text} AND {link.text}{among_clause} "
+                f"RETURN {_EDGE}, {_NODE} "
+                "ORDER BY r.energy DESC, r.confidence DESC, c.node_id ASC LIMIT $fetch",
+                params,
+                read_only=True,
+            )
+            found += [LinkedMemory(records.node_from_props(n), records.edge_from_props(e), direction)
+                      for e, n in rows]
+        found.sort(key=lambda m: (-m.relationship.energy, -m.relationship.confidence, m.node.node_id))
+        seen: set[str] = set()
+        for item in found:
+            if item.node.node_id in seen:
+                continue  # linked both ways: the strongest link speaks for it
+            seen.add(item.node.node_id)
+            out[relation_type].append(item)
+            if len(out[relation_type]) >= limit:
+                break
+    return out

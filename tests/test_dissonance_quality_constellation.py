@@ -1,0 +1,557 @@
+"""Temporal dissonance, metadata quality and the memory constellation.
+
+Pure functions are tested on hand-made records and on the demo file; the
+postprocessors run on the real embedded FalkorDB, alone and inside a stock
+LlamaIndex ``RetrieverQueryEngine``.  The demo is ingested into the shared
+session memory (its ids are fixed and ingestion is idempotent); assertions
+about the shared graphs only look at the demo's own ids.  Constellation
+tests write into the N1 graph of a fresh citizen.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from llama_index.core.schema import NodeWithScore, TextNode
+
+from llama_consciousness.ingestion import demo_memory_file, read_memory_file
+from llama_consciousness.postprocessors.constellation import ROLE_KEY, ConstellationPostprocessor, synthesize
+from llama_consciousness.postprocessors.dissonance import TemporalDissonancePostprocessor, intention_temporal_mode
+from llama_consciousness.postprocessors.quality import MetadataQualityPostprocessor, build_validation_report
+from llama_consciousness.schema import (
+    ConsciousnessNode,
+    ConsciousnessRelationship,
+    MemoryNode,
+    RetrievalIntention,
+    StateBasedRetrieval,
+    ValidationResult,
+)
+from llama_consciousness.schema.constellation import ConstellationMember, MemoryConstellation
+from llama_consciousness.scoring.dissonance import (
+    detect_temporal_dissonances,
+    dissonance_pairs,
+    group_nodes_by_identity,
+)
+from llama_consciousness.temporal import TemporalWindow
+
+UTC = timezone.utc
+T0 = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
+T1 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+T2 = datetime(2025, 6, 1, 9, 0, tzinfo=UTC)
+FALKOR_BASE = "ada_belief_falkordb_capabilities"
+TEAM_BASE = "n2_team_composition"
+
+
+# -- helpers ---------------------------------------------------------------------
+
+
+def mem(node_id: str, *, level: str = "N2", citizen: str | None = None, name: str = "Belief",
+        description: str = "", **kw) -> MemoryNode:
+    kw.setdefault("energy", 0.5)
+    kw.setdefault("confidence", 0.7)
+    return MemoryNode(node_id=node_id, level=level, citizen_id=citizen if level == "N1" else None,
+                      name=name, description=description, **kw)
+
+
+def versions(base: str = "belief", reason: str | None = None, *, level: str = "N2", v2_valid: datetime = T0,
+             **v2_kw) -> tuple[MemoryNode, MemoryNode]:
+    """v1 written at T0 and expired at T1 by v2 (valid from ``v2_valid``)."""
+    v1 = mem(f"{base}_v1", level=level, citizen="ada", description="old view", created_at=T0, valid_at=T0,
+             expired_at=T1, invalidation_reason=reason)
+    v2 = mem(f"{base}_v2", level=level, citizen="ada", description="new view", created_at=T1, valid_at=v2_valid,
+             supersedes=f"{base}_v1", **v2_kw)
+    return v1, v2
+
+
+def nws(memory: MemoryNode, score: float = 0.5, **extra) -> NodeWithScore:
+    """A retrieved node as the six-way retriever makes it (metadata = the memory + level + sources)."""
+    metadata = memory.model_dump(mode="json", exclude={"embedding"})
+    metadata.update({"retrieval_source": f"{memory.level}_vector", "relevance_score": score, **extra})
+    return NodeWithScore(node=TextNode(id_=f"{memory.level}:{memory.node_id}", text=memory.description or memory.name,
+                                       metadata=metadata), score=score)
+
+
+def raw(id_: str, _score: float = 0.5, **metadata) -> NodeWithScore:
+    """A node with exactly the given metadata (for metadata-quality tests)."""
+    return NodeWithScore(node=TextNode(id_=id_, text="text", metadata=metadata), score=_score)
+
+
+def link(source: str, target: str, relation_type: str, citizen: str, energy: float = 0.6,
+         confidence: float = 0.7, **kw) -> ConsciousnessRelationship:
+    return ConsciousnessRelationship(
+        source_id=source, target_id=target, relation_type=relation_type, goal="understand the storage choice",
+        mindstate="weighing evidence", energy=energy, confidence=confidence, emotion_vector={"curiosity": 0.5},
+        level="N1", citizen_id=citizen, **kw)
+
+
+def meta_ids(nodes) -> list[str]:
+    return [n.node.metadata["node_id"] for n in nodes]
+
+
+@pytest.fixture(scope="module")
+def demo(memory):
+    """The demo scenario, ingested into the session memory (idempotent, fixed ids)."""
+    memory.ingest(demo_memory_file())
+    return memory
+
+
+# -- 1. dissonance detection, pure ---------------------------------------------------
+
+
+def test_demo_file_has_one_dissonance_of_each_type_with_the_spec_fields() -> None:
+    nodes, _ = read_memory_file(demo_memory_file())
+    found = detect_temporal_dissonances(nodes, "evolution")
+    assert sorted(d.dissonance_type for d in found) == ["discovered_false", "reality_changed"]
+    by_type = {d.dissonance_type: d for d in found}
+
+    falkor = by_type["discovered_false"]
+    assert falkor.node_id == FALKOR_BASE
+    assert falkor.node_name == "FalkorDB capabilities"
+    assert falkor.original_belief.startswith("FalkorDB has no native vector search")
+    assert falkor.corrected_belief.startswith("FalkorDB ships native HNSW vector indexes")
+    assert falkor.correction_trigger == "Corrected by pattern_read_primary_docs"
+    assert falkor.discovery_energy == 0.85
+    assert falkor.discovery_emotions == {"surprise": 0.7, "excitement": 0.8, "relief": 0.5}
+    assert falkor.belief_held_from == datetime(2025, 8, 1, 9, 0, tzinfo=UTC)
+    assert falkor.belief_held_until == datetime(2025, 9, 15, 14, 30, tzinfo=UTC)
+    assert falkor.corrected_at == datetime(2025, 9, 15, 14, 30, tzinfo=UTC)
+
+    team = by_type["reality_changed"]
+    assert team.node_id == TEAM_BASE
+    assert team.node_name == "Team composition"
+    assert team.original_belief == "Nicolas is the solo founder of the consciousness project."
+    assert team.corrected_belief.startswith("Nicolas leads a team")
+    assert team.correction_trigger == "Corrected by pattern_org_change_announcement"
+    assert team.discovery_energy == 0.6
+    assert team.belief_held_from == datetime(2025, 1, 5, 10, 0, tzinfo=UTC)
+    assert team.belief_held_until == datetime(2025, 9, 3, 12, 0, tzinfo=UTC)
+    assert team.corrected_at == datetime(2025, 9, 3, 12, 0, tzinfo=UTC)
+
+    assert [d.dissonance_type for d in detect_temporal_dissonances(nodes, "full_history")] == \
+        [d.dissonance_type for d in found]
+
+
+@pytest.mark.parametrize("mode", ["current", "point_in_time"])
+def test_no_dissonance_outside_evolution_and_full_history(mode: str) -> None:
+    nodes, _ = read_memory_file(demo_memory_file())
+    assert detect_temporal_dissonances(nodes, mode) == []
+
+
+def test_missing_reason_is_inferred_like_the_writer() -> None:
+    # valid_at moved forward: the world changed
+    assert detect_temporal_dissonances(list(versions(v2_valid=T1)), "evolution")[0].dissonance_type == "reality_changed"
+    # same validity start: the old belief was never true
+    assert detect_temporal_dissonances(list(versions(v2_valid=T0)), "evolution")[0].dissonance_type == "discovered_false"
+    # an explicit supersede_reason on the new version wins over the inference
+    explicit = versions(v2_valid=T1, supersede_reason="discovered_false")
+    assert detect_temporal_dissonances(list(explicit), "evolution")[0].dissonance_type == "discovered_false"
+    # and the stored invalidation_reason of the old version wins over everything
+    stored = versions("b", "reality_changed", v2_valid=T0)
+    assert detect_temporal_dissonances(list(stored), "evolution")[0].dissonance_type == "reality_changed"
+
+
+def test_defaults_when_the_correction_says_little() -> None:
+    (d,) = detect_temporal_dissonances(list(versions(reason="discovered_false")), "evolution")
+    assert d.correction_trigger == "Unknown correction trigger"
+    assert d.discovery_energy == 0.5
+    assert d.discovery_emotions is None
+    (zero,) = detect_temporal_dissonances(list(versions(discovery_energy=0.0)), "evolution")
+    assert zero.discovery_energy == 0.0  # an explicit 0.0 is not replaced by the default
+
+
+def test_chains_order_and_unexpired_versions() -> None:
+    v1 = mem("plan_v1", description="one", created_at=T0, expired_at=T1, invalidation_reason="discovered_false")
+    v2 = mem("plan_v2", description="two", created_at=T1, expired_at=T2, supersedes="plan_v1",
+             invalidation_reason="reality_changed")
+    v3 = mem("plan_v3", description="three", created_at=T2, supersedes="plan_v2")
+    found = detect_temporal_dissonances([v3, v1, v2], "evolution")  # input order does not matter
+    assert [(d.original_belief, d.corrected_belief, d.dissonance_type) for d in found] == [
+        ("one", "two", "discovered_false"), ("two", "three", "reality_changed")]
+    assert {d.node_id for d in found} == {"plan"}
+    # two versions, the older never expired: not a correction
+    a = mem("idea_v1", created_at=T0)
+    b = mem("idea_v2", created_at=T1)
+    assert detect_temporal_dissonances([a, b], "evolution") == []
+    # a lone version has nothing to be compared with
+    assert detect_temporal_dissonances([v1], "evolution") == []
+
+
+def test_versions_are_grouped_within_one_level_graph_only() -> None:
+    n2_v1, _ = versions("shared")
+    _, n3_v2 = versions("shared", level="N3")
+    assert group_nodes_by_identity([n2_v1, n3_v2]) == {}
+    assert detect_temporal_dissonances([n2_v1, n3_v2], "evolution") == []
+    # two citizens' N1 graphs are two graphs too
+    ada_v1, _ = versions("personal", level="N1")
+    bob_v2 = mem("personal_v2", level="N1", citizen="bob", created_at=T1, supersedes="personal_v1")
+    assert detect_temporal_dissonances([ada_v1, bob_v2], "evolution") == []
+    groups = group_nodes_by_identity(list(versions("x")) + list(versions("x", level="N3")))
+    assert set(groups) == {("N2", None, "x"), ("N3", None, "x")}
+
+
+def test_consciousness_nodes_are_accepted_and_pairs_name_the_versions() -> None:
+    v1, v2 = versions(reason="discovered_false")
+    cn = [ConsciousnessNode(**m.model_dump(), retrieval_source="N2_vector", relevance_score=0.3) for m in (v2, v1)]
+    (pair,) = dissonance_pairs(cn, "full_history")
+    assert pair.original is cn[1] and pair.correction is cn[0]
+    assert pair.dissonance.node_id == "belief"
+
+
+# -- 2. dissonance postprocessor ---------------------------------------------------
+
+
+def test_postprocessor_marks_the_versions_and_keeps_the_nodes() -> None:
+    v1, v2 = versions(reason="reality_changed")
+    other = mem("unrelated", description="something else")
+    nodes = [nws(v2, 0.9), nws(other, 0.8), nws(v1, 0.7)]
+    pp = TemporalDissonancePostprocessor(temporal_mode="evolution")
+    out = pp.postprocess_nodes(nodes)
+    assert out == nodes and meta_ids(out) == ["belief_v2", "unrelated", "belief_v1"]
+    assert out[0].node.metadata["temporal_dissonance"] == {"type": "reality_changed", "role": "correction",
+                                                           "belief_id": "belief"}
+    assert out[2].node.metadata["temporal_dissonance"]["role"] == "original"
+    assert "temporal_dissonance" not in out[1].node.metadata
+    assert [d.node_id for d in pp.last_dissonances] == ["belief"]
+    # default mode (None -> current): nothing, and stale marks are removed
+    assert TemporalDissonancePostprocessor().postprocess_nodes(nodes) == nodes
+    assert all("temporal_dissonance" not in n.node.metadata for n in nodes)
+
+
+def test_postprocessor_ignores_nodes_that_carry_no_memory_and_rejects_bad_modes() -> None:
+    v1, v2 = versions(reason="discovered_false")
+    pp = TemporalDissonancePostprocessor(temporal_mode="full_history")
+    out = pp.postprocess_nodes([raw("plain", text="not a memory"), nws(v1), nws(v2)])
+    assert len(out) == 3 and len(pp.last_dissonances) == 1
+    with pytest.raises(ValueError, match="temporal_mode"):
+        TemporalDissonancePostprocessor(temporal_mode="yesterday")
+
+
+def test_intention_mode_inference() -> None:
+    assert intention_temporal_mode(RetrievalIntention(query_text="x", citizen_id="ada",
+                                                      temporal_mode="evolution")) == "evolution"
+    assert intention_temporal_mode(StateBasedRetrieval(current_energy=0.5, current_emotions={"calm": 0.5},
+                                                       citizen_id="ada")) == "current"
+    assert intention_temporal_mode(None) == "current"
+
+
+def test_demo_dissonances_through_real_evolution_retrieval(demo) -> None:
+    retriever = demo.retriever("ada")
+    evolution = RetrievalIntention(query_text="FalkorDB capabilities team composition", citizen_id="ada",
+                                   temporal_mode="evolution", query_levels=["N1", "N2"],
+                                   max_results_per_level=200)
+    stream = retriever.retrieve_stream(evolution)
+    nodes = retriever.retrieve_intention(evolution)
+    pp = TemporalDissonancePostprocessor()  # mode taken from the intention
+    stream = pp.extend_stream(stream, nodes, evolution)
+    demo_ones = [d for d in stream.temporal_dissonances if d.node_id in (FALKOR_BASE, TEAM_BASE)]
+    assert sorted((d.node_id, d.dissonance_type) for d in demo_ones) == [
+        (FALKOR_BASE, "discovered_false"), (TEAM_BASE, "reality_changed")]
+    falkor = next(d for d in demo_ones if d.node_id == FALKOR_BASE)
+    assert falkor.correction_trigger == "Corrected by pattern_read_primary_docs"
+    assert falkor.discovery_energy == pytest.approx(0.85)
+    assert falkor.belief_held_until == datetime(2025, 9, 15, 14, 30, tzinfo=UTC)
+    marks = {n.node.node_id: n.node.metadata.get("temporal_dissonance") for n in nodes}
+    assert marks["N1:ada_belief_falkordb_capabilities_v1"]["role"] == "original"
+    assert marks["N1:ada_belief_falkordb_capabilities_v2"] == {
+        "type": "discovered_false", "role": "correction", "belief_id": FALKOR_BASE}
+    assert marks["N2:n2_team_composition_v2"]["type"] == "reality_changed"
+    assert pp.last_dissonances == stream.temporal_dissonances
+
+    current = RetrievalIntention(query_text="FalkorDB capabilities team composition", citizen_id="ada",
+                                 query_levels=["N1", "N2"], max_results_per_level=200)
+    now_stream = retriever.retrieve_stream(current)
+    now_nodes = retriever.retrieve_intention(current)
+    assert "ada_belief_falkordb_capabilities_v1" not in meta_ids(now_nodes)
+    assert pp.extend_stream(now_stream, now_nodes, current).temporal_dissonances == []
+
+
+# -- 3. metadata quality -------------------------------------------------------------
+
+
+def vr(completeness: float, valid: bool = True) -> ValidationResult:
+    return ValidationResult(valid=valid, errors=[] if valid else ["REQUIRED field missing: energy"],
+                            metadata_completeness=completeness)
+
+
+@pytest.mark.parametrize(
+    ("results", "grade"),
+    [
+        ([vr(0.95)] * 10, "excellent"),
+        ([vr(0.9)], "good"),  # 0.9 is not > 0.9 (one result: ten would average to 0.9000000000000001)
+        ([vr(0.95)] * 19 + [vr(0.95, False)], "good"),  # one error: excellent needs none; 5% < 10%
+        ([vr(0.95)] * 9 + [vr(0.95, False)], "acceptable"),  # 10% errors is not < 10%
+        ([vr(0.76)] * 10, "good"),
+        ([vr(0.75)] * 10, "acceptable"),  # 0.75 is not > 0.75
+        ([vr(0.61)] * 4 + [vr(0.61, False)], "acceptable"),  # 20% < 25%
+        ([vr(0.61)] * 3 + [vr(0.61, False)], "poor"),  # 25% is not < 25%
+        ([vr(0.6)], "poor"),  # 0.6 is not > 0.6
+        ([vr(1.0, False)] * 10, "poor"),
+    ],
+)
+def test_report_grades_at_the_spec_thresholds(results: list[ValidationResult], grade: str) -> None:
+    report = build_validation_report(results, [f"m{i}" for i in range(len(results))])
+    assert report.quality_grade == grade
+    assert report.total_memories == len(results)
+    assert report.memories_with_errors == sum(not r.valid for r in results)
+    assert report.fully_valid_memories + report.memories_with_errors == report.total_memories
+    assert report.incomplete_memory_ids == [f"m{i}" for i, r in enumerate(results) if not r.valid]
+    assert report.average_completeness == pytest.approx(sum(r.metadata_completeness for r in results) / len(results))
+
+
+FULL = {"node_id": "full", "name": "Full", "energy": 0.5, "confidence": 0.5, "resolution_state": "resolved",
+        "emotion_vector": {"calm": 0.5}, "goal": "g", "mindstate": "m", "formation_trigger": "t",
+        "felt_quality": "q", "emotion_description": "d", "body_sensation": "b", "spatial_context": "s",
+        "sensory_details": {"sound": "rain"}}
+
+
+def test_quality_postprocessor_annotates_reports_and_can_drop() -> None:
+    bare = {"node_id": "bare", "name": "Bare", "energy": 0.5, "confidence": 0.5, "resolution_state": "blocked"}
+    nodes = [raw("N2:full", **FULL), raw("N2:bare", **bare), raw("N2:broken", name="Broken", energy=0.4),
+             raw("N2:wrong", **{**FULL, "node_id": "wrong", "energy": 3.0})]
+    pp = MetadataQualityPostprocessor()
+    out = pp.postprocess_nodes(nodes)
+    assert out == nodes
+    meta = [n.node.metadata for n in out]
+    assert meta[0]["metadata_completeness"] == 1.0 and meta[0]["metadata_valid"] is True
+    assert meta[0]["metadata_warnings"] == 0
+    assert meta[1]["metadata_valid"] is True and meta[1]["metadata_warnings"] == 6
+    assert meta[1]["metadata_completeness"] == pytest.approx(5 / 14)
+    assert meta[2]["metadata_valid"] is False and meta[2]["metadata_errors"] == 2  # confidence, resolution_state
+    assert meta[3]["metadata_valid"] is False  # energy out of range
+    assert "metadata_valid" in out[0].node.excluded_llm_metadata_keys
+    report = pp.last_report
+    assert (report.total_memories, report.fully_valid_memories, report.memories_with_warnings,
+            report.memories_with_errors) == (4, 2, 2, 2)
+    assert report.incomplete_memory_ids == ["N2:broken", "N2:wrong"]
+    assert report.quality_grade == "poor"
+
+    dropping = MetadataQualityPostprocessor(drop_invalid=True)
+    kept = dropping.postprocess_nodes([raw("N2:full", **FULL), raw("N2:broken", name="Broken", energy=0.4)])
+    assert [n.node.node_id for n in kept] == ["N2:full"]
+    assert dropping.last_report.total_memories == 2  # the dropped memory is still reported
+
+
+def test_quality_of_nothing_is_excellent() -> None:
+    pp = MetadataQualityPostprocessor()
+    assert pp.postprocess_nodes([]) == []
+    report = pp.last_report
+    assert (report.total_memories, report.average_completeness, report.quality_grade) == (0, 1.0, "excellent")
+
+
+def test_quality_extend_stream_on_real_retrieval(demo) -> None:
+    retriever = demo.retriever("ada")
+    intention = RetrievalIntention(query_text="FalkorDB vector search", citizen_id="ada", query_levels=["N1"])
+    stream = retriever.retrieve_stream(intention)
+    nodes = retriever.retrieve_intention(intention)
+    assert nodes
+    pp = MetadataQualityPostprocessor(drop_invalid=True)
+    kept = pp.postprocess_nodes(nodes)
+    stream = pp.extend_stream(stream, kept, intention)
+    assert stream.metadata_validation == pp.last_report
+    assert stream.metadata_validation.total_memories == len(nodes)
+    assert stream.metadata_validation.memories_with_errors == 0  # ingestion validated every memory
+    assert all(n.node.metadata["metadata_valid"] for n in kept)
+    # nodes it did not produce are assessed afresh
+    fresh = MetadataQualityPostprocessor().extend_stream(stream, kept[:1], intention)
+    assert fresh.metadata_validation.total_memories == 1
+
+
+# -- 4. constellation --------------------------------------------------------------
+
+
+def test_synthesis_text_leaves_out_empty_parts() -> None:
+    def m(name: str, role: str) -> ConstellationMember:
+        return ConstellationMember(node_id=name.lower(), level="N1", name=name, score=None, role=role)
+
+    full = MemoryConstellation(primary=m("X", "direct_answer"), supporting=[m("Y", "context"), m("Z", "context")],
+                               contradicting=[m("W", "exception")])
+    assert synthesize(full) == "Primary: X | Supported by: Y, Z | Note: Conflicting info in W"
+    assert synthesize(full.model_copy(update={"supporting": []})) == "Primary: X | Note: Conflicting info in W"
+    assert synthesize(full.model_copy(update={"contradicting": []})) == "Primary: X | Supported by: Y, Z"
+    assert synthesize(MemoryConstellation()) == ""
+
+
+def write_constellation(memory, citizen: str) -> None:
+    """A primary belief, two supporters (one each direction), one contradiction, noise, an expired supporter."""
+    old = datetime.now(UTC) - timedelta(days=30)
+    nodes = [
+        mem("primary", level="N1", citizen=citizen, name="Graph and vectors together",
+            description="FalkorDB keeps graph traversal and vector search in one database"),
+        mem("s_bench", level="N1", citizen=citizen, name="Benchmark result",
+            description="Measured vector queries under two milliseconds next to the graph"),
+        mem("s_docs", level="N1", citizen=citizen, name="Documentation",
+            description="The manual documents CREATE VECTOR INDEX on graph nodes"),
+        mem("c_blog", level="N1", citizen=citizen, name="Old blog post",
+            description="A blog post claims vectors need a separate database"),
+        mem("noise", level="N1", citizen=citizen, name="Lunch order",
+            description="Sandwiches with pickles for the whole team on Friday"),
+        mem("s_expired", level="N1", citizen=citizen, name="Expired support",
+            description="An outdated note that once backed the primary belief",
+            created_at=old, valid_at=old, expired_at=old + timedelta(days=1)),
+    ]
+    links = [
+        link("primary", "s_bench", "SUPPORTS", citizen, energy=0.9),
+        link("s_docs", "primary", "SUPPORTS", citizen, energy=0.6),
+        link("c_blog", "primary", "CONTRADICTS", citizen, energy=0.7),
+        link("noise", "primary", "RELATES_TO", citizen, energy=0.95),
+        link("s_expired", "primary", "SUPPORTS", citizen, energy=0.99, created_at=old, valid_at=old),
+    ]
+    memory.ingest(nodes + links, entities=False, duplicates="off")
+
+
+def retrieved_with_primary_first(memory, citizen: str) -> list[NodeWithScore]:
+    """Everything of the citizen's N1, the primary moved to the front (the constellation's top node)."""
+    retriever = memory.retriever(citizen, intention_defaults={"query_levels": ["N1"]})
+    nodes = retriever.retrieve("FalkorDB graph traversal and vector search in one database")
+    assert "primary" in meta_ids(nodes)
+    return sorted(nodes, key=lambda n: n.node.metadata["node_id"] != "primary")
+
+
+def test_constellation_on_real_falkordb(memory, citizen) -> None:
+    write_constellation(memory, citizen)
+    nodes = retrieved_with_primary_first(memory, citizen)
+    pp = ConstellationPostprocessor(memory=memory)
+    out = pp.postprocess_nodes(nodes)
+    assert out == nodes
+    c = pp.last_constellation
+    assert c.primary.node_id == "primary" and c.primary.role == "direct_answer" and c.primary.level == "N1"
+    assert c.primary.score == nodes[0].score
+    assert [m.node_id for m in c.supporting] == ["s_bench", "s_docs"]  # strongest link first; expired left out
+    assert [m.node_id for m in c.contradicting] == ["c_blog"]
+    assert {m.role for m in c.supporting} == {"context"} and c.contradicting[0].role == "exception"
+    assert c.supporting[0].link_energy == pytest.approx(0.9)
+    assert c.synthesis == ("Primary: Graph and vectors together | Supported by: Benchmark result, Documentation"
+                           " | Note: Conflicting info in Old blog post")
+    roles = {n.node.metadata["node_id"]: n.node.metadata.get(ROLE_KEY) for n in out}
+    assert roles["primary"] == "direct_answer"
+    for node_id, role in roles.items():
+        if node_id in ("s_bench", "s_docs"):
+            assert role == "context"
+        elif node_id == "c_blog":
+            assert role == "exception"
+        elif node_id not in ("primary",):
+            assert role is None
+    retrieved = {n.node.metadata["node_id"]: n.score for n in out}
+    for member in c.supporting + c.contradicting:
+        assert member.retrieved == (member.node_id in retrieved)
+        assert member.score == retrieved.get(member.node_id)
+
+    # the expired supporter counts when the window is evolution
+    history = ConstellationPostprocessor(memory=memory, temporal_window=TemporalWindow("evolution"))
+    history.postprocess_nodes(nodes)
+    assert [m.node_id for m in history.last_constellation.supporting] == ["s_expired", "s_bench", "s_docs"]
+
+
+def test_constellation_fetches_linked_memories_that_were_not_retrieved(memory, citizen) -> None:
+    write_constellation(memory, citizen)
+    nodes = [n for n in retrieved_with_primary_first(memory, citizen)
+             if n.node.metadata["node_id"] in ("primary", "s_docs", "noise")]
+    pp = ConstellationPostprocessor(memory=memory, max_supporting=1)
+    pp.postprocess_nodes(nodes)
+    c = pp.last_constellation
+    assert [(m.node_id, m.retrieved, m.score) for m in c.supporting] == [("s_bench", False, None)]
+    assert [(m.node_id, m.retrieved) for m in c.contradicting] == [("c_blog", False)]
+    assert c.contradicting[0].name == "Old blog post"
+    assert ROLE_KEY not in nodes[1].node.metadata  # s_docs fell to the max_supporting cut
+
+    local = ConstellationPostprocessor(memory=memory, fetch_linked=False)
+    local.postprocess_nodes(nodes)
+    assert [m.node_id for m in local.last_constellation.supporting] == ["s_docs"]
+    assert local.last_constellation.contradicting == []
+    assert local.last_constellation.synthesis == "Primary: Graph and vectors together | Supported by: Documentation"
+    assert {n.node.metadata["node_id"]: n.node.metadata.get(ROLE_KEY) for n in nodes} == {
+        "primary": "direct_answer", "s_docs": "context", "noise": None}
+
+
+async def test_constellation_conflict_wins_and_async_matches_sync(memory, citizen) -> None:
+    write_constellation(memory, citizen)
+    # the docs now also contradict the primary: they are listed as a conflict only
+    memory.ingest([link("primary", "s_docs", "CONTRADICTS", citizen, energy=0.3)], entities=False, duplicates="off")
+    nodes = retrieved_with_primary_first(memory, citizen)
+    pp = ConstellationPostprocessor(memory=memory)
+    pp.postprocess_nodes(nodes)
+    sync = pp.last_constellation
+    assert [m.node_id for m in sync.supporting] == ["s_bench"]
+    assert [m.node_id for m in sync.contradicting] == ["c_blog", "s_docs"]
+    # on the session's event loop (pytest-asyncio): the shared async client is bound to it
+    await pp.apostprocess_nodes(nodes)
+    assert pp.last_constellation == sync
+
+
+def test_constellation_edge_cases(memory, citizen) -> None:
+    pp = ConstellationPostprocessor(memory=memory)
+    assert pp.postprocess_nodes([]) == []
+    assert pp.last_constellation == MemoryConstellation()
+    # a node that is not a memory of a level: a primary without links
+    pp.postprocess_nodes([raw("loose", name="Loose note")])
+    assert pp.last_constellation.primary.name == "Loose note"
+    assert pp.last_constellation.synthesis == "Primary: Loose note"
+    # a memory whose graph does not exist yet: no links, no error
+    lonely = mem("lonely", level="N1", citizen=citizen, name="Lonely")
+    pp.postprocess_nodes([nws(lonely)])
+    assert pp.last_constellation.synthesis == "Primary: Lonely"
+
+
+
+def test_constellation_extend_stream_leaves_the_stream_and_builds_when_needed(memory, citizen) -> None:
+    write_constellation(memory, citizen)
+    nodes = retrieved_with_primary_first(memory, citizen)
+    intention = RetrievalIntention(query_text="graph and vectors", citizen_id=citizen, query_levels=["N1"])
+    stream = memory.retriever(citizen).retrieve_stream(intention)
+    pp = ConstellationPostprocessor(memory=memory)
+    assert pp.extend_stream(stream, nodes, intention) is stream  # the spec's stream has no constellation field
+    assert pp.last_constellation.primary.node_id == "primary"
+    assert len(pp.last_constellation.supporting) == 2
+    # an evolution intention widens the links to its window (the expired supporter counts)
+    evolution = RetrievalIntention(query_text="graph and vectors", citizen_id=citizen, query_levels=["N1"],
+                                   temporal_mode="evolution")
+    pp.postprocess_nodes(nodes)
+    assert pp.extend_stream(stream, nodes, evolution) is stream
+    assert [m.node_id for m in pp.last_constellation.supporting] == ["s_expired", "s_bench", "s_docs"]
+
+
+# -- 5. all three in a stock LlamaIndex query engine ---------------------------------------
+
+
+def test_three_postprocessors_in_a_retriever_query_engine(memory, citizen) -> None:
+    from llama_index.core import Settings
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    write_constellation(memory, citizen)
+    memory.ingest([
+        mem("storage_v1", level="N1", citizen=citizen, name="Storage belief",
+            description="FalkorDB cannot search vectors at all", created_at=T0, valid_at=T0),
+    ], entities=False, duplicates="off")
+    memory.ingest([
+        mem("storage_v2", level="N1", citizen=citizen, name="Storage belief",
+            description="FalkorDB searches vectors with HNSW indexes", created_at=T1, valid_at=T0,
+            supersedes="storage_v1", correction_pattern_id="pattern_test_it", discovery_energy=0.8),
+    ], entities=False, duplicates="off")
+    retriever = memory.retriever(citizen, intention_defaults={"query_levels": ["N1"], "temporal_mode": "evolution"})
+    dissonance = TemporalDissonancePostprocessor(temporal_mode="evolution")
+    quality = MetadataQualityPostprocessor()
+    constellation = ConstellationPostprocessor(memory=memory)
+    previous = Settings._llm
+    Settings.llm = MockLLM()
+    try:
+        engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM(),
+                                                node_postprocessors=[dissonance, quality, constellation])
+        response = engine.query("FalkorDB graph traversal and vector search in one database")
+    finally:
+        Settings._llm = previous
+    assert isinstance(response.response, str)
+    sources = {n.node.metadata["node_id"]: n.node.metadata for n in response.source_nodes}
+    assert {"storage_v1", "storage_v2", "primary"} <= set(sources)
+    assert sources["storage_v1"]["temporal_dissonance"] == {"type": "discovered_false", "role": "original",
+                                                            "belief_id": "storage"}
+    assert sources["storage_v2"]["temporal_dissonance"]["role"] == "correction"
+    (d,) = dissonance.last_dissonances
+    assert d.correction_trigger == "Corrected by pattern_test_it" and d.discovery_energy == pytest.approx(0.8)
+    assert all(m["metadata_valid"] is True for m in sources.values())
+    assert quality.last_report.total_memories == len(response.source_nodes)
+    top = response.source_nodes[0].node.metadata["node_id"]
+    assert constellation.last_constellation.primary.node_id == top
+    assert sources[top][ROLE_KEY] == "direct_answer"
+    assert constellation.last_constellation.synthesis.startswith(f"Primary: {sources[top]['name']}")
