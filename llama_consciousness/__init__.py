@@ -15,6 +15,16 @@ from llama_consciousness.errors import (
     StorageError,
 )
 from llama_consciousness.memory import ConsciousnessMemory
+from llama_consciousness.postprocessors import (
+    ActivationTierPostprocessor,
+    ConsciousnessRanker,
+    ConstellationPostprocessor,
+    MetadataQualityPostprocessor,
+    TemporalDissonancePostprocessor,
+    TraversalPathPostprocessor,
+)
+from llama_consciousness.render import render_stream
+from llama_consciousness.retrievers import RetrievalConfig, SixWayHybridRetriever
 from llama_consciousness.schema import (
     ConsciousnessNode,
     ConsciousnessRelationship,
@@ -29,7 +39,16 @@ from llama_consciousness.temporal import TemporalWindow
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActivationTierPostprocessor",
     "ConsciousnessError",
+    "ConsciousnessRanker",
+    "ConstellationPostprocessor",
+    "MetadataQualityPostprocessor",
+    "RetrievalConfig",
+    "SixWayHybridRetriever",
+    "TemporalDissonancePostprocessor",
+    "TraversalPathPostprocessor",
+    "render_stream",
     "ConsciousnessMemory",
     "ConsciousnessNode",
     "ConsciousnessRelationship",

@@ -144,10 +144,22 @@ def run_query(args: argparse.Namespace) -> int:
     )
     channels = ("vector", "graph", "keyword") if args.keyword else ("vector", "graph")
     config = RetrievalConfig(channels=channels, fusion="rrf" if args.rrf else "concatenate", graph_depth=args.depth)
+    full = args.stream or args.graph
     with ConsciousnessMemory(data_dir=args.data_dir, embed_model=args.embed_model) as memory:
-        retriever = memory.retriever(args.citizen, config=config)
-        nodes = retriever.retrieve_intention(intention)
-        stream = retriever.last_stream
+        if full:
+            retriever = memory.stream_retriever(args.citizen, config=config)
+            stream = retriever.retrieve_stream(intention)
+            nodes = retriever.last_nodes
+        else:
+            retriever = memory.retriever(args.citizen, config=config)
+            nodes = retriever.retrieve_intention(intention)
+            stream = retriever.last_stream
+    if args.graph:
+        write_graph_picture(stream, args.graph)
+        print(f"traversal graph written to {args.graph}", file=sys.stderr)
+    if args.stream and not args.json:
+        print_stream(stream, args.budget)
+        return 0
     if args.json:
         print(stream.model_dump_json(indent=2) if args.stream_json else json_dumps_nodes(nodes))
         return 0
@@ -163,6 +175,55 @@ def run_query(args: argparse.Namespace) -> int:
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
     return 0
+
+
+def write_graph_picture(stream: object, target: str) -> None:
+    """The stream's traversal graph as a page a person can open (.html) or Mermaid (.md)."""
+    from llama_consciousness.postprocessors.traversal_paths import to_html, to_mermaid
+
+    graph = stream.traversal_graph
+    if graph is None:
+        raise ValueError("the stream has no traversal graph")
+    if target.endswith(".md"):
+        Path(target).write_text("```mermaid\n" + to_mermaid(graph) + "\n```\n", encoding="utf-8")
+    elif target.endswith((".html", ".htm")):
+        to_html(graph, target)
+    else:
+        raise ValueError(f"--graph wants a .html or .md file, not {target!r}")
+
+
+def print_stream(stream: object, budget: int) -> None:
+    """Tiers, learning moments and the most likely thought paths."""
+    from llama_consciousness.render import render_stream
+
+    for tier in ("focus", "peripheral", "background"):
+        nodes = stream.activation_tiers.get(tier, [])
+        if not nodes:
+            continue
+        print(f"\n{tier.upper()} ({len(nodes)})")
+        rows = [(f"{n.relevance_score:.3f}", n.retrieval_source, n.node_type, n.name, n.description,
+                 f"{n.energy:.2f}", n.resolution_state) for n in nodes]
+        print(format_table(("score", "source", "type", "name", "text", "energy", "state"), rows, max_width=40))
+    if stream.temporal_dissonances:
+        print("\nLEARNING MOMENTS")
+        for d in stream.temporal_dissonances:
+            kind = "I was wrong" if d.dissonance_type == "discovered_false" else "reality changed"
+            print(f"  {d.node_name} ({kind}, {d.corrected_at.date()}): was {d.original_belief!r}; now {d.corrected_belief!r}")
+    graph = stream.traversal_graph
+    if graph is not None and graph.suggested_paths:
+        names = {n.node_id: n.content for n in graph.nodes}
+        print(f"\nTHOUGHT PATHS ({graph.node_count} memories, {graph.edge_count} links, density {graph.graph_density:.2f};"
+              f" hubs: {', '.join(names.get(h, h) for h in graph.hub_nodes) or '-'})")
+        for path in graph.suggested_paths[:5]:
+            steps = " -> ".join(names.get(i, i) for i in path.path_nodes)
+            print(f"  p={path.traversal_probability:.3f} [{path.path_narrative}] {steps}")
+    report = stream.metadata_validation
+    if report is not None:
+        print(f"\nmetadata quality: {report.quality_grade} (average completeness {report.average_completeness:.2f}, "
+              f"{report.memories_with_errors} with errors)")
+    rendered = render_stream(stream, budget)
+    print(f"energy feedback potential {stream.energy_feedback_potential:.2f}; "
+          f"LLM context {rendered.tokens} tokens (budget {budget}); latency {stream.retrieval_latency_ms} ms")
 
 
 def json_dumps_nodes(nodes: Sequence[object]) -> str:
@@ -225,6 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--rrf", action="store_true", help="fuse by weighted reciprocal rank instead of concatenating")
     q.add_argument("--json", action="store_true", help="JSON output (the result nodes)")
     q.add_argument("--stream-json", action="store_true", help="with --json: the whole consciousness stream")
+    q.add_argument("--stream", action="store_true",
+                   help="the complete stream: tiers, learning moments, thought paths, metadata quality")
+    q.add_argument("--graph", default=None, help="write the traversal graph to FILE.html (a picture) or FILE.md (Mermaid)")
+    q.add_argument("--budget", type=int, default=4000, help="token budget of the rendered LLM context (with --stream)")
     q.add_argument("--embed-model", default=None)
     q.set_defaults(func=run_query)
     return parser

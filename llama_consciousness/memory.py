@@ -332,12 +332,24 @@ class ConsciousnessMemory:
 
         return SixWayHybridRetriever(self, citizen_id, **kwargs)
 
-    def retrieve_stream(self, intention: Any, config: Any = None) -> Any:
-        """The consciousness stream of a ``RetrievalIntention`` (six-way retrieval)."""
-        return self.retriever(config=config).retrieve_stream(intention)
+    def stream_retriever(self, citizen_id: str | None = None, postprocessors: Any = "default", **kwargs: Any) -> Any:
+        """A retriever whose ``retrieve_stream`` gives the complete stream of the spec."""
+        from llama_consciousness.postprocessors.pipeline import default_postprocessors
 
-    async def aretrieve_stream(self, intention: Any, config: Any = None) -> Any:
-        return await self.retriever(config=config).aretrieve_stream(intention)
+        steps = default_postprocessors(self) if postprocessors == "default" else list(postprocessors or [])
+        return self.retriever(citizen_id, stream_postprocessors=steps, **kwargs)
+
+    def retrieve_stream(self, intention: Any, config: Any = None, postprocessors: Any = "default") -> Any:
+        """The complete consciousness stream of a ``RetrievalIntention``.
+
+        Six-way retrieval, then the postprocessors (ranking, activation
+        tiers, temporal dissonances, traversal graph, metadata validation,
+        constellation); ``postprocessors=None`` gives the bare retrieval stream.
+        """
+        return self.stream_retriever(postprocessors=postprocessors, config=config).retrieve_stream(intention)
+
+    async def aretrieve_stream(self, intention: Any, config: Any = None, postprocessors: Any = "default") -> Any:
+        return await self.stream_retriever(postprocessors=postprocessors, config=config).aretrieve_stream(intention)
 
     # -- reads ------------------------------------------------------------------
 

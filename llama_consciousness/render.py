@@ -140,9 +140,11 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
             continue
         for node in nodes:
             (included if add(memory_line(node)) else left_out).append(node.node_id)
-    if stream.temporal_dissonances and add("## Learning moments"):
-        for d in stream.temporal_dissonances:
-            add(dissonance_line(d))
+    moments = [dissonance_line(d) for d in stream.temporal_dissonances]
+    if moments and used + count("## Learning moments\n" + moments[0] + "\n") <= token_budget:
+        add("## Learning moments")  # only with at least one moment under it
+        for line in moments:
+            add(line)
     text = "\n".join(lines)
     return RenderedContext(text=text, tokens=count(text), budget=token_budget, included=included, left_out=left_out)
 

@@ -1,0 +1,39 @@
+"""Node postprocessors: ranking, tiers, traversal paths, dissonances, quality, constellation.
+
+Each is a LlamaIndex ``BaseNodePostprocessor`` usable in any query engine;
+``pipeline.default_postprocessors`` chains them into the spec's complete
+stream (``ConsciousnessMemory.retrieve_stream``).
+"""
+
+from llama_consciousness.postprocessors.base import StreamPostprocessor, consciousness_node_of, memory_of
+from llama_consciousness.postprocessors.constellation import ConstellationPostprocessor, synthesize
+from llama_consciousness.postprocessors.dissonance import TemporalDissonancePostprocessor
+from llama_consciousness.postprocessors.pipeline import acomplete_stream, complete_stream, default_postprocessors
+from llama_consciousness.postprocessors.quality import MetadataQualityPostprocessor
+from llama_consciousness.postprocessors.ranker import ConsciousnessRanker
+from llama_consciousness.postprocessors.tiers import ActivationTierPostprocessor
+from llama_consciousness.postprocessors.traversal_paths import (
+    TraversalPathPostprocessor,
+    to_html,
+    to_mermaid,
+    to_networkx_dict,
+)
+
+__all__ = [
+    "ActivationTierPostprocessor",
+    "ConsciousnessRanker",
+    "ConstellationPostprocessor",
+    "MetadataQualityPostprocessor",
+    "StreamPostprocessor",
+    "TemporalDissonancePostprocessor",
+    "TraversalPathPostprocessor",
+    "acomplete_stream",
+    "complete_stream",
+    "consciousness_node_of",
+    "default_postprocessors",
+    "memory_of",
+    "synthesize",
+    "to_html",
+    "to_mermaid",
+    "to_networkx_dict",
+]

@@ -15,8 +15,9 @@ The node list itself is returned unchanged (same nodes, same order).
 
 The temporal mode matters: only ``evolution`` and ``full_history`` report
 dissonances.  A node postprocessor in a query engine does not see the
-intention, so ``temporal_mode`` is a field; left ``None`` it means
-``"current"`` in :meth:`postprocess_nodes` (nothing is reported) and the
+intention, so ``temporal_mode`` is a field; left ``None`` it means the mode
+the six-way retriever recorded on the nodes (``metadata["temporal_mode"]``,
+``"current"`` when absent) in :meth:`postprocess_nodes`, and the
 intention's mode in :meth:`extend_stream`.
 """
 
@@ -37,6 +38,17 @@ from llama_consciousness.scoring.dissonance import dissonance_pairs
 logger = logging.getLogger(__name__)
 
 METADATA_KEY = "temporal_dissonance"
+
+
+def nodes_temporal_mode(nodes: list[NodeWithScore]) -> str:
+    """The temporal mode the retriever recorded on the nodes (``metadata["temporal_mode"]``).
+
+    Inside a query engine a postprocessor never sees the intention; the
+    six-way retriever writes its mode on every node so the dissonance
+    detector still knows whether versions were asked for.
+    """
+    modes = {n.node.metadata.get("temporal_mode") for n in nodes} - {None}
+    return modes.pop() if len(modes) == 1 else "current"
 
 
 def intention_temporal_mode(intention: Any) -> str:
@@ -102,7 +114,7 @@ class TemporalDissonancePostprocessor(StreamPostprocessor):
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
     ) -> list[NodeWithScore]:
-        self.detect(nodes, self.temporal_mode or "current")
+        self.detect(nodes, self.temporal_mode or nodes_temporal_mode(nodes))
         return nodes
 
     def extend_stream(

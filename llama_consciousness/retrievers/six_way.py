@@ -95,10 +95,15 @@ class SixWayHybridRetriever(BaseRetriever):
         config: RetrievalConfig | None = None,
         intention_defaults: dict[str, Any] | None = None,
         entity_extractor: Any = None,
+        stream_postprocessors: Sequence[Any] | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+        # Applied by retrieve_stream only (a query engine runs its own node
+        # postprocessors on retrieve()'s nodes; running them twice would double-rank).
+        self.stream_postprocessors = list(stream_postprocessors or [])
+        self.last_nodes: list[NodeWithScore] = []
         self.memory = memory
         self.citizen_id = citizen_id
         self.config = config or RetrievalConfig()
@@ -137,11 +142,30 @@ class SixWayHybridRetriever(BaseRetriever):
         return (await self._aretrieve_both(intention))[1]
 
     def retrieve_stream(self, intention: RetrievalIntention | str) -> ConsciousnessStream:
-        """The spec's consciousness stream for an intention."""
-        return self._retrieve_both(self.intention_for(intention))[0]
+        """The spec's consciousness stream for an intention.
+
+        With ``stream_postprocessors`` (see ``postprocessors.pipeline``) the
+        stream is complete: tiers, traversal graph, dissonances, validation.
+        ``last_nodes`` holds the nodes as the postprocessors left them.
+        """
+        intention = self.intention_for(intention)
+        stream, nodes = self._retrieve_both(intention)
+        if self.stream_postprocessors:
+            from llama_consciousness.postprocessors.pipeline import complete_stream
+
+            stream, nodes = complete_stream(stream, nodes, intention, self.stream_postprocessors)
+        self.last_stream, self.last_nodes = stream, nodes
+        return stream
 
     async def aretrieve_stream(self, intention: RetrievalIntention | str) -> ConsciousnessStream:
-        return (await self._aretrieve_both(self.intention_for(intention)))[0]
+        intention = self.intention_for(intention)
+        stream, nodes = await self._aretrieve_both(intention)
+        if self.stream_postprocessors:
+            from llama_consciousness.postprocessors.pipeline import acomplete_stream
+
+            stream, nodes = await acomplete_stream(stream, nodes, intention, self.stream_postprocessors)
+        self.last_stream, self.last_nodes = stream, nodes
+        return stream
 
     # -- cache --------------------------------------------------------------------
 
@@ -370,6 +394,10 @@ class SixWayHybridRetriever(BaseRetriever):
                 error="; ".join(out.errors) or None,
             )
         nodes = self._fuse(outcomes)
+        for node in nodes:  # postprocessors in a query engine never see the intention
+            node.node.metadata["temporal_mode"] = intention.temporal_mode
+            node.node.excluded_embed_metadata_keys.append("temporal_mode")
+            node.node.excluded_llm_metadata_keys.append("temporal_mode")
         latency_ms = int((time.perf_counter() - started) * 1000)
         stream = assemble_stream(intention.intention_id, levels, retrieved_at=retrieved_at,
                                  latency_ms=latency_ms, query_count=sum(o.queries for o in outcomes))

@@ -4,6 +4,7 @@ One schema package so that every layer validates the same contract at its
 boundary instead of trusting the layer before it.
 """
 
+from .constellation import ConstellationMember, ConstellationRole, MemoryConstellation
 from ._time import UTCDateTime, to_utc, utcnow
 from .common import (
     CITIZEN_ID_PATTERN,
@@ -47,6 +48,8 @@ __all__ = [
     "ConsciousnessRelationship",
     "ConsciousnessStream",
     "ConsciousnessSummary",
+    "ConstellationMember",
+    "ConstellationRole",
     "EmotionVector",
     "GraphEdge",
     "GraphNode",
@@ -56,6 +59,7 @@ __all__ = [
     "LevelName",
     "MAX_QUERY_CHARS",
     "MAX_RESULTS_PER_LEVEL",
+    "MemoryConstellation",
     "MemoryNode",
     "MetadataValidationReport",
     "QualityGrade",

@@ -1,5 +1,22 @@
 """Pure functions (no I/O): each formula of the spec lives here once, tested alone."""
 
+from llama_consciousness.scoring.dissonance import detect_temporal_dissonances
+from llama_consciousness.scoring.emotional_intent import extract_emotional_intent
+from llama_consciousness.scoring.energy import apply_energy_feedback, calculate_energy_feedback_potential
+from llama_consciousness.scoring.fusion import weighted_rrf
+from llama_consciousness.scoring.ranking import (
+    activation_tiers,
+    calculate_emotional_similarity,
+    consciousness_adjusted_score,
+    cosine_similarity,
+    priority_score,
+)
+from llama_consciousness.scoring.traversal import (
+    calculate_traversal_probability,
+    dfs_with_probability,
+    generate_traversal_paths,
+    traversal_band,
+)
 from llama_consciousness.scoring.cognitive import compute_authority_score, extract_concepts, infer_surfaces_when
 from llama_consciousness.scoring.emotions import EMOTION_SYNONYMS, canonical_emotion, canonical_vector
 from llama_consciousness.scoring.identity import base_identity, extract_base_identity, group_by_identity
@@ -13,6 +30,20 @@ from llama_consciousness.scoring.validation import (
 
 __all__ = [
     "EMOTION_SYNONYMS",
+    "activation_tiers",
+    "apply_energy_feedback",
+    "calculate_emotional_similarity",
+    "calculate_energy_feedback_potential",
+    "calculate_traversal_probability",
+    "consciousness_adjusted_score",
+    "cosine_similarity",
+    "detect_temporal_dissonances",
+    "dfs_with_probability",
+    "extract_emotional_intent",
+    "generate_traversal_paths",
+    "priority_score",
+    "traversal_band",
+    "weighted_rrf",
     "EntityIndex",
     "assess_metadata_quality",
     "base_identity",

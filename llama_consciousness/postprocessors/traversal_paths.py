@@ -1,0 +1,591 @@
+"""``TraversalPathPostprocessor``: how the retrieved memories connect, and likely thoughts through them.
+
+"Consciousness thinks by traversing relationships between memories": from
+the retrieved nodes this postprocessor builds the spec's
+:class:`~llama_consciousness.schema.TraversalGraph`:
+
+* **nodes**: the retrieved memories (activation = the node's score divided
+  by the best score of the list, so the top node is 1.0; tier from
+  ``metadata["activation_tier"]`` when an earlier postprocessor set it,
+  else focus for the 5 most activated, peripheral for the next 20,
+  background after), plus, with ``include_connectors``, their immediate
+  **connectors**: memories that were not retrieved but are linked (one
+  hop, either direction) to at least two retrieved memories of the same
+  level graph (activation 0.0, background; entity hubs count, they are
+  conceptual anchors; at most ``max_connectors`` per level graph);
+* **edges**: the links among all of them in their level graphs (visible in
+  the temporal window), each with its ``traversal_weight`` from
+  :func:`~llama_consciousness.scoring.traversal.calculate_traversal_probability`;
+* **suggested paths** from the ``start_nodes`` most activated memories,
+  following link direction (``directed``), best first by the product of
+  the weights (see :mod:`llama_consciousness.scoring.traversal`);
+* **hubs**, **central themes**, counts and density.
+
+Levels are separate graphs, so ids are prefixed by level as the retriever
+does: node ``"N2:decision_x"``, edge ``"N2:<edge_id>"`` (the plain ids stay
+in the memories).  Links never cross levels.
+
+Semantic coherence uses the embeddings stored in FalkorDB; a level whose
+vectors live in Postgres (``memory.vector_backends[level] == "pgvector"``)
+has none there, and its pairs count as the neutral 0.5.
+
+The current state the weights are computed for: ``current_goal``,
+``current_emotions`` and ``current_energy`` (fields) in
+:meth:`postprocess_nodes`; in :meth:`extend_stream` the intention's state
+when it has one (a ``StateBasedRetrieval``'s goal, emotions and energy; a
+``RetrievalIntention``'s ``required_emotions``, each at 1.0 -- it has no
+goal), the fields filling what the intention does not say.
+
+The node list is returned unchanged (same nodes, same order); hubs get
+``metadata["hub"] = True``; the last graph is kept on :attr:`last_graph`.
+Exports: :func:`to_networkx_dict`, :func:`to_mermaid`, :func:`to_html`.
+
+In the complete-stream pipeline ``postprocess_nodes`` and ``extend_stream``
+run on the same nodes; what the first read from the graphs (connectors,
+links, embeddings) is reused by the second for :data:`MEMO_TTL_S` seconds
+unless the nodes, the window or the graphs (a write through the memory)
+changed, and only the weights are recomputed for the intention's state.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from pydantic import ValidationError
+
+from llama_consciousness.postprocessors.base import StreamPostprocessor, memory_of
+from llama_consciousness.schema import ConsciousnessStream, MemoryNode
+from llama_consciousness.schema.common import check_temporal_mode
+from llama_consciousness.schema.graph import GraphEdge, GraphNode, TraversalGraph, TraversalPath
+from llama_consciousness.schema.intention import RetrievalIntention, StateBasedRetrieval
+from llama_consciousness.scoring.traversal import (
+    calculate_traversal_probability,
+    central_themes,
+    generate_traversal_paths,
+    graph_density,
+    hub_nodes,
+    semantic_coherence,
+    traversal_band,
+)
+from llama_consciousness.storage.filters import MemoryFilter
+from llama_consciousness.storage.neighbourhood import embeddings as embeddings_plan
+from llama_consciousness.storage.neighbourhood import neighbourhood
+from llama_consciousness.temporal import TemporalWindow
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["HUB_KEY", "TraversalPathPostprocessor", "to_html", "to_mermaid", "to_networkx_dict"]
+
+HUB_KEY = "hub"
+FOCUS_SIZE = 5
+PERIPHERAL_SIZE = 20
+TIERS = ("focus", "peripheral", "background")
+MEMO_TTL_S = 5.0
+
+
+def graph_id(level: str, node_id: str) -> str:
+    """The id of a memory (or link) in the traversal graph: ``"<level>:<id>"``."""
+    return f"{level}:{node_id}"
+
+
+@dataclass
+class _Member:
+    """A memory of the graph and where it lives."""
+
+    gid: str
+    level: str
+    citizen_id: Optional[str]
+    memory: MemoryNode
+    score: float = 0.0
+    retrieved: bool = True
+    tier: Optional[str] = None
+
+
+@dataclass
+class _Memo:
+    """What one run read from the level graphs, for the next run on the same nodes."""
+
+    key: tuple
+    at: float
+    connectors: list[tuple[str, Optional[str], MemoryNode]]
+    relationships: list[tuple[str, Any]]
+    vectors: dict[str, Optional[list[float]]]
+
+
+class TraversalPathPostprocessor(StreamPostprocessor):
+    """Builds the traversal graph of the retrieved memories (spec components 4 and 5b)."""
+
+    memory: Any = Field(exclude=True, description="The ConsciousnessMemory the nodes were retrieved from")
+    max_paths: int = Field(default=10, ge=0, description="suggested paths kept, best first")
+    max_path_length: int = Field(default=5, ge=1, le=20, description="links per suggested path, at most")
+    start_nodes: int = Field(default=5, ge=1, description="most activated memories the paths start from")
+    include_connectors: bool = Field(default=True, description="add unretrieved memories linking >= 2 retrieved ones")
+    max_connectors: int = Field(default=10, ge=0, description="connectors per level graph, at most")
+    directed: bool = Field(default=True, description="paths follow link direction (False: either way)")
+    current_goal: Optional[str] = None
+    current_emotions: Optional[dict[str, float]] = None
+    current_energy: float = Field(default=0.5, ge=0.0, le=1.0)
+    temporal_mode: Optional[str] = Field(
+        default=None,
+        description="window the links and connectors must be visible in; None: 'current' for "
+        "postprocess_nodes, the intention's window for extend_stream",
+    )
+
+    _last_graph: Optional[TraversalGraph] = PrivateAttr(default=None)
+    _last_connectors: list[str] = PrivateAttr(default_factory=list)
+    _memo: Optional[_Memo] = PrivateAttr(default=None)
+
+    @field_validator("temporal_mode")
+    @classmethod
+    def _check_mode(cls, value: Optional[str]) -> Optional[str]:
+        if value is None:
+            return None
+        check_temporal_mode(value)
+        TemporalWindow(value)  # a mode that needs times cannot be a field
+        return value
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "TraversalPathPostprocessor"
+
+    @property
+    def last_graph(self) -> Optional[TraversalGraph]:
+        """The traversal graph of the last run (postprocess or extend_stream)."""
+        return self._last_graph
+
+    @property
+    def last_connectors(self) -> list[str]:
+        """Graph ids of the connectors the last run added."""
+        return list(self._last_connectors)
+
+    # -- LlamaIndex / stream entry points ---------------------------------------------
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> list[NodeWithScore]:
+        self.build_graph(nodes)
+        return nodes
+
+    def extend_stream(
+        self, stream: ConsciousnessStream, nodes: list[NodeWithScore], intention: Any = None
+    ) -> ConsciousnessStream:
+        goal, emotions, energy = self.state_of(intention)
+        window = None
+        if self.temporal_mode is None and isinstance(intention, RetrievalIntention):
+            window = TemporalWindow.from_intention(intention)
+        graph = self.build_graph(nodes, goal=goal, emotions=emotions, energy=energy, window=window)
+        return stream.model_copy(update={"traversal_graph": graph})
+
+    def state_of(self, intention: Any = None) -> tuple[Optional[str], Optional[dict[str, float]], float]:
+        """``(goal, emotions, energy)`` the weights are computed for."""
+        goal, emotions, energy = self.current_goal, self.current_emotions, self.current_energy
+        if isinstance(intention, StateBasedRetrieval):
+            goal = intention.current_goal or goal
+            emotions = dict(intention.current_emotions) or emotions
+            energy = intention.current_energy
+        elif isinstance(intention, RetrievalIntention) and intention.required_emotions:
+            emotions = {name: 1.0 for name in intention.required_emotions}
+        return goal, emotions, energy
+
+    # -- the graph ---------------------------------------------------------------------
+
+    def build_graph(
+        self,
+        nodes: Sequence[NodeWithScore],
+        *,
+        goal: Optional[str] = None,
+        emotions: Optional[Mapping[str, float]] = None,
+        energy: Optional[float] = None,
+        window: Optional[TemporalWindow] = None,
+    ) -> TraversalGraph:
+        """The traversal graph of ``nodes`` (hubs marked in place, kept on :attr:`last_graph`).
+
+        State arguments left None take the fields' values.
+        """
+        goal = self.current_goal if goal is None else goal
+        emotions = self.current_emotions if emotions is None else dict(emotions)
+        energy = self.current_energy if energy is None else energy
+        window = window or TemporalWindow(self.temporal_mode or "current")
+
+        members, owners = self._retrieved(nodes)
+        self._activate(members)
+        relationships = self._neighbourhoods(members, window)
+        edges = self._edges(relationships, members, goal, emotions, energy)
+        graph_nodes = [self._graph_node(m) for m in members.values()]
+
+        graph = TraversalGraph(nodes=graph_nodes, edges=edges, node_count=len(graph_nodes),
+                               edge_count=len(edges), path_count=0,
+                               graph_density=graph_density(len(graph_nodes), len(edges)))
+        retrieved = [m for m in members.values() if m.retrieved]
+        # stable sort: ties keep the retrieval order
+        starts = [m.gid for m in sorted(retrieved, key=lambda m: -m.score)][: self.start_nodes]
+        paths: list[TraversalPath] = []
+        if self.max_paths > 0:
+            # the stored weights (computed above for this state) drive the search
+            paths = generate_traversal_paths(graph, starts, max_paths=self.max_paths,
+                                             max_path_length=self.max_path_length, directed=self.directed)
+            paths = self._with_coherence(paths, members)
+        hubs = hub_nodes(edges, top=5)
+        themes = central_themes({m.gid: m.memory for m in members.values()}, hubs, paths, top=5)
+        graph = graph.model_copy(update={"suggested_paths": paths, "path_count": len(paths),
+                                          "hub_nodes": hubs, "central_themes": themes})
+        for gid, owned in owners.items():
+            for node in owned:
+                if gid in hubs:
+                    node.node.metadata[HUB_KEY] = True
+                else:
+                    node.node.metadata.pop(HUB_KEY, None)  # a mark from an earlier run is stale
+        self._last_graph = graph
+        self._last_connectors = [m.gid for m in members.values() if not m.retrieved]
+        return graph
+
+    def _retrieved(self, nodes: Sequence[NodeWithScore]) -> tuple[dict[str, _Member], dict[str, list[NodeWithScore]]]:
+        members: dict[str, _Member] = {}
+        owners: dict[str, list[NodeWithScore]] = {}
+        for node in nodes:
+            meta = node.node.metadata
+            try:
+                memory = memory_of(node)
+            except ValidationError:
+                logger.debug("node %s carries no memory; left out of the traversal graph", node.node.node_id)
+                continue
+            level = meta.get("level") or memory.level
+            gid = graph_id(level, memory.node_id)
+            owners.setdefault(gid, []).append(node)
+            score = node.score if node.score is not None else meta.get("relevance_score", 0.0)
+            try:
+                score = float(score)
+            except (TypeError, ValueError):
+                score = 0.0
+            if gid in members:  # the same memory twice: keep its best score
+                members[gid].score = max(members[gid].score, score)
+                continue
+            tier = meta.get("activation_tier")
+            members[gid] = _Member(gid, level, memory.citizen_id if level == "N1" else None, memory,
+                                   score if math.isfinite(score) else 0.0,
+                                   tier=tier if tier in TIERS else None)
+        return members, owners
+
+    @staticmethod
+    def _activate(members: dict[str, _Member]) -> None:
+        """Scores -> activations in [0, 1] (divided by the best), tiers by rank when not given."""
+        retrieved = [m for m in members.values() if m.retrieved]
+        best = max((m.score for m in retrieved), default=0.0)
+        for m in retrieved:
+            m.score = max(0.0, min(1.0, m.score / best)) if best > 0 else 1.0
+        for rank, m in enumerate(sorted(retrieved, key=lambda m: -m.score)):
+            if m.tier is None:
+                m.tier = "focus" if rank < FOCUS_SIZE else "peripheral" if rank < FOCUS_SIZE + PERIPHERAL_SIZE \
+                    else "background"
+
+    def _neighbourhoods(self, members: dict[str, _Member], window: TemporalWindow) -> list[tuple[str, Any]]:
+        """Connectors (added to ``members``) and links, level graph by level graph.
+
+        What was read is remembered for :data:`MEMO_TTL_S` seconds: in a
+        pipeline, ``postprocess_nodes`` and ``extend_stream`` see the same
+        nodes, and only the state the weights depend on changes.  A write
+        through this memory, other nodes, or another window reads again.
+        """
+        groups: dict[tuple[str, Optional[str]], list[_Member]] = {}
+        for m in list(members.values()):
+            groups.setdefault((m.level, m.citizen_id), []).append(m)
+        key = self._memo_key(groups, window)
+        memo = self._memo
+        if memo is not None and memo.key == key and time.monotonic() - memo.at < MEMO_TTL_S:
+            found_connectors, found = memo.connectors, memo.relationships
+        else:
+            found_connectors, found = self._fetch(groups, window)
+            self._memo = _Memo(key, time.monotonic(), found_connectors, found, {})
+        for level, citizen, node in found_connectors:
+            gid = graph_id(level, node.node_id)
+            if gid not in members:
+                members[gid] = _Member(gid, level, citizen, node, 0.0, retrieved=False, tier="background")
+        return found
+
+    def _memo_key(self, groups: dict[tuple[str, Optional[str]], list[_Member]], window: TemporalWindow) -> tuple:
+        versions = []
+        version_of = getattr(self.memory, "graph_version", None)
+        for level, citizen in sorted(groups, key=lambda k: (k[0], k[1] or "")):
+            try:
+                graph = self.memory.level(level, citizen).plans.graph
+                versions.append((graph, version_of(graph) if version_of else 0))
+            except Exception:
+                versions.append((level, citizen, None))
+        ids = frozenset(m.gid for group in groups.values() for m in group)
+        when = (window.mode, window.as_of_time, window.time_range_start, window.time_range_end)
+        return ids, when, self.include_connectors, self.max_connectors, tuple(versions)
+
+    def _fetch(self, groups: dict[tuple[str, Optional[str]], list[_Member]], window: TemporalWindow
+               ) -> tuple[list[tuple[str, Optional[str], MemoryNode]], list[tuple[str, Any]]]:
+        memory_filter = MemoryFilter(window, include_entities=True)
+        found_connectors: list[tuple[str, Optional[str], MemoryNode]] = []
+        found: list[tuple[str, Any]] = []
+        for (level, citizen), group in groups.items():
+            try:
+                store = self.memory.level(level, citizen)
+                result = store._run(neighbourhood(store.plans, [m.memory.node_id for m in group], memory_filter,
+                                                  self.max_connectors if self.include_connectors else 0))
+            except Exception as exc:  # one level's failure leaves its memories unlinked, not the graph unbuilt
+                logger.warning("traversal graph: links of %s%s unavailable: %s", level,
+                               f" ({citizen})" if citizen else "", exc)
+                continue
+            found_connectors.extend((level, citizen, c.node) for c in result.connectors)
+            found.extend((level, rel) for rel in result.relationships)
+        return found_connectors, found
+
+    @staticmethod
+    def _edges(relationships: list[tuple[str, Any]], members: dict[str, _Member], goal: Optional[str],
+               emotions: Optional[Mapping[str, float]], energy: float) -> list[GraphEdge]:
+        edges: dict[str, GraphEdge] = {}
+        for level, rel in relationships:
+            source, target = graph_id(level, rel.source_id), graph_id(level, rel.target_id)
+            if source not in members or target not in members:
+                continue
+            edge_id = graph_id(level, rel.edge_id)
+            if edge_id in edges:
+                continue
+            edges[edge_id] = GraphEdge(
+                edge_id=edge_id,
+                source_id=source,
+                target_id=target,
+                relation_type=rel.relation_type,
+                goal=rel.goal,
+                mindstate=rel.mindstate,
+                energy=rel.energy,
+                confidence=rel.confidence,
+                emotion_vector=rel.emotion_vector,
+                energy_transfer_coefficient=rel.energy_transfer_coefficient,
+                resolution_state=rel.resolution_state,
+                traversal_weight=calculate_traversal_probability(rel, goal, emotions, energy),
+            )
+        return sorted(edges.values(), key=lambda e: (-e.traversal_weight, e.edge_id or ""))
+
+    @staticmethod
+    def _graph_node(m: _Member) -> GraphNode:
+        memory = m.memory
+        return GraphNode(
+            node_id=m.gid,
+            node_type=memory.node_type,
+            content=memory.name or memory.description,
+            activation_score=m.score,
+            activation_tier=m.tier or "background",
+            energy=memory.energy,
+            confidence=memory.confidence,
+            emotion_vector=memory.emotion_vector,
+            valid_at=memory.valid_at,
+            invalid_at=memory.invalid_at,
+            created_at=memory.created_at,
+            expired_at=memory.expired_at,
+        )
+
+    def _with_coherence(self, paths: list[TraversalPath], members: dict[str, _Member]) -> list[TraversalPath]:
+        """Semantic coherence from the embeddings stored in FalkorDB (pgvector levels: neutral)."""
+        if not paths:
+            return paths
+        wanted: dict[tuple[str, Optional[str]], list[_Member]] = {}
+        for gid in dict.fromkeys(g for p in paths for g in p.path_nodes):
+            m = members.get(gid)
+            if m is not None and self._vectors_in_falkordb(m.level):
+                wanted.setdefault((m.level, m.citizen_id), []).append(m)
+        # embeddings read by an earlier run on the same nodes are reused (see _neighbourhoods)
+        vectors: dict[str, Optional[list[float]]] = self._memo.vectors if self._memo is not None else {}
+        for (level, citizen), group in wanted.items():
+            group = [m for m in group if m.gid not in vectors]
+            if not group:
+                continue
+            try:
+                store = self.memory.level(level, citizen)
+                found = store._run(embeddings_plan(store.plans, [m.memory.node_id for m in group]))
+            except Exception as exc:
+                logger.warning("traversal graph: embeddings of %s unavailable: %s", level, exc)
+                continue
+            for m in group:
+                vectors[m.gid] = found.get(m.memory.node_id)
+        return [p.model_copy(update={"semantic_coherence": semantic_coherence([vectors.get(g) for g in p.path_nodes])})
+                for p in paths]
+
+    def _vectors_in_falkordb(self, level: str) -> bool:
+        backends = getattr(self.memory, "vector_backends", None) or {}
+        return backends.get(level, "falkordb") == "falkordb"
+
+
+# -- exports ---------------------------------------------------------------------------------
+
+
+def to_networkx_dict(graph: TraversalGraph) -> dict[str, Any]:
+    """The graph in networkx's node-link format (JSON-ready).
+
+    ``networkx.node_link_graph(data, edges="edges")`` rebuilds it as a
+    ``MultiDiGraph`` (two memories may be linked by several relation types):
+    nodes keyed by graph id with every ``GraphNode`` field and ``hub``;
+    edges keyed by edge id with every ``GraphEdge`` field and the weight's
+    ``traversal_band``; the paths, hubs, themes, counts and density as graph
+    attributes.
+    """
+    hubs = set(graph.hub_nodes)
+    nodes = []
+    for node in graph.nodes:
+        data = node.model_dump(mode="json")
+        nodes.append({"id": node.node_id, **data, "hub": node.node_id in hubs})
+    edges = []
+    for edge in graph.edges:
+        data = edge.model_dump(mode="json")
+        edges.append({"source": edge.source_id, "target": edge.target_id, "key": edge.edge_id, **data,
+                      "traversal_band": traversal_band(edge.traversal_weight)})
+    attributes = graph.model_dump(mode="json", exclude={"nodes", "edges"})
+    return {"directed": True, "multigraph": True, "graph": attributes, "nodes": nodes, "edges": edges}
+
+
+_MERMAID_ESCAPES = {'"': "#quot;"}
+_MERMAID_SPECIAL = set("#;[](){}<>|`&\\")
+
+
+def mermaid_text(text: str, limit: int = 60) -> str:
+    """Text safe inside a quoted Mermaid label: entity codes for quotes, brackets and friends."""
+    flat = " ".join(str(text).split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    out = []
+    for ch in flat:
+        if ch in _MERMAID_ESCAPES:
+            out.append(_MERMAID_ESCAPES[ch])
+        elif ch in _MERMAID_SPECIAL:
+            out.append(f"#{ord(ch)};")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def to_mermaid(graph: TraversalGraph) -> str:
+    """A ``graph LR`` Mermaid flowchart: one box per memory, one arrow per link.
+
+    Node ids are generated (``n0``, ``n1``... in node order) so no memory id
+    reaches the syntax; labels are the content and type, escaped.  Arrows
+    are labelled ``RELATION_TYPE weight``; tiers and hubs are classes.
+    """
+    ids = {node.node_id: f"n{i}" for i, node in enumerate(graph.nodes)}
+    lines = ["graph LR"]
+    for node in graph.nodes:
+        label = f"{mermaid_text(node.content)}<br/>{mermaid_text(node.node_type, 30)}"
+        lines.append(f'    {ids[node.node_id]}["{label}"]')
+    for edge in graph.edges:
+        for end in (edge.source_id, edge.target_id):
+            if end not in ids:  # an edge to a node outside the list still gets a box
+                ids[end] = f"n{len(ids)}"
+                lines.append(f'    {ids[end]}["{mermaid_text(end)}"]')
+        label = f"{mermaid_text(edge.relation_type, 64)} {edge.traversal_weight:.2f}"
+        lines.append(f'    {ids[edge.source_id]} -->|"{label}"| {ids[edge.target_id]}')
+    lines.append("    classDef focus fill:#f8d7da,stroke:#b02a37")
+    lines.append("    classDef peripheral fill:#fff3cd,stroke:#b58105")
+    lines.append("    classDef background fill:#e2f0fb,stroke:#3d7ea6")
+    lines.append("    classDef hub stroke-width:4px")
+    for tier in TIERS:
+        members = [ids[n.node_id] for n in graph.nodes if n.activation_tier == tier]
+        if members:
+            lines.append(f"    class {','.join(members)} {tier}")
+    hubs = [ids[h] for h in graph.hub_nodes if h in ids]
+    if hubs:
+        lines.append(f"    class {','.join(hubs)} hub")
+    return "\n".join(lines) + "\n"
+
+
+_TIER_COLOURS = {"focus": "#d9534f", "peripheral": "#f0ad4e", "background": "#5bc0de"}
+
+
+def to_html(graph: TraversalGraph, path: str | Path | None = None, *, title: str = "Traversal graph",
+            size: int = 800) -> str:
+    """A self-contained HTML page: an inline SVG (circle layout) and the suggested paths.
+
+    No script and no external resource: the page shows the same offline.
+    Circles are sized by activation and coloured by tier, hubs have a thick
+    outline, arrows are as thick as their traversal weight and labelled
+    with relation type and weight; hovering shows full texts.  Written to
+    ``path`` when given; the text is returned either way.
+    """
+    esc = html.escape
+    n = len(graph.nodes)
+    centre = size / 2
+    radius = 0 if n <= 1 else max(60.0, centre - 110)
+    pos: dict[str, tuple[float, float]] = {}
+    for i, node in enumerate(graph.nodes):
+        angle = 2 * math.pi * i / max(n, 1) - math.pi / 2
+        pos[node.node_id] = (centre + radius * math.cos(angle), centre + radius * math.sin(angle))
+    sizes = {node.node_id: 8 + 14 * node.activation_score for node in graph.nodes}
+    hubs = set(graph.hub_nodes)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" viewBox="0 0 {size} {size}" '
+        'role="img" aria-label="traversal graph">',
+        "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" "
+        "markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\" fill=\"#555\"/>"
+        "</marker></defs>",
+    ]
+    if not n:
+        parts.append(f'<text x="{centre}" y="{centre}" text-anchor="middle">no memories</text>')
+    for edge in graph.edges:
+        if edge.source_id not in pos or edge.target_id not in pos or edge.source_id == edge.target_id:
+            continue
+        (x1, y1), (x2, y2) = pos[edge.source_id], pos[edge.target_id]
+        dx, dy = x2 - x1, y2 - y1
+        length = math.hypot(dx, dy) or 1.0
+        # bend to the right of the direction, so A->B and B->A do not overlap
+        cx, cy = (x1 + x2) / 2 - dy / length * 24, (y1 + y2) / 2 + dx / length * 24
+        ex, ey = x2 - cx, y2 - cy
+        elen = math.hypot(ex, ey) or 1.0
+        r = sizes[edge.target_id] + 3
+        tx, ty = x2 - ex / elen * r, y2 - ey / elen * r
+        width = 1 + 3 * edge.traversal_weight
+        tip = (f"{edge.relation_type} {edge.traversal_weight:.2f} ({traversal_band(edge.traversal_weight)}); "
+               f"goal: {edge.goal}; mindstate: {edge.mindstate}")
+        parts.append(
+            f'<path d="M {x1:.1f} {y1:.1f} Q {cx:.1f} {cy:.1f} {tx:.1f} {ty:.1f}" fill="none" stroke="#555" '
+            f'stroke-opacity="{0.35 + 0.6 * edge.traversal_weight:.2f}" stroke-width="{width:.2f}" '
+            f'marker-end="url(#arrow)"><title>{esc(tip)}</title></path>'
+        )
+        lx, ly = 0.25 * x1 + 0.5 * cx + 0.25 * x2, 0.25 * y1 + 0.5 * cy + 0.25 * y2
+        parts.append(f'<text x="{lx:.1f}" y="{ly:.1f}" font-size="10" fill="#333" text-anchor="middle">'
+                     f"{esc(edge.relation_type)} {edge.traversal_weight:.2f}</text>")
+    for node in graph.nodes:
+        x, y = pos[node.node_id]
+        r = sizes[node.node_id]
+        colour = _TIER_COLOURS.get(node.activation_tier, "#999")
+        stroke = 'stroke="#111" stroke-width="4"' if node.node_id in hubs else 'stroke="#fff" stroke-width="1.5"'
+        label = node.content if len(node.content) <= 32 else node.content[:31] + "…"
+        tip = (f"{node.node_id} ({node.node_type}, {node.activation_tier}, activation "
+               f"{node.activation_score:.2f}, energy {node.energy:.2f}): {node.content}")
+        parts.append(f'<g><title>{esc(tip)}</title>'
+                     f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" fill="{colour}" {stroke}/>'
+                     f'<text x="{x:.1f}" y="{y + r + 13:.1f}" font-size="12" text-anchor="middle">'
+                     f"{esc(label)}</text></g>")
+    parts.append("</svg>")
+    names = {node.node_id: node.content for node in graph.nodes}
+    rows = "".join(
+        f"<tr><td>{esc(p.path_id)}</td><td>{p.traversal_probability:.3f}</td><td>{esc(p.path_narrative)}</td>"
+        f"<td>{esc(' → '.join(names.get(g, g) for g in p.path_nodes))}</td>"
+        f"<td>{p.semantic_coherence:.2f}</td><td>{p.emotional_consistency:.2f}</td></tr>"
+        for p in graph.suggested_paths
+    )
+    page = (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{esc(title)}</title><style>body{{font-family:sans-serif;margin:1.5em}}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}</style>"
+        f"</head><body><h1>{esc(title)}</h1>"
+        f"<p>{graph.node_count} memories, {graph.edge_count} links, density {graph.graph_density:.3f}; "
+        f"hubs: {esc(', '.join(names.get(h, h) for h in graph.hub_nodes) or 'none')}; "
+        f"themes: {esc(', '.join(graph.central_themes) or 'none')}</p>"
+        + "".join(parts)
+        + "<h2>Suggested paths</h2><table><tr><th>path</th><th>probability</th><th>narrative</th>"
+        "<th>memories</th><th>coherence</th><th>emotional consistency</th></tr>"
+        + rows + "</table></body></html>\n"
+    )
+    if path is not None:
+        Path(path).write_text(page, encoding="utf-8")
+    return page

@@ -1,0 +1,121 @@
+"""The neighbourhood of retrieved memories in one level graph, as query plans.
+
+Used to build the traversal graph of a retrieval: the memories that connect
+retrieved ones without having been retrieved themselves ("connectors", one
+hop), the links among all of them, and the embeddings that path coherence
+is measured with.  Like :mod:`~llama_consciousness.storage.channels`, each
+function is a plan (a generator of :class:`Query`), run with
+``store._run(plan)`` on a ``LevelGraphStore`` or ``AsyncLevelGraphStore``;
+values only ever travel as parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+from llama_consciousness.storage import records
+from llama_consciousness.storage.channels import relationships_among
+from llama_consciousness.storage.filters import MemoryFilter
+from llama_consciousness.storage.level_store import EDGE_TYPE, NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query
+from llama_consciousness.temporal import cypher_predicate
+
+__all__ = ["Connector", "Neighbourhood", "connectors", "embeddings", "neighbourhood"]
+
+_NODE = records.projection("c", records.NODE_READ_PROPS)
+MAX_CONNECTORS = 1000
+
+
+@dataclass(frozen=True)
+class Connector:
+    """A memory linked to ``linked`` of the given memories (at least ``min_links``)."""
+
+    node: MemoryNode
+    linked: int
+    link_energy: float
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """Connectors of a set of memories and the links among all of them."""
+
+    connectors: list[Connector] = field(default_factory=list)
+    relationships: list[ConsciousnessRelationship] = field(default_factory=list)
+
+
+def connectors(
+    plans: LevelPlans,
+    node_ids: Sequence[str],
+    memory_filter: MemoryFilter,
+    limit: int = 10,
+    *,
+    min_links: int = 2,
+) -> Plan:
+    """Memories outside ``node_ids`` linked to at least ``min_links`` of them.
+
+    One hop, links in either direction, both the links and the connector
+    visible in the filter's window (quarantined memories never connect).
+    Entity hubs pass only when the filter includes entities.  Ranked by how
+    many of the memories they link, then by the summed energy of those
+    links, then by id; at most ``limit``.
+    """
+    if len(node_ids) < min_links or limit <= 0:
+        return []
+    pred = memory_filter.cypher("c", "fc_")
+    link = cypher_predicate(memory_filter.window, "r", "fr_")
+    # The link is reached through a path variable, as in ``channels.traverse``:
+    # FalkorDB answers nothing for the incoming direction of an undirected
+    # ``(s)-[r]-(c)`` whose WHERE compares an indexed property of ``r`` to a
+    # value (the edge range index on ``created_at``, used by the temporal
+    # predicate); ``all(r IN relationships(p) WHERE ...)`` is not rewritten
+    # into an index scan and sees both directions.
+    rows = yield Query(
+        f"MATCH p = (s:{NODE_LABEL})-[:{EDGE_TYPE}]-(c:{NODE_LABEL}) "
+        f"WHERE s.node_id IN $ids AND NOT c.node_id IN $ids AND {pred.text} "
+        f"AND all(r IN relationships(p) WHERE {link.text}) "
+        "WITH c, s, head(relationships(p)) AS r "
+        "WITH c, count(DISTINCT s.node_id) AS linked, sum(coalesce(r.energy, 0.0)) AS energy "
+        "WHERE linked >= $min_links "
+        f"RETURN {_NODE}, linked, energy ORDER BY linked DESC, energy DESC, c.node_id ASC LIMIT $limit",
+        {**pred.params, **link.params, "ids": list(node_ids), "min_links": int(min_links),
+         "limit": min(int(limit), MAX_CONNECTORS)},
+        read_only=True,
+    )
+    return [Connector(records.node_from_props(props), int(linked), float(energy)) for props, linked, energy in rows]
+
+
+def neighbourhood(
+    plans: LevelPlans,
+    node_ids: Sequence[str],
+    memory_filter: MemoryFilter,
+    max_connectors: int = 10,
+) -> Plan:
+    """Connectors of ``node_ids`` (when ``max_connectors`` > 0) and the links among all of them."""
+    found: list[Connector] = []
+    if max_connectors > 0:
+        found = yield from connectors(plans, node_ids, memory_filter, max_connectors)
+    ids = list(dict.fromkeys([*node_ids, *(c.node.node_id for c in found)]))
+    links = yield from relationships_among(plans, ids, memory_filter)
+    return Neighbourhood(found, links)
+
+
+def embeddings(plans: LevelPlans, node_ids: Sequence[str]) -> Plan:
+    """``{node_id: embedding}`` of the given memories that have one in this graph.
+
+    Empty when the level keeps its vectors elsewhere (``store_vectors`` off).
+    """
+    if not plans.store_vectors or not node_ids:
+        return {}
+    rows = yield Query(
+        f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) "
+        f"WHERE n.{VECTOR_PROPERTY} IS NOT NULL RETURN id, n.{VECTOR_PROPERTY}",
+        {"ids": list(dict.fromkeys(node_ids))},
+        read_only=True,
+    )
+    return {node_id: _floats(vector) for node_id, vector in rows if vector is not None}
+
+
+def _floats(vector: Any) -> list[float]:
+    return [float(x) for x in vector]

@@ -1,0 +1,652 @@
+"""Traversal probability, thought paths and the traversal-graph postprocessor.
+
+The formula and the path search are checked on hand-computed values; the
+postprocessor end to end on the real embedded FalkorDB (N1 of a fresh
+citizen; N3 -- whose vectors live in pgvector in the test memory -- with
+unique ids).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+import uuid
+from datetime import datetime, timezone
+
+import networkx as nx
+import pytest
+from llama_index.core.schema import NodeWithScore, TextNode
+
+from llama_consciousness.postprocessors.traversal_paths import (
+    TraversalPathPostprocessor,
+    mermaid_text,
+    to_html,
+    to_mermaid,
+    to_networkx_dict,
+)
+from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode, RetrievalIntention, StateBasedRetrieval
+from llama_consciousness.schema.graph import GraphEdge, GraphNode, TraversalGraph
+from llama_consciousness.scoring.traversal import (
+    PathCandidate,
+    build_adjacency,
+    calculate_traversal_probability,
+    central_themes,
+    cosine_similarity,
+    dfs_with_probability,
+    emotional_consistency,
+    generate_traversal_paths,
+    goal_match,
+    graph_density,
+    hub_nodes,
+    path_narrative,
+    semantic_coherence,
+    traversal_band,
+)
+from llama_consciousness.storage.neighbourhood import connectors, embeddings
+
+T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def edge(source="a", target="b", *, energy=0.5, confidence=0.5, goal="g", emotions=None, transfer=0.5,
+         weight=0.5, edge_id=None, relation_type="RELATES_TO") -> GraphEdge:
+    return GraphEdge(edge_id=edge_id or f"{source}->{target}", source_id=source, target_id=target,
+                     relation_type=relation_type, goal=goal, mindstate="m", energy=energy, confidence=confidence,
+                     emotion_vector=emotions, energy_transfer_coefficient=transfer, resolution_state="in_progress",
+                     traversal_weight=weight)
+
+
+def gnode(node_id, node_type="Memory", activation=0.5, emotions=None, content=None, tier="focus") -> GraphNode:
+    return GraphNode(node_id=node_id, node_type=node_type, content=content or node_id, activation_score=activation,
+                     activation_tier=tier, energy=0.5, confidence=0.5, emotion_vector=emotions,
+                     valid_at=T0, created_at=T0)
+
+
+# -- the formula -------------------------------------------------------------------------
+
+
+def test_formula_on_hand_computed_values():
+    e = edge(energy=0.8, confidence=0.9, transfer=0.7, goal="ship v2", emotions={"determination": 0.6})
+    # 0.8*0.3 + 1.0*0.2 + 1.0*0.3 + 0.9*0.1 + 0.7*0.1
+    assert calculate_traversal_probability(e, "ship v2", {"determination": 0.9}, 0.5) == pytest.approx(0.90)
+    # partial goal (substring), no emotional state: 0.24 + 0.14 + 0 + 0.09 + 0.07
+    assert calculate_traversal_probability(e, "ship v2 today", None, 0.5) == pytest.approx(0.54)
+    # no goal at all: 0.24 + 0.06 + 0 + 0.09 + 0.07
+    assert calculate_traversal_probability(e, None, {}, 0.5) == pytest.approx(0.46)
+    # current_energy is in the spec's signature, not in its formula
+    assert calculate_traversal_probability(e, None, {}, 0.0) == calculate_traversal_probability(e, None, {}, 1.0)
+
+
+def test_goal_match_levels():
+    assert goal_match("fix the bug", "fix the bug") == 1.0
+    assert goal_match("fix", "fix the bug") == 0.7
+    assert goal_match("fix the bug today", "fix the bug") == 0.7
+    assert goal_match("write docs", "fix the bug") == 0.3
+    assert goal_match("write docs", None) == 0.3
+    assert goal_match("write docs", "") == 0.3
+
+
+def test_emotions_compare_by_canonical_name():
+    assert cosine_similarity({"excited": 0.8}, {"excitement": 0.4}) == pytest.approx(1.0)
+    assert cosine_similarity({"excited": 0.8}, {"excitement": 0.4}, canonical=False) == 0.0
+    assert cosine_similarity({"a": 1.0}, {"a": 0.6, "b": 0.8}) == pytest.approx(0.6)
+    assert cosine_similarity({}, {"a": 1.0}) == 0.0
+    assert cosine_similarity({"a": 0.0}, {"a": 1.0}) == 0.0
+    e = edge(energy=0.0, confidence=0.0, transfer=0.0, goal="x", emotions={"Frustrated": 0.7})
+    # 0.3 (goal mismatch) * 0.2 + cosine 1.0 * 0.3
+    assert calculate_traversal_probability(e, "y", {"frustration": 0.2}, 0.5) == pytest.approx(0.36)
+
+
+# The spec's "Traversal Weight Semantics" table, one example per band.
+BAND_CASES = [
+    # high energy + exact goal + strong emotional resonance: .27 + .2 + .3 + .09 + .08
+    ("very_high", dict(energy=0.9, confidence=0.9, transfer=0.8, goal="ship", emotions={"a": 1.0}),
+     "ship", {"a": 0.5}, 0.94),
+    # medium energy + partial goal + medium emotional match (cos .8): .18 + .14 + .24 + .09 + .06
+    ("high", dict(energy=0.6, confidence=0.9, transfer=0.6, goal="ship", emotions={"a": 0.8, "b": 0.6}),
+     "ship it", {"a": 1.0}, 0.71),
+    # medium energy + no goal match + high emotional resonance (cos .9 via .9/.436): .12+.06+.27+.05+.03
+    ("medium", dict(energy=0.4, confidence=0.5, transfer=0.3, goal="ship", emotions={"a": 0.9, "b": 0.19 ** 0.5}),
+     "rest", {"a": 1.0}, 0.53),
+    # low energy + goal mismatch + low emotional resonance (cos .3): .06 + .06 + .09 + .06 + .03
+    ("low", dict(energy=0.2, confidence=0.6, transfer=0.3, goal="ship", emotions={"a": 0.3, "b": 0.91 ** 0.5}),
+     "rest", {"a": 1.0}, 0.30),
+    # resolved context with no current relevance: .015 + .06 + 0 + .05 + .01
+    ("very_low", dict(energy=0.05, confidence=0.5, transfer=0.1, goal="ship", emotions={"calm": 1.0}),
+     "rest", {"anger": 1.0}, 0.135),
+]
+
+
+@pytest.mark.parametrize("band,fields,goal,state,expected", BAND_CASES, ids=[c[0] for c in BAND_CASES])
+def test_spec_band_examples(band, fields, goal, state, expected):
+    weight = calculate_traversal_probability(edge(**fields), goal, state, 0.5)
+    assert weight == pytest.approx(expected, abs=1e-9)
+    assert traversal_band(weight) == band
+
+
+@pytest.mark.parametrize("weight,band", [
+    (1.0, "very_high"), (0.8, "very_high"), (0.7999, "high"), (0.6, "high"), (0.5999, "medium"), (0.4, "medium"),
+    (0.3999, "low"), (0.2, "low"), (0.1999, "very_low"), (0.0, "very_low"),
+])
+def test_band_boundaries(weight, band):
+    assert traversal_band(weight) == band
+
+
+def test_formula_is_clamped_to_unit_interval():
+    top = edge(energy=1.0, confidence=1.0, transfer=1.0, goal="g", emotions={"a": 1.0})
+    assert calculate_traversal_probability(top, "g", {"a": 1.0}, 1.0) == pytest.approx(1.0)
+    low = edge(energy=0.0, confidence=0.0, transfer=0.0, goal="g", emotions=None)
+    assert calculate_traversal_probability(low, "other", {"a": 1.0}, 0.0) == pytest.approx(0.06)
+
+
+def test_formula_accepts_relationships():
+    rel = ConsciousnessRelationship(source_id="a", target_id="b", relation_type="JUSTIFIES", goal="g",
+                                    mindstate="m", energy=0.5, confidence=0.5, emotion_vector={"joy": 0.5},
+                                    energy_transfer_coefficient=0.5)
+    # .15 + .2 + .3 + .05 + .05
+    assert calculate_traversal_probability(rel, "g", {"happy": 1.0}, 0.5) == pytest.approx(0.75)
+
+
+# -- path search ---------------------------------------------------------------------------
+
+HAND = {"A": [("B", 0.9, "ab"), ("D", 0.95, "ad")], "B": [("C", 0.9, "bc")], "D": [("E", 0.2, "de")]}
+
+
+def test_dfs_finds_most_probable_paths():
+    paths = dfs_with_probability(HAND, "A")
+    assert [(p.nodes, round(p.probability, 6)) for p in paths] == [
+        (("A", "D"), 0.95), (("A", "B"), 0.9), (("A", "B", "C"), 0.81), (("A", "D", "E"), 0.19),
+    ]
+    two_edges = [p for p in paths if len(p.edges) == 2]
+    assert two_edges[0].nodes == ("A", "B", "C") and two_edges[0].edges == ("ab", "bc")
+    assert two_edges[0].probability == pytest.approx(0.81)
+
+
+def test_dfs_explores_stronger_links_first_and_is_deterministic():
+    # equal probabilities: longer first, then ids
+    adjacency = {"S": [("Y", 1.0), ("X", 1.0)], "X": [("Z", 1.0)]}
+    paths = dfs_with_probability(adjacency, "S")
+    assert [p.nodes for p in paths] == [("S", "X", "Z"), ("S", "X"), ("S", "Y")]
+    assert paths[0].edges == ("S->X", "X->Z")  # default edge ids
+    assert paths == dfs_with_probability(adjacency, "S")
+
+
+def test_dfs_cycles_do_not_loop():
+    cycle = {"A": [("B", 1.0, "ab")], "B": [("C", 1.0, "bc")], "C": [("A", 1.0, "ca")]}
+    paths = dfs_with_probability(cycle, "A", max_depth=10, max_paths=100)
+    assert [p.nodes for p in paths] == [("A", "B", "C"), ("A", "B")]
+    for p in paths:
+        assert len(set(p.nodes)) == len(p.nodes)
+
+
+def test_dfs_respects_max_depth_max_paths_and_min_probability():
+    chain = {str(i): [(str(i + 1), 0.9, f"e{i}")] for i in range(10)}
+    assert max(len(p.edges) for p in dfs_with_probability(chain, "0", max_depth=3, max_paths=100)) == 3
+    assert len(dfs_with_probability(chain, "0", max_depth=3, max_paths=2)) == 2
+    assert dfs_with_probability(chain, "0", max_depth=0) == []
+    kept = dfs_with_probability(chain, "0", max_depth=10, max_paths=100, min_probability=0.7)
+    assert kept and all(p.probability >= 0.7 for p in kept)
+    assert len(kept) == 3  # .9, .81, .729
+    assert dfs_with_probability({}, "lonely") == []
+
+
+def _brute_force(adjacency, start, max_depth):
+    """Every path, numbered in depth-first preorder (strongest link, then target, then edge id)."""
+    out = []
+
+    def walk(node, nodes, edges, p):
+        if edges:
+            out.append(PathCandidate(tuple(nodes), tuple(edges), p, len(out)))
+        if len(edges) >= max_depth:
+            return
+        for target, weight, edge_id in sorted(adjacency.get(node, ()), key=lambda e: (-e[1], e[0], e[2])):
+            if target not in nodes:
+                walk(target, nodes + [target], edges + [edge_id], p * weight)
+
+    walk(start, [start], [], 1.0)
+    return sorted(out, key=PathCandidate.sort_key)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_pruned_search_equals_exhaustive_search(seed):
+    rng = random.Random(seed)
+    names = [f"n{i}" for i in range(7)]
+    adjacency = {n: [(m, round(rng.random(), 2), f"{n}{m}") for m in names if m != n and rng.random() < 0.5]
+                 for n in names}
+    for k in (1, 3, 10, 1000):
+        expected = _brute_force(adjacency, "n0", 4)[:k]
+        got = dfs_with_probability(adjacency, "n0", max_depth=4, max_paths=k)
+        assert [(p.nodes, p.edges) for p in got] == [(p.nodes, p.edges) for p in expected]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pruned_search_equals_exhaustive_search_with_ties(seed):
+    rng = random.Random(100 + seed)
+    names = [f"n{i}" for i in range(6)]
+    adjacency = {n: [(m, rng.choice((0.5, 1.0)), f"{n}{m}") for m in names if m != n and rng.random() < 0.6]
+                 for n in names}
+    for k in (1, 4, 15):
+        expected = _brute_force(adjacency, "n0", 4)[:k]
+        got = dfs_with_probability(adjacency, "n0", max_depth=4, max_paths=k)
+        assert [(p.nodes, p.probability) for p in got] == [(p.nodes, p.probability) for p in expected]
+
+
+def test_search_stays_fast_when_nothing_can_be_pruned_by_probability():
+    names = [f"n{i:02d}" for i in range(30)]
+    complete = {a: [(b, 1.0) for b in names if b != a] for a in names}
+    started = time.perf_counter()
+    paths = dfs_with_probability(complete, "n00", max_depth=5, max_paths=10)
+    assert time.perf_counter() - started < 2.0
+    assert len(paths) == 10 and all(len(p.edges) == 5 and p.probability == 1.0 for p in paths)
+    assert paths[0].nodes == ("n00", "n01", "n02", "n03", "n04", "n05")
+
+
+def test_build_adjacency_directed_and_undirected():
+    edges = [edge("a", "b", weight=0.7, edge_id="e1")]
+    assert build_adjacency(edges) == {"a": [("b", 0.7, "e1")]}
+    assert build_adjacency(edges, directed=False) == {"a": [("b", 0.7, "e1")], "b": [("a", 0.7, "e1")]}
+
+
+def _small_graph() -> TraversalGraph:
+    nodes = [gnode("A", "Problem", 1.0, {"frustration": 0.8}), gnode("B", "Evidence", 0.5, {"frustration": 0.8}),
+             gnode("C", "Conclusion", 0.25, None), gnode("D", "Evidence", 0.5), gnode("E", "Evidence", 0.0)]
+    edges = [edge("A", "B", weight=0.9, edge_id="ab"), edge("B", "C", weight=0.9, edge_id="bc"),
+             edge("A", "D", weight=0.95, edge_id="ad"), edge("D", "E", weight=0.2, edge_id="de")]
+    return TraversalGraph(nodes=nodes, edges=edges, node_count=5, edge_count=4, path_count=0, graph_density=0.2)
+
+
+def test_generate_traversal_paths_over_several_starts():
+    graph = _small_graph()
+    paths = generate_traversal_paths(graph, ["A", "B", "A"], max_paths=10, max_path_length=5)
+    probs = [p.traversal_probability for p in paths]
+    assert probs == sorted(probs, reverse=True)
+    assert [p.path_id for p in paths] == [f"path_{i}" for i in range(1, len(paths) + 1)]
+    keys = [tuple(p.path_nodes) for p in paths]
+    assert len(keys) == len(set(keys))  # "A" given twice: no duplicate paths
+    assert ("B", "C") in keys and ("A", "B", "C") in keys
+    abc = paths[keys.index(("A", "B", "C"))]
+    assert abc.path_edges == ["ab", "bc"]
+    assert abc.traversal_probability == pytest.approx(0.81)
+    assert abc.total_activation == pytest.approx(1.75)
+    assert abc.path_narrative == "Problem → Evidence → Conclusion"
+    assert abc.emotional_consistency == pytest.approx((1.0 + 0.5) / 2)  # identical, then unknown
+    assert abc.semantic_coherence == 0.5  # no embeddings given
+    assert len(generate_traversal_paths(graph, ["A"], max_paths=2)) == 2
+
+
+def test_generate_traversal_paths_recomputes_weights_from_state():
+    nodes = [gnode("A"), gnode("B"), gnode("C")]
+    edges = [edge("A", "B", goal="rest", energy=0.1, weight=0.99, edge_id="ab"),
+             edge("A", "C", goal="ship", energy=0.9, emotions={"drive": 1.0}, weight=0.01, edge_id="ac")]
+    graph = TraversalGraph(nodes=nodes, edges=edges, node_count=3, edge_count=2, path_count=0, graph_density=1 / 3)
+    stored = generate_traversal_paths(graph, ["A"])
+    assert stored[0].path_nodes == ["A", "B"]  # the stored weights
+    state = generate_traversal_paths(graph, ["A"], "ship", {"motivated": 0.9}, 0.5)
+    assert state[0].path_nodes == ["A", "C"]
+    assert state[0].traversal_probability == pytest.approx(calculate_traversal_probability(edges[1], "ship",
+                                                                                           {"drive": 1.0}))
+    # undirected: B can reach C through A
+    back = generate_traversal_paths(graph, ["B"], directed=False)
+    assert ["B", "A", "C"] in [p.path_nodes for p in back]
+
+
+# -- path quality and structure ---------------------------------------------------------------
+
+
+def test_semantic_coherence():
+    assert semantic_coherence([[1.0, 0.0], [1.0, 0.0]]) == pytest.approx(1.0)
+    assert semantic_coherence([[1.0, 0.0], [0.0, 1.0]]) == pytest.approx(0.0)
+    assert semantic_coherence([[1.0, 0.0], [-1.0, 0.0]]) == 0.0  # clamped
+    assert semantic_coherence([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]) == pytest.approx(0.5)
+    assert semantic_coherence([None, [1.0, 0.0]]) == 0.5
+    assert semantic_coherence([[0.0, 0.0], [1.0, 0.0]]) == 0.5
+    assert semantic_coherence([[1.0, 0.0], None, [1.0, 0.0]]) == 0.5
+    assert semantic_coherence([[1.0]]) == 1.0
+
+
+def test_emotional_consistency():
+    assert emotional_consistency([{"joy": 0.5}, {"happy": 0.9}]) == pytest.approx(1.0)
+    assert emotional_consistency([{"joy": 0.5}, {"fear": 0.9}]) == 0.0
+    assert emotional_consistency([{"joy": 0.5}, None]) == 0.5
+    assert emotional_consistency([None, {}]) == 0.5
+    assert emotional_consistency([{"a": 1.0}, {"a": 1.0}, {"b": 1.0}]) == pytest.approx(0.5)
+    assert emotional_consistency([{"a": 1.0}]) == 1.0
+
+
+def test_path_narrative():
+    assert path_narrative(["Problem", "Evidence", "Conclusion"]) == "Problem → Evidence → Conclusion"
+    assert path_narrative(["Memory", "Memory", "Decision", "Memory"]) == "Memory → Decision → Memory"
+    assert path_narrative([]) == ""
+
+
+def test_hub_nodes():
+    edges = [("a", "b"), ("a", "c"), ("a", "d"), ("b", "c"), ("e", "f")]
+    assert hub_nodes(edges) == ["a", "b", "c"]
+    assert hub_nodes(edges, top=1) == ["a"]
+    assert hub_nodes([edge("x", "y"), edge("y", "z")]) == ["y"]
+    assert hub_nodes([("p", "q")]) == []
+
+
+def test_central_themes():
+    nodes = {
+        "a": {"goal": "ship v2", "concepts": ["FalkorDB", "latency"], "emotion_vector": {"excited": 0.9}},
+        "b": {"goal": "Ship  v2", "concepts": ["falkordb"], "emotion_vector": {"excitement": 0.7, "fear": 0.1}},
+        "c": {"goal": "rest", "concepts": ["latency"], "emotion_vector": {"calm": 0.8}},
+        "z": {"goal": "never counted", "concepts": ["nope"]},
+    }
+    themes = central_themes(nodes, ["a"], [["a", "b"], ["b", "c"]], top=5)
+    assert themes[:3] == ["excitement", "FalkorDB", "latency"]
+    assert themes[3] == "ship v2"
+    assert "fear" not in themes and "nope" not in themes
+    assert len(central_themes(nodes, ["a"], [["a", "b", "c"]], top=2)) == 2
+
+
+def test_graph_density():
+    assert graph_density(0, 0) == 0.0
+    assert graph_density(1, 5) == 0.0
+    assert graph_density(2, 1) == 0.5
+    assert graph_density(4, 6) == 0.5
+    assert graph_density(2, 5) == 1.0  # parallel links clamp
+
+
+# -- exports on a hand graph ---------------------------------------------------------------------
+
+
+def _hand_graph_with_paths() -> TraversalGraph:
+    graph = _small_graph()
+    paths = generate_traversal_paths(graph, ["A"])
+    nodes = list(graph.nodes)
+    nodes[0] = gnode("A", "Problem", 1.0, content='He said "fix [it]" | now <b>#1</b>; ok')
+    return graph.model_copy(update={"nodes": nodes, "suggested_paths": paths, "path_count": len(paths),
+                                    "hub_nodes": ["A"]})
+
+
+def test_mermaid_escapes_labels():
+    text = to_mermaid(_hand_graph_with_paths())
+    assert text.startswith("graph LR\n")
+    first = text.splitlines()[1]
+    assert first.startswith('    n0["') and first.endswith('"]')
+    inner = first[len('    n0["'):-2]
+    assert '"' not in inner and "[" not in inner and "]" not in inner and "|" not in inner
+    assert "#quot;fix #91;it#93;#quot;" in inner
+    assert '-->|"RELATES_TO 0.90"|' in text
+    assert "class n0 hub" in text
+    assert mermaid_text("a\nb") == "a b"
+
+
+def test_html_is_self_contained():
+    page = to_html(_hand_graph_with_paths(), title="<Thoughts>")
+    assert "<svg" in page and "</svg>" in page
+    assert "<script" not in page.lower()
+    assert not re.search(r"(src|href)\s*=", page)
+    assert set(re.findall(r"https?://[^\s\"']+", page)) <= {"http://www.w3.org/2000/svg"}
+    assert "&lt;Thoughts&gt;" in page and "<Thoughts>" not in page
+    assert page.count("<circle") == 5
+    assert "Problem → Evidence → Conclusion" in page
+    assert "<svg" in to_html(TraversalGraph(nodes=[], edges=[], node_count=0, edge_count=0, path_count=0,
+                                            graph_density=0.0))
+
+
+def test_networkx_round_trip_hand_graph():
+    graph = _hand_graph_with_paths()
+    data = json.loads(json.dumps(to_networkx_dict(graph)))
+    g = nx.node_link_graph(data, edges="edges")
+    assert isinstance(g, nx.MultiDiGraph)
+    assert set(g.nodes) == {"A", "B", "C", "D", "E"}
+    assert g.number_of_edges() == 4
+    assert g.edges["A", "B", "ab"]["traversal_weight"] == 0.9
+    assert g.edges["A", "B", "ab"]["traversal_band"] == "very_high"
+    assert g.nodes["A"]["hub"] is True and g.nodes["B"]["node_type"] == "Evidence"
+    assert g.graph["path_count"] == len(graph.suggested_paths)
+    assert nx.node_link_data(g, edges="edges")["nodes"]
+
+
+# -- end to end on FalkorDB -------------------------------------------------------------------------
+
+GOAL = "fix the deployment pipeline"
+
+
+def mem(citizen, node_id, name, description, node_type, energy=0.7, level="N1", **kw) -> MemoryNode:
+    return MemoryNode(node_id=node_id, level=level, citizen_id=citizen if level == "N1" else None,
+                      node_type=node_type, name=name, description=description, energy=energy, confidence=0.8,
+                      **kw)
+
+
+def rel(source, target, relation_type, energy, emotions=None, goal=GOAL, **kw) -> ConsciousnessRelationship:
+    return ConsciousnessRelationship(source_id=source, target_id=target, relation_type=relation_type, goal=goal,
+                                     mindstate="focused debugging", energy=energy, confidence=0.8,
+                                     emotion_vector=emotions or {"determination": 0.7},
+                                     energy_transfer_coefficient=0.6, **kw)
+
+
+@pytest.fixture
+def pipeline_story(memory, citizen):
+    """A problem, its evidence and conclusion, a low-energy connector, and an unrelated memory."""
+    records = [
+        mem(citizen, "problem", "flaky deployment pipeline", "deploys fail at random on the build servers",
+            "Problem", emotion_vector={"frustration": 0.8}, goal=GOAL, concepts=["deployment"]),
+        mem(citizen, "evidence", "build logs show image drift", "every failing build pulled a newer base image",
+            "Evidence", emotion_vector={"frustration": 0.6, "curiosity": 0.5}, goal=GOAL,
+            concepts=["deployment", "base image"]),
+        mem(citizen, "conclusion", "pin the base image digest", "pinning the image digest stops the drift",
+            "Conclusion", emotion_vector={"relief": 0.8}, goal=GOAL, concepts=["base image"]),
+        mem(citizen, "cache", "shared build cache volume", "the cache volume that every build job mounts",
+            "Infrastructure", energy=0.1, emotion_vector={"calm": 0.5}),
+        mem(citizen, "garden", "tomato seedlings on the balcony", "watering the tomatoes every morning",
+            "Memory", emotion_vector={"joy": 0.7}),
+        rel("problem", "evidence", "INVESTIGATED_BY", 0.9, {"frustration": 0.8, "determination": 0.7}),
+        rel("evidence", "conclusion", "JUSTIFIES", 0.8, {"determination": 0.7, "relief": 0.6}),
+        rel("problem", "conclusion", "RESOLVED_BY", 0.3, {"relief": 0.9}, goal="close the incident"),
+        rel("cache", "problem", "RELATES_TO", 0.2, {"calm": 0.5}, goal="understand the build infrastructure"),
+        rel("cache", "conclusion", "RELATES_TO", 0.2, {"calm": 0.5}, goal="understand the build infrastructure"),
+    ]
+    report = memory.ingest(records)
+    assert not report.rejected, report.rejected
+    retriever = memory.retriever(citizen, intention_defaults={"query_levels": ["N1"], "min_energy": 0.4})
+    nodes = retriever.retrieve("why does the deployment pipeline fail")
+    return retriever, nodes
+
+
+def test_postprocessor_end_to_end(memory, citizen, pipeline_story):
+    retriever, nodes = pipeline_story
+    retrieved = [n.node.metadata["node_id"] for n in nodes]
+    assert {"problem", "evidence", "conclusion"} <= set(retrieved)
+    assert "cache" not in retrieved  # below min_energy: only a connector can bring it in
+
+    pp = TraversalPathPostprocessor(memory=memory, current_goal=GOAL, current_emotions={"determined": 0.9})
+    before = [n.node.node_id for n in nodes]
+    out = pp.postprocess_nodes(nodes)
+    assert [n.node.node_id for n in out] == before  # order untouched
+    graph = pp.last_graph
+    assert graph is not None
+
+    ids = {n.node_id for n in graph.nodes}
+    assert {"N1:problem", "N1:evidence", "N1:conclusion", "N1:cache"} <= ids
+    assert "N1:cache" in pp.last_connectors
+    cache = next(n for n in graph.nodes if n.node_id == "N1:cache")
+    assert cache.activation_score == 0.0 and cache.activation_tier == "background"
+    assert max(n.activation_score for n in graph.nodes) == 1.0
+    assert all(0.0 <= n.activation_score <= 1.0 for n in graph.nodes)
+
+    edges = {e.edge_id: e for e in graph.edges}
+    expected = {"N1:problem|INVESTIGATED_BY|evidence", "N1:evidence|JUSTIFIES|conclusion",
+                "N1:problem|RESOLVED_BY|conclusion", "N1:cache|RELATES_TO|problem", "N1:cache|RELATES_TO|conclusion"}
+    assert expected <= set(edges)
+    for e in graph.edges:
+        assert 0.0 <= e.traversal_weight <= 1.0
+        assert e.source_id in ids and e.target_id in ids
+    investigated = edges["N1:problem|INVESTIGATED_BY|evidence"]
+    assert investigated.source_id == "N1:problem" and investigated.target_id == "N1:evidence"
+    # .27 + .2 + cosine({frustration .8, determination .7}, {determination 1})*.3 + .08 + .06
+    cos = 0.7 / (0.8 ** 2 + 0.7 ** 2) ** 0.5
+    assert investigated.traversal_weight == pytest.approx(0.27 + 0.2 + 0.3 * cos + 0.08 + 0.06)
+
+    paths = graph.suggested_paths
+    assert paths and graph.path_count == len(paths)
+    probs = [p.traversal_probability for p in paths]
+    assert probs == sorted(probs, reverse=True)
+    chain = next(p for p in paths if p.path_nodes == ["N1:problem", "N1:evidence", "N1:conclusion"])
+    assert chain.path_edges == ["N1:problem|INVESTIGATED_BY|evidence", "N1:evidence|JUSTIFIES|conclusion"]
+    assert chain.path_narrative == "Problem → Evidence → Conclusion"
+    assert chain.traversal_probability == pytest.approx(
+        investigated.traversal_weight * edges["N1:evidence|JUSTIFIES|conclusion"].traversal_weight)
+    assert 0.0 <= chain.semantic_coherence <= 1.0 and chain.semantic_coherence != 0.5  # real embeddings
+    for p in paths:
+        assert all(n in ids for n in p.path_nodes)
+        assert p.path_nodes[0] != "N1:cache"  # paths start from retrieved memories
+
+    assert {"N1:problem", "N1:conclusion"} <= set(graph.hub_nodes)
+    hubs = {n.node.metadata["node_id"] for n in out if n.node.metadata.get("hub")}
+    assert {"problem", "conclusion"} <= hubs and "garden" not in hubs
+    assert GOAL in graph.central_themes
+    assert graph.node_count == len(graph.nodes) and graph.edge_count == len(graph.edges)
+    assert graph.graph_density == pytest.approx(graph_density(graph.node_count, graph.edge_count))
+
+    # exports of the real graph
+    g = nx.node_link_graph(json.loads(json.dumps(to_networkx_dict(graph))), edges="edges")
+    assert set(g.nodes) == ids and g.number_of_edges() == graph.edge_count
+    assert g.has_edge("N1:evidence", "N1:conclusion", key="N1:evidence|JUSTIFIES|conclusion")
+    text = to_mermaid(graph)
+    assert text.count("-->") == graph.edge_count
+    assert "JUSTIFIES" in text and "INVESTIGATED_BY" in text and "RESOLVED_BY" in text
+    assert "flaky deployment pipeline" in text
+
+
+def test_postprocessor_html_file(memory, citizen, pipeline_story, tmp_path):
+    _, nodes = pipeline_story
+    pp = TraversalPathPostprocessor(memory=memory)
+    pp.postprocess_nodes(nodes)
+    target = tmp_path / "graph.html"
+    to_html(pp.last_graph, target)
+    page = target.read_text(encoding="utf-8")
+    assert "<svg" in page and "pin the base image digest" in page and "<script" not in page
+
+
+def test_without_connectors_and_stale_hub_marks(memory, citizen, pipeline_story):
+    _, nodes = pipeline_story
+    pp = TraversalPathPostprocessor(memory=memory, include_connectors=False)
+    pp.postprocess_nodes(nodes)
+    graph = pp.last_graph
+    assert "N1:cache" not in {n.node_id for n in graph.nodes} and pp.last_connectors == []
+    assert not any(e.source_id == "N1:cache" for e in graph.edges)
+    assert "N1:problem|RESOLVED_BY|conclusion" in {e.edge_id for e in graph.edges}
+    # only the retrieved node with the best score starts paths when start_nodes=1
+    one = TraversalPathPostprocessor(memory=memory, start_nodes=1, include_connectors=False)
+    one.postprocess_nodes(nodes)
+    top = max(one.last_graph.nodes, key=lambda n: n.activation_score).node_id
+    assert {p.path_nodes[0] for p in one.last_graph.suggested_paths} <= {top}
+    # a second run on other nodes clears hub marks it no longer supports
+    garden = [n for n in nodes if n.node.metadata["node_id"] == "garden"]
+    garden[0].node.metadata["hub"] = True
+    pp.postprocess_nodes(garden)
+    assert "hub" not in garden[0].node.metadata
+    assert pp.last_graph.edges == [] and pp.last_graph.graph_density == 0.0
+
+
+def test_extend_stream_uses_the_intentions_state(memory, citizen, pipeline_story):
+    retriever, nodes = pipeline_story
+    intention = RetrievalIntention(query_text="why does the deployment pipeline fail", citizen_id=citizen,
+                                   query_levels=["N1"], min_energy=0.4, required_emotions=["relief"])
+    stream = retriever.retrieve_stream(intention)
+    pp = TraversalPathPostprocessor(memory=memory)
+    extended = pp.extend_stream(stream, nodes, intention)
+    graph = extended.traversal_graph
+    assert graph is not None and graph is pp.last_graph
+    resolved = next(e for e in graph.edges if e.edge_id == "N1:problem|RESOLVED_BY|conclusion")
+    # relief at 1.0 against the link's {relief: .9}; no goal: .09 + .06 + .3 + .08 + .06
+    assert resolved.traversal_weight == pytest.approx(0.59)
+
+    state = StateBasedRetrieval(current_energy=0.9, current_emotions={"frustrated": 1.0}, current_goal=GOAL,
+                                citizen_id=citizen)
+    by_state = pp.extend_stream(stream, nodes, state).traversal_graph
+    investigated = next(e for e in by_state.edges if e.edge_id == "N1:problem|INVESTIGATED_BY|evidence")
+    cos = 0.8 / (0.8 ** 2 + 0.7 ** 2) ** 0.5
+    assert investigated.traversal_weight == pytest.approx(0.27 + 0.2 + 0.3 * cos + 0.08 + 0.06)
+    assert pp.state_of(state) == (GOAL, {"frustrated": 1.0}, 0.9)
+    assert pp.state_of(None) == (None, None, 0.5)
+
+
+def test_reads_are_reused_between_postprocess_and_extend_stream(memory, citizen, pipeline_story, monkeypatch):
+    import llama_consciousness.postprocessors.traversal_paths as module
+
+    retriever, nodes = pipeline_story
+    calls = []
+    real = module.neighbourhood
+
+    def spy(*args, **kwargs):
+        calls.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "neighbourhood", spy)
+    intention = RetrievalIntention(query_text="why does the deployment pipeline fail", citizen_id=citizen,
+                                   query_levels=["N1"], min_energy=0.4, required_emotions=["relief"])
+    pp = TraversalPathPostprocessor(memory=memory)
+    first = pp.postprocess_nodes(nodes)
+    plain = pp.last_graph
+    stream = pp.extend_stream(retriever.retrieve_stream(intention), first, intention)
+    assert len(calls) == 1  # the same nodes and window: links read once
+    weights = {e.edge_id: e.traversal_weight for e in stream.traversal_graph.edges}
+    assert weights != {e.edge_id: e.traversal_weight for e in plain.edges}  # but weighed for the new state
+    memory.upsert([mem(citizen, "late", "a late note on the pipeline", "written after the first run", "Memory")],
+                  [rel("late", "problem", "RELATES_TO", 0.5), rel("late", "evidence", "RELATES_TO", 0.5)])
+    pp.postprocess_nodes(nodes)
+    assert len(calls) == 2  # a write through the memory: read again
+    assert "N1:late" in pp.last_connectors
+
+
+def test_neighbourhood_plans(memory, citizen, pipeline_story):
+    from llama_consciousness.storage.filters import MemoryFilter
+
+    store = memory.level("N1", citizen)
+    found = store._run(connectors(store.plans, ["problem", "evidence", "conclusion"], MemoryFilter()))
+    assert [c.node.node_id for c in found if not c.node.is_entity][:1] == ["cache"]
+    cache = next(c for c in found if c.node.node_id == "cache")
+    assert cache.linked == 2 and cache.link_energy == pytest.approx(0.4)
+    assert store._run(connectors(store.plans, ["problem"], MemoryFilter())) == []
+    vectors = store._run(embeddings(store.plans, ["problem", "evidence", "missing"]))
+    assert set(vectors) == {"problem", "evidence"}
+    assert len(vectors["problem"]) == memory.dimension
+
+
+def test_pgvector_level_coherence_is_neutral(memory):
+    """N3 keeps its vectors in Postgres in the test memory: coherence falls back to 0.5."""
+    assert memory.vector_backends["N3"] == "pgvector"
+    tag = uuid.uuid4().hex[:8]
+    a, b = f"tp_{tag}_a", f"tp_{tag}_b"
+    memory.ingest([
+        mem(None, a, f"ecosystem standard {tag}", "a shared protocol for agents", "Pattern", level="N3"),
+        mem(None, b, f"ecosystem adoption {tag}", "teams adopting the shared protocol", "Memory", level="N3"),
+        rel(a, b, "ENABLES", 0.9),
+    ])
+    stored = memory.get_nodes([a, b], "N3")
+    nodes = []
+    for score, node in zip((0.9, 0.5), stored):
+        meta = node.model_dump(mode="json", exclude={"embedding"})
+        meta.update({"level": "N3", "retrieval_source": "N3_vector", "retrieval_sources": ["N3_vector"],
+                     "relevance_score": score})
+        nodes.append(NodeWithScore(node=TextNode(id_=f"N3:{node.node_id}", text=node.description, metadata=meta),
+                                   score=score))
+    pp = TraversalPathPostprocessor(memory=memory)
+    pp.postprocess_nodes(nodes)
+    path = next(p for p in pp.last_graph.suggested_paths if p.path_nodes == [f"N3:{a}", f"N3:{b}"])
+    assert path.semantic_coherence == 0.5
+    assert all(p.semantic_coherence == 0.5 for p in pp.last_graph.suggested_paths)
+    activation = {n.node_id: n.activation_score for n in pp.last_graph.nodes}
+    assert activation[f"N3:{a}"] == 1.0 and activation[f"N3:{b}"] == pytest.approx(0.5 / 0.9)
+
+
+def test_nodes_without_memory_metadata_are_left_out(memory):
+    pp = TraversalPathPostprocessor(memory=memory)
+    plain = [NodeWithScore(node=TextNode(text="just text"), score=1.0)]
+    assert pp.postprocess_nodes(plain) == plain
+    assert pp.last_graph.node_count == 0 and pp.last_graph.suggested_paths == []
+
+
+def test_postprocessor_fields_are_validated(memory):
+    with pytest.raises(Exception):
+        TraversalPathPostprocessor(memory=memory, max_path_length=0)
+    with pytest.raises(Exception):
+        TraversalPathPostprocessor(memory=memory, temporal_mode="point_in_time")
+    assert TraversalPathPostprocessor(memory=memory, temporal_mode="full_history").temporal_mode == "full_history"
+    assert "memory" not in TraversalPathPostprocessor(memory=memory).model_dump()
