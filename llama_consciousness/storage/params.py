@@ -32,6 +32,10 @@ def _is_number(value: Any) -> bool:
     return type(value) in (float, int)
 
 
+class Vector(list):
+    """A list of finite floats known to be a vector: sent without per-item checks."""
+
+
 def literal(value: Any) -> str:
     """One parameter value as the header literal FalkorDB parses."""
     kind = type(value)
@@ -47,6 +51,8 @@ def literal(value: Any) -> str:
         if not math.isfinite(value):
             raise ValueError(f"non-finite number {value!r} cannot be a query parameter")
         return repr(value)
+    if kind is Vector:
+        return _encode_numbers(value)
     if kind in (list, tuple):
         # C fast path for vectors (long lists of numbers)
         if len(value) > 8 and type(value[0]) is float and all(map(_is_number, value)):

@@ -26,6 +26,7 @@ from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema._time import to_utc
 from llama_consciousness.scoring.emotions import canonical_emotion
 from llama_consciousness.scoring.identity import base_identity
+from llama_consciousness.storage.params import Vector
 from llama_consciousness.temporal import cypher_time
 
 TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
@@ -104,7 +105,7 @@ def wire_vector(vector: Any) -> list[float]:
     first halves the text of every write and query and the server's parsing
     of it, and changes no stored value beyond float32 precision.
     """
-    return np.round(np.asarray(vector, dtype=np.float64), VECTOR_DECIMALS).tolist()
+    return Vector(np.round(np.asarray(vector, dtype=np.float64), VECTOR_DECIMALS).tolist())
 
 
 def defaulted_times(model: Any) -> list[str]:

@@ -1,0 +1,487 @@
+"""``StateBasedRetriever``: retrieval driven by the current energy, emotions and goal.
+
+The spec's decision #8: when a citizen wakes without a specific question
+(S6 autonomous continuation), it retrieves what fits its current state.  A
+:class:`~llama_consciousness.schema.StateBasedRetrieval` names that state
+(energy, emotions, optional goal) and one of four modes:
+
+``find_related_unresolved``
+    blocked / in_progress memories whose goal matches the current goal,
+    currently valid, ranked by energy (x the goal match, see below).  With
+    ``include_only_unresolved=False`` resolved memories of the goal come too.
+    Without a goal: every unresolved memory, the emotionally resonant first
+    (``energy * (0.5 + 0.5 * emotional similarity)``).
+``find_similar_state``
+    memories whose emotion vector has a cosine above
+    ``similar_state_threshold`` (0.7, the spec's) with the current emotions
+    and whose energy lies within ``energy_tolerance`` (0.2) of the current
+    energy; ranked by ``cosine * (1 - |energy difference|)``.  Needs emotions.
+``find_what_i_was_doing``
+    in_progress memories ranked by ``energy / (1 + days / 30)``.
+``find_resolution_patterns``
+    past *resolved* memories with a similar goal and emotions (cosine above
+    ``resolution_threshold``, 0.6 as the spec), that something RESOLVED_BY;
+    ranked by ``discovery_energy`` (their energy when unset), then by
+    similarity; each followed by its resolutions and by the Decision / Action /
+    Learning memories within two links of the resolution.  Needs a goal or
+    emotions.
+
+**Scope.**  Every mode only sees memories that are current (valid now and
+believed now: an unresolved item whose ``invalid_at`` or ``expired_at`` has
+passed is not unfinished business any more), not quarantined and not entity
+hubs.  ``temporal_scope="recent"`` keeps the memories the state matches to
+those created within the last ``recent_days`` (30); ``"all_time"`` has no
+limit.  Resolutions and the memories around them are reached by links and
+are not limited by age.  "Now" is the state's ``generated_at`` (the moment
+the state was felt, by default its creation).
+
+**include_only_unresolved** applies to ``find_related_unresolved`` only, as
+the spec says: the other modes fix the resolution state by what they mean
+(in_progress for what I was doing, resolved for resolution patterns, any
+for similar states).
+
+**Goal matching** (``config.goal_match``; see ``scoring.state``):
+
+* ``exact``: the memory's goal is the same string (range index on ``goal``);
+* ``partial`` (default): equal after normalising case and ``_``/``-``
+  (1.0), one containing the other (0.8), or sharing content words with the
+  goal, in the memory's goal or its ``concepts`` (0.6 x the shared share;
+  half the words at least);
+* ``semantic``: exact matches, plus memories whose embedding (name and
+  description) has a cosine of at least ``semantic_threshold`` with the
+  embedded goal, among the ``semantic_fetch`` nearest (vector index;
+  Postgres for pgvector levels).
+
+**Emotional similarity** is Cypher arithmetic over the stored emotion
+arrays (FalkorDB has no ``gds``); see ``storage.state_queries`` and
+``benchmarks/state_speed.py`` for the choice and its measurements.
+
+Results mirror the six-way retriever: ``NodeWithScore`` ids
+``"<level>:<node_id>"`` with every memory field, ``level``,
+``retrieval_source(s)`` (``N1_state`` for memories matched by the state,
+``N1_resolution`` for resolutions and the memories around them),
+``relevance_score``, ``temporal_mode`` ("current") and the state's numbers
+(``state_mode``, ``state_role``, ``goal_match``, ``emotion_similarity``,
+``days_ago``, ``pattern_id``...) in the metadata; and the spec's
+``ConsciousnessStream`` (state matches as each level's ``vector_results``,
+the state-based counterpart of semantic search, resolutions and related
+memories as ``graph_results``, the links met as ``relationships``), which
+``stream_postprocessors`` complete exactly as for the six-way retriever.
+The levels run one after another on the sync path and concurrently on the
+async one; a level that fails or is slow becomes an error entry.
+
+As a plain LlamaIndex retriever it needs ``default_state``: ``retrieve(text)``
+runs that state now (fresh ``state_id`` and ``generated_at``), with the
+query text, when not empty, as the current goal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from llama_consciousness.retrievers.six_way import _LLM_HIDDEN
+from llama_consciousness.schema import (
+    ConsciousnessLevelResults,
+    ConsciousnessNode,
+    ConsciousnessRelationship,
+    ConsciousnessStream,
+    LevelName,
+    StateBasedRetrieval,
+)
+from llama_consciousness.schema._time import utcnow
+from llama_consciousness.schema.common import MAX_RESULTS_PER_LEVEL
+from llama_consciousness.schema.stream import LEVEL_KEYS
+from llama_consciousness.scoring.state import (
+    GoalMatch,
+    days_ago,
+    emotion_query,
+    emotional_similarity,
+    energy_proximity,
+    recency_weight,
+)
+from llama_consciousness.storage import state_queries as sq
+from llama_consciousness.storage.filters import MemoryFilter
+from llama_consciousness.storage.level_store import MAX_FETCH, AsyncLevelGraphStore, LevelGraphStore
+from llama_consciousness.stream import assemble_stream, dedupe_relationships
+
+logger = logging.getLogger(__name__)
+
+SOURCE_STATE = "state"
+SOURCE_RESOLUTION = "resolution"
+_HIDDEN = [*_LLM_HIDDEN, "pattern_id", "resolution_id"]
+
+
+class StateRetrievalConfig(BaseModel):
+    """How a state becomes queries (thresholds, goal matching, sizes)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query_levels: tuple[LevelName, ...] = ("N1", "N2", "N3")
+    max_results_per_level: int = Field(default=20, ge=1, le=MAX_RESULTS_PER_LEVEL)
+    goal_match: GoalMatch = "partial"
+    semantic_threshold: float = Field(default=0.5, ge=0.0, le=1.0,
+                                      description="semantic goals: least cosine of goal and memory embeddings")
+    semantic_fetch: int = Field(default=200, ge=1, le=MAX_FETCH,
+                                description="semantic goals: nearest memories considered per level")
+    similar_state_threshold: float = Field(default=0.7, ge=0.0, lt=1.0,
+                                           description="find_similar_state: emotional cosine must be above")
+    resolution_threshold: float = Field(default=0.6, ge=0.0, lt=1.0,
+                                        description="find_resolution_patterns: emotional cosine must be above")
+    energy_tolerance: float = Field(default=0.2, ge=0.0, le=1.0,
+                                    description="find_similar_state: |energy - current energy| at most")
+    recent_days: int = Field(default=30, ge=1, le=36_500, description="temporal_scope='recent'")
+    max_patterns: int = Field(default=5, ge=1, le=100, description="resolution patterns per level")
+    max_related: int = Field(default=5, ge=0, le=100,
+                             description="Decision/Action/Learning memories kept per resolution")
+    resolution_detail_types: tuple[str, ...] = ("Decision", "Action", "Learning")
+    include_relationships: bool = Field(
+        default=True, description="put the links among the retrieved memories in the stream (energy feedback)")
+    level_timeout_s: float = Field(default=5.0, gt=0, le=600, description="per level; a slow level is an error entry")
+    final_top_k: int | None = Field(default=None, ge=1, description="cut the node list (None: keep all)")
+
+    @field_validator("query_levels")
+    @classmethod
+    def _levels(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("query_levels must name at least one of 'N1', 'N2', 'N3'")
+        return tuple(dict.fromkeys(value))
+
+
+@dataclass
+class StateLevelOutcome:
+    """What one level gave for a state."""
+
+    level: str
+    hits: list[sq.StateHit] = field(default_factory=list)
+    relationships: list[ConsciousnessRelationship] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    queries: int = 0
+
+
+class StateBasedRetriever(BaseRetriever):
+    """Memories that fit the current state, over N1, N2 and N3 (see the module doc).
+
+    ``memory`` is a :class:`~llama_consciousness.ConsciousnessMemory`.  Call
+    :meth:`retrieve_state` / :meth:`retrieve_stream` (or their async forms)
+    with a :class:`StateBasedRetrieval`; ``default_state`` makes the
+    retriever usable wherever LlamaIndex expects a ``BaseRetriever``.
+    """
+
+    def __init__(
+        self,
+        memory: Any,
+        default_state: StateBasedRetrieval | None = None,
+        *,
+        config: StateRetrievalConfig | None = None,
+        stream_postprocessors: Sequence[Any] | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        if default_state is not None and not isinstance(default_state, StateBasedRetrieval):
+            raise TypeError(f"default_state must be a StateBasedRetrieval, not {type(default_state).__name__}")
+        if config is not None and not isinstance(config, StateRetrievalConfig):
+            raise TypeError(f"config must be a StateRetrievalConfig, not {type(config).__name__}")
+        self.memory = memory
+        self.default_state = default_state
+        self.config = config or StateRetrievalConfig()
+        # Applied by retrieve_stream only, as in the six-way retriever.
+        self.stream_postprocessors = list(stream_postprocessors or [])
+        self.last_stream: ConsciousnessStream | None = None
+        self.last_nodes: list[NodeWithScore] = []
+        if default_state is not None:
+            self.check_state(default_state)
+
+    # -- states -----------------------------------------------------------------------
+
+    def state_for(self, query: StateBasedRetrieval | str | QueryBundle | None = None) -> StateBasedRetrieval:
+        """The state a call stands for: a given state as is, else ``default_state`` felt now.
+
+        A non-empty query text becomes the current goal of the default state.
+        """
+        if isinstance(query, StateBasedRetrieval):
+            return query
+        if query is not None and not isinstance(query, (str, QueryBundle)):
+            raise TypeError(f"expected a StateBasedRetrieval, a query string or None, not {type(query).__name__}")
+        if self.default_state is None:
+            raise ValueError("StateBasedRetriever has no default_state: pass a StateBasedRetrieval to "
+                             "retrieve_state()/retrieve_stream(), or construct it with default_state=...")
+        text = query.query_str if isinstance(query, QueryBundle) else query
+        data = self.default_state.model_dump(exclude={"state_id", "generated_at"})
+        if text is not None and text.strip():
+            data["current_goal"] = text.strip()
+        try:
+            return StateBasedRetrieval(**data)
+        except ValidationError as exc:
+            raise ValueError(f"the query does not make a valid state: {exc}") from exc
+
+    def check_state(self, state: StateBasedRetrieval) -> None:
+        """Raise ``ValueError`` when the mode cannot run on this state."""
+        if state.current_goal is not None and not state.current_goal.strip():
+            raise ValueError("current_goal is empty or whitespace; use None for 'no goal'")
+        has_emotions = any(v > 0 for v in state.current_emotions.values())
+        if state.query_mode == "find_similar_state" and not has_emotions:
+            raise ValueError("find_similar_state compares emotions: current_emotions must hold at least one "
+                             "emotion with an intensity above 0")
+        if state.query_mode == "find_resolution_patterns" and state.current_goal is None and not has_emotions:
+            raise ValueError("find_resolution_patterns needs a current_goal or current_emotions to compare "
+                             "past states with")
+
+    def _state_query(self, state: StateBasedRetrieval, goal_embedding: list[float] | None) -> sq.StateQuery:
+        emotions, norm = emotion_query(state.current_emotions)
+        emotions = {k: v for k, v in emotions.items() if v > 0}
+        goal = state.current_goal.strip() if state.current_goal else None
+        c = self.config
+        return sq.StateQuery(
+            mode=state.query_mode, now=state.generated_at, energy=state.current_energy,
+            emotions=emotions, emotion_norm=norm, goal=goal, goal_match=c.goal_match,
+            goal_embedding=goal_embedding, semantic_threshold=c.semantic_threshold, semantic_fetch=c.semantic_fetch,
+            recent_days=c.recent_days if state.temporal_scope == "recent" else None,
+            unresolved_only=state.include_only_unresolved, emotion_threshold=c.similar_state_threshold,
+            pattern_threshold=c.resolution_threshold, energy_tolerance=c.energy_tolerance,
+            detail_types=tuple(c.resolution_detail_types), max_related=c.max_related,
+        )
+
+    def _needs_goal_embedding(self, state: StateBasedRetrieval) -> bool:
+        return (self.config.goal_match == "semantic" and bool(state.current_goal)
+                and state.query_mode in ("find_related_unresolved", "find_resolution_patterns"))
+
+    # -- LlamaIndex entry points --------------------------------------------------------
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self.retrieve_state(self.state_for(query_bundle))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return await self.aretrieve_state(self.state_for(query_bundle))
+
+    def retrieve_state(self, state: StateBasedRetrieval | str | None = None) -> list[NodeWithScore]:
+        """The memories that fit ``state``, as ``NodeWithScore`` (no stream postprocessors)."""
+        return self._retrieve_both(self.state_for(state))[1]
+
+    async def aretrieve_state(self, state: StateBasedRetrieval | str | None = None) -> list[NodeWithScore]:
+        return (await self._aretrieve_both(self.state_for(state)))[1]
+
+    def retrieve_stream(self, state: StateBasedRetrieval | str | None = None) -> ConsciousnessStream:
+        """The consciousness stream of ``state``, completed by ``stream_postprocessors``.
+
+        ``last_nodes`` holds the nodes as the postprocessors left them.
+        """
+        state = self.state_for(state)
+        stream, nodes = self._retrieve_both(state)
+        if self.stream_postprocessors:
+            from llama_consciousness.postprocessors.pipeline import complete_stream
+
+            stream, nodes = complete_stream(stream, nodes, state, self.stream_postprocessors)
+        self.last_stream, self.last_nodes = stream, nodes
+        return stream
+
+    async def aretrieve_stream(self, state: StateBasedRetrieval | str | None = None) -> ConsciousnessStream:
+        state = self.state_for(state)
+        stream, nodes = await self._aretrieve_both(state)
+        if self.stream_postprocessors:
+            from llama_consciousness.postprocessors.pipeline import acomplete_stream
+
+            stream, nodes = await acomplete_stream(stream, nodes, state, self.stream_postprocessors)
+        self.last_stream, self.last_nodes = stream, nodes
+        return stream
+
+    # -- sync path ------------------------------------------------------------------------
+
+    def _plans(self, level: str, state: StateBasedRetrieval) -> Any:
+        return self.memory.plans(level, state.citizen_id if level == "N1" else None)
+
+    def _retrieve_both(self, state: StateBasedRetrieval) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+        self.check_state(state)
+        started = time.perf_counter()
+        retrieved_at = utcnow()
+        embedding = self.memory.embed_query(state.current_goal.strip()) if self._needs_goal_embedding(state) else None
+        q = self._state_query(state, embedding)
+        try:
+            existing: set[str] | Exception = set(self.memory.db.list_graphs())
+        except Exception as exc:  # server down: an error entry per level, not an exception
+            existing = exc
+        outcomes = [self._level_sync(level, state, q, existing) for level in self.config.query_levels]
+        return self._finish(state, q, outcomes, retrieved_at, started)
+
+    def _candidates(self, level: str, graph: str, q: sq.StateQuery) -> list[tuple[str, float]] | None:
+        """Nearest memories to the goal from Postgres, for semantic goals on pgvector levels."""
+        if q.goal_embedding is None or self.memory.vector_backends[level] != "pgvector":
+            return None
+        return self.memory.pgvector.search(graph, q.goal_embedding, q.semantic_fetch, MemoryFilter(q.window))
+
+    def _level_sync(self, level: str, state: StateBasedRetrieval, q: sq.StateQuery,
+                    existing: set[str] | Exception) -> StateLevelOutcome:
+        out = StateLevelOutcome(level)
+        plans = self._plans(level, state)
+        if isinstance(existing, Exception):
+            self._failed(out, existing)
+            return out
+        if plans.graph not in existing:
+            return out
+        store = LevelGraphStore(self.memory.db, plans, timeout_ms=int(self.config.level_timeout_s * 1000))
+        try:
+            candidates = self._candidates(level, plans.graph, q)
+            out.hits = store._run(sq.state_plan(plans, q, self.config.max_results_per_level,
+                                                max_patterns=self.config.max_patterns, candidates=candidates))
+            out.queries += 1
+            out.relationships = self._path_links(out.hits)
+            among = self._among(out.hits, q)
+            if among is not None:
+                out.relationships += store._run(sq.relationships_among(plans, among, q))
+        except Exception as exc:  # isolate: one level's failure is an entry, not an exception
+            self._failed(out, exc)
+        return out
+
+    # -- async path -----------------------------------------------------------------------
+
+    async def _aretrieve_both(self, state: StateBasedRetrieval) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+        self.check_state(state)
+        started = time.perf_counter()
+        retrieved_at = utcnow()
+        embedding = None
+        if self._needs_goal_embedding(state):
+            embedding = list(await self.memory.embed_model.aget_query_embedding(state.current_goal.strip()))
+        q = self._state_query(state, embedding)
+        try:
+            existing: set[str] | Exception = set(
+                await asyncio.wait_for(self.memory.async_db.list_graphs(), self.config.level_timeout_s))
+        except Exception as exc:
+            existing = exc
+        outcomes = await asyncio.gather(*(self._level_async(level, state, q, existing)
+                                          for level in self.config.query_levels))
+        return self._finish(state, q, list(outcomes), retrieved_at, started)
+
+    async def _level_async(self, level: str, state: StateBasedRetrieval, q: sq.StateQuery,
+                           existing: set[str] | Exception) -> StateLevelOutcome:
+        out = StateLevelOutcome(level)
+        plans = self._plans(level, state)
+        if isinstance(existing, Exception):
+            self._failed(out, existing)
+            return out
+        if plans.graph not in existing:
+            return out
+        timeout = self.config.level_timeout_s
+        store = AsyncLevelGraphStore(self.memory.async_db, plans, timeout_ms=int(timeout * 1000))
+
+        async def run() -> None:
+            candidates = None
+            if q.goal_embedding is not None and self.memory.vector_backends[level] == "pgvector":
+                candidates = await asyncio.to_thread(self._candidates, level, plans.graph, q)
+            out.hits = await store._run(sq.state_plan(plans, q, self.config.max_results_per_level,
+                                                      max_patterns=self.config.max_patterns, candidates=candidates))
+            out.queries += 1
+            out.relationships = self._path_links(out.hits)
+            among = self._among(out.hits, q)
+            if among is not None:
+                out.relationships += await store._run(sq.relationships_among(plans, among, q))
+
+        try:
+            await asyncio.wait_for(run(), timeout)
+        except Exception as exc:
+            self._failed(out, exc)
+        return out
+
+    # -- assembly ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _path_links(hits: list[sq.StateHit]) -> list[ConsciousnessRelationship]:
+        return [r for hit in hits for r in hit.path]
+
+    def _among(self, hits: list[sq.StateHit], q: sq.StateQuery) -> list[str] | None:
+        """Ids whose mutual links the stream should carry (None: no query needed)."""
+        if not self.config.include_relationships or q.mode == "find_resolution_patterns" or len(hits) < 2:
+            return None
+        return [h.node.node_id for h in hits]
+
+    def _failed(self, out: StateLevelOutcome, exc: BaseException) -> None:
+        what = "timed out" if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) else f"{type(exc).__name__}: {exc}"
+        message = f"{out.level}_{SOURCE_STATE} {what}"
+        out.hits, out.relationships = [], []
+        out.errors.append(message)
+        logger.warning("state-based retrieval failed on a level: %s", message)
+
+    def _details(self, hit: sq.StateHit, state: StateBasedRetrieval, q: sq.StateQuery) -> dict[str, Any]:
+        """The numbers behind a hit, for ``node.metadata``."""
+        node = hit.node
+        details: dict[str, Any] = {"state_mode": state.query_mode, "state_role": hit.role,
+                                   "state_id": state.state_id}
+        if hit.role == "state":
+            if q.goal is not None and hit.goal_match is not None:
+                details["goal_match"] = hit.goal_match
+            if q.emotions:
+                details["emotion_similarity"] = emotional_similarity(state.current_emotions, node.emotion_vector)
+            details["energy_proximity"] = energy_proximity(state.current_energy, node.energy)
+            age = days_ago(node.created_at, q.now)
+            details["days_ago"] = age
+            if q.mode == "find_what_i_was_doing":
+                details["recency_weight"] = recency_weight(age)
+        else:
+            details.update({"pattern_id": hit.pattern_id, "resolution_id": hit.resolution_id, "depth": hit.depth})
+        return details
+
+    def _finish(self, state: StateBasedRetrieval, q: sq.StateQuery, outcomes: list[StateLevelOutcome],
+                retrieved_at: Any, started: float) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+        levels: dict[str, ConsciousnessLevelResults] = {}
+        found: dict[str, dict[str, Any]] = {}
+        for out in outcomes:
+            matched, linked = [], []
+            for hit in out.hits:
+                source = f"{out.level}_{SOURCE_STATE if hit.role == 'state' else SOURCE_RESOLUTION}"
+                data = hit.node.model_dump(exclude={"embedding"})
+                cnode = ConsciousnessNode(**data, retrieval_source=source, relevance_score=float(hit.score))
+                (matched if hit.role == "state" else linked).append(cnode)
+                key = f"{out.level}:{hit.node.node_id}"
+                entry = found.get(key)
+                if entry is None:
+                    found[key] = {"hit": hit, "level": out.level, "score": float(hit.score), "sources": [source],
+                                  "details": self._details(hit, state, q)}
+                elif source not in entry["sources"]:
+                    entry["sources"].append(source)
+            levels[LEVEL_KEYS[out.level]] = ConsciousnessLevelResults(
+                vector_results=matched,
+                graph_results=linked,
+                relationships=dedupe_relationships(out.relationships),
+                error="; ".join(out.errors) or None,
+            )
+        nodes = [self._node_with_score(entry) for entry in found.values()]
+        if self.config.final_top_k is not None:
+            nodes = nodes[: self.config.final_top_k]
+        latency_ms = int((time.perf_counter() - started) * 1000)
+        stream = assemble_stream(state.state_id, levels, retrieved_at=retrieved_at, latency_ms=latency_ms,
+                                 query_count=sum(o.queries for o in outcomes))
+        self.last_stream, self.last_nodes = stream, nodes
+        return stream, nodes
+
+    @staticmethod
+    def _node_with_score(entry: dict[str, Any]) -> NodeWithScore:
+        hit: sq.StateHit = entry["hit"]
+        node = hit.node
+        metadata = node.model_dump(mode="json", exclude={"embedding"})
+        metadata.update(entry["details"])
+        metadata.update({
+            "level": entry["level"],
+            "retrieval_source": entry["sources"][0],
+            "retrieval_sources": list(entry["sources"]),
+            "relevance_score": entry["score"],
+            # a state looks at what is believed now (postprocessors read the mode here)
+            "temporal_mode": "current",
+        })
+        text_node = TextNode(
+            id_=f"{entry['level']}:{node.node_id}",
+            text=node.description or node.name,
+            metadata=metadata,
+            excluded_embed_metadata_keys=list(metadata),
+            excluded_llm_metadata_keys=[k for k in _HIDDEN if k in metadata] + ["temporal_mode", "state_id"],
+        )
+        return NodeWithScore(node=text_node, score=entry["score"])
+
