@@ -120,6 +120,8 @@ class ConsciousnessMemory:
         # Bumped by every write through this object: caches built on a graph
         # (entity names, cached streams) compare versions to know they are stale.
         self._versions: dict[str, int] = {}
+        # graph name -> (version, built at, EntityIndex of memory names), shared by retrievers
+        self.entity_index_cache: dict[str, Any] = {}
         self._closed = False
         try:
             self.db = self._connect_falkordb()

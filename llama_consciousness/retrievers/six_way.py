@@ -49,7 +49,10 @@ from llama_consciousness.temporal import TemporalWindow
 
 logger = logging.getLogger(__name__)
 
-ENTITY_INDEX_TTL_S = 60.0
+# Names written by other processes reach entity matching within this time
+# (vector and graph channels see them at once); rebuilding the index of a
+# 50K-memory level takes seconds, so it is not done often.
+ENTITY_INDEX_TTL_S = 600.0
 # Keys that are noise in an LLM prompt (ids, hashes, bookkeeping).
 _LLM_HIDDEN = ["node_id", "citizen_id", "extra", "sensory_details", "metadata_completeness", "supersedes",
                "superseded_by", "correction_pattern_id", "retrieval_sources", "start_id", "quarantined"]
@@ -110,7 +113,8 @@ class SixWayHybridRetriever(BaseRetriever):
         self.intention_defaults = dict(intention_defaults or {})
         self.entity_extractor = entity_extractor or OfflineEntityExtractor()
         self.last_stream: ConsciousnessStream | None = None
-        self._entity_indexes: dict[str, tuple[int, float, EntityIndex]] = {}
+        # shared by every retriever of the memory: building it is the costly part
+        self._entity_indexes: dict[str, tuple[int, float, EntityIndex]] = memory.entity_index_cache
         self._fulltext_ready: set[str] = set()
         self._cache: dict[str, tuple[float, tuple[int, ...], ConsciousnessStream, list[NodeWithScore]]] = {}
         # fail fast on a bad default, not at the first query

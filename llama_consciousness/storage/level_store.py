@@ -583,9 +583,9 @@ class LevelPlans:
             f"YIELD node AS n, score WHERE {predicate.text} "
             f"RETURN {_NODE_PROJECTION}, score ORDER BY score ASC LIMIT $k"
         )
-        total_rows = yield Query(
-            f"MATCH (n:{NODE_LABEL}) WHERE n.{VECTOR_PROPERTY} IS NOT NULL RETURN count(n)", read_only=True
-        )
+        # A bound on what the index can return: the label count, which
+        # FalkorDB answers from its label matrix without touching properties.
+        total_rows = yield Query(f"MATCH (n:{NODE_LABEL}) RETURN count(n)", read_only=True)
         total = int(total_rows[0][0]) if total_rows else 0
         if total == 0:
             return []
