@@ -29,7 +29,6 @@ from llama_consciousness.temporal import cypher_predicate
 
 MAX_DEPTH = 4
 _NODE = records.projection("c", records.NODE_READ_PROPS)
-_EDGE_LIST = "[r IN relationships(p) | " + records.projection("r", records.EDGE_READ_PROPS) + "]"
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 # Full-text stop words: RediSearch drops them itself, but an all-stop-word
 # query would then be empty and raise.
@@ -113,33 +112,42 @@ def traverse(
     hop = MemoryFilter(memory_filter.window, include_entities=True).cypher("x", "fx_", entities=True)
     link_clause += f" AND all(x IN nodes(p) WHERE {hop.text})"
     not_start = "" if include_start else " AND NOT c.node_id IN $ids"
+    # Every path is scored on the server, but only the best path of each
+    # reached memory comes back (its edges as ids): parsing a result is most
+    # of a query's client time, so a reply of k rows beats one of all paths.
     cypher = (
         f"MATCH (s:{NODE_LABEL}) WHERE s.node_id IN $ids AND {start.text} "
         # the depth is a validated int from a fixed range, never user text
         f"MATCH p = (s)-[:{EDGE_TYPE}*1..{depth}]-(c:{NODE_LABEL}) "
         f"WHERE {reach.text}{not_start}{link_clause} "
-        "WITH s, c, p, reduce(e = 0.0, r IN relationships(p) | e + coalesce(r.energy, 0.0)) AS path_energy, "
-        "reduce(x = 0.0, r IN relationships(p) | x + coalesce(r.confidence, 0.0)) AS path_confidence, "
-        "length(p) AS depth "
-        "ORDER BY path_energy DESC, path_confidence DESC, depth ASC "
-        "LIMIT $fetch "
-        f"RETURN {_NODE}, s.node_id, path_energy, path_confidence, depth, {_EDGE_LIST}"
+        "WITH c, {s: s.node_id, "
+        "e: reduce(e = 0.0, r IN relationships(p) | e + coalesce(r.energy, 0.0)), "
+        "f: reduce(x = 0.0, r IN relationships(p) | x + coalesce(r.confidence, 0.0)), "
+        "d: length(p), r: [r IN relationships(p) | r.edge_id]} AS path "
+        "WITH c, collect(path) AS paths "
+        "WITH c, reduce(b = head(paths), x IN paths | CASE WHEN x.e > b.e OR (x.e = b.e AND "
+        "(x.f > b.f OR (x.f = b.f AND (x.d < b.d OR (x.d = b.d AND x.s < b.s))))) THEN x ELSE b END) AS best "
+        "ORDER BY best.e DESC, best.f DESC, best.d ASC, c.node_id ASC "
+        "LIMIT $k "
+        f"RETURN {_NODE}, best.s, best.e, best.f, best.d, best.r"
     )
-    params = {**start.params, **reach.params, **link.params, **hop.params, "ids": list(start_ids),
-              "fetch": int(k) * 8 + 16}
+    params = {**start.params, **reach.params, **link.params, **hop.params, "ids": list(start_ids), "k": int(k)}
     rows = yield Query(cypher, params, read_only=True)
-    hits: dict[str, GraphHit] = {}
-    for props, start_id, energy, confidence, hops, path in rows:
-        node_id = props["node_id"]
-        if node_id in hits:
-            continue  # rows come best first: the first path is the best one
-        hits[node_id] = GraphHit(
-            records.node_from_props(props), start_id, float(energy), float(confidence), int(hops),
-            [records.edge_from_props(e) for e in path],
+    edge_ids = sorted({edge_id for *_, path in rows for edge_id in path})
+    edges: dict[str, ConsciousnessRelationship] = {}
+    if edge_ids:
+        found = yield Query(
+            f"UNWIND $ids AS id MATCH ()-[r:{EDGE_TYPE} {{edge_id: id}}]->() "
+            f"RETURN {records.projection('r', records.EDGE_READ_PROPS)}",
+            {"ids": edge_ids},
+            read_only=True,
         )
-        if len(hits) >= k:
-            break
-    return list(hits.values())
+        edges = {e.edge_id: e for e in (records.edge_from_props(r[0]) for r in found)}
+    return [
+        GraphHit(records.node_from_props(props), start_id, float(energy), float(confidence), int(hops),
+                 [edges[i] for i in path if i in edges])
+        for props, start_id, energy, confidence, hops, path in rows
+    ]
 
 
 def start_nodes(plans: LevelPlans, node_ids: Sequence[str], memory_filter: MemoryFilter) -> Plan:
