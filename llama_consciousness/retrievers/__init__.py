@@ -8,6 +8,7 @@ from llama_consciousness.retrievers.config import (
     RetrievalConfig,
 )
 from llama_consciousness.retrievers.six_way import SixWayHybridRetriever
+from llama_consciousness.retrievers.state_based import StateBasedRetriever
 
 __all__ = [
     "HYBRID_RRF",
@@ -16,4 +17,5 @@ __all__ = [
     "SIX_WAY_CONCATENATION",
     "RetrievalConfig",
     "SixWayHybridRetriever",
+    "StateBasedRetriever",
 ]

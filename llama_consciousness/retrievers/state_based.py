@@ -49,7 +49,8 @@ for similar states).
   half the words at least);
 * ``semantic``: exact matches, plus memories whose embedding (name and
   description) has a cosine of at least ``semantic_threshold`` with the
-  embedded goal, among the ``semantic_fetch`` nearest (vector index;
+  embedded goal (normalised first, so "design_retrieval_architecture" is
+  embedded as words), among the ``semantic_fetch`` nearest (vector index;
   Postgres for pgvector levels).
 
 **Emotional similarity** is Cypher arithmetic over the stored emotion
@@ -81,7 +82,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -99,7 +100,7 @@ from llama_consciousness.schema import (
     StateBasedRetrieval,
 )
 from llama_consciousness.schema._time import utcnow
-from llama_consciousness.schema.common import MAX_RESULTS_PER_LEVEL
+from llama_consciousness.schema.common import MAX_QUERY_CHARS, MAX_RESULTS_PER_LEVEL
 from llama_consciousness.schema.stream import LEVEL_KEYS
 from llama_consciousness.scoring.state import (
     GoalMatch,
@@ -107,6 +108,7 @@ from llama_consciousness.scoring.state import (
     emotion_query,
     emotional_similarity,
     energy_proximity,
+    normalise_goal,
     recency_weight,
 )
 from llama_consciousness.storage import state_queries as sq
@@ -118,6 +120,13 @@ logger = logging.getLogger(__name__)
 
 SOURCE_STATE = "state"
 SOURCE_RESOLUTION = "resolution"
+# Partial goal matching narrows by index through the distinct goals of a level,
+# cached like the six-way retriever's entity names (per graph version, for a TTL);
+# a level with more distinct goals than GOAL_VOCABULARY_MAX is scanned instead.
+GOAL_VOCABULARY_TTL_S = 60.0
+GOAL_VOCABULARY_MAX = 5000
+_GOAL_MODES = ("find_related_unresolved", "find_resolution_patterns")
+_STALE = object()
 _HIDDEN = [*_LLM_HIDDEN, "pattern_id", "resolution_id"]
 
 
@@ -141,8 +150,9 @@ class StateRetrievalConfig(BaseModel):
                                     description="find_similar_state: |energy - current energy| at most")
     recent_days: int = Field(default=30, ge=1, le=36_500, description="temporal_scope='recent'")
     max_patterns: int = Field(default=5, ge=1, le=100, description="resolution patterns per level")
-    max_related: int = Field(default=5, ge=0, le=100,
-                             description="Decision/Action/Learning memories kept per resolution")
+    max_related: int = Field(default=3, ge=0, le=100,
+                             description="Decision/Action/Learning memories kept per resolution (within "
+                                         "max_results_per_level: past states and resolutions come first)")
     resolution_detail_types: tuple[str, ...] = ("Decision", "Action", "Learning")
     include_relationships: bool = Field(
         default=True, description="put the links among the retrieved memories in the stream (energy feedback)")
@@ -166,6 +176,18 @@ class StateLevelOutcome:
     relationships: list[ConsciousnessRelationship] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     queries: int = 0
+
+
+def _counted(plan: Any, out: StateLevelOutcome) -> Any:
+    """The plan, counting the queries it runs into ``out.queries`` (the stream's ``query_count``)."""
+    result = None
+    try:
+        while True:
+            step = plan.send(result)
+            out.queries += 1
+            result = yield step
+    except StopIteration as stop:
+        return stop.value
 
 
 class StateBasedRetriever(BaseRetriever):
@@ -199,6 +221,8 @@ class StateBasedRetriever(BaseRetriever):
         self.stream_postprocessors = list(stream_postprocessors or [])
         self.last_stream: ConsciousnessStream | None = None
         self.last_nodes: list[NodeWithScore] = []
+        self._indexed: set[str] = set()
+        self._goals: dict[str, tuple[int, float, tuple[str, ...] | None]] = {}
         if default_state is not None:
             self.check_state(default_state)
 
@@ -229,6 +253,9 @@ class StateBasedRetriever(BaseRetriever):
         """Raise ``ValueError`` when the mode cannot run on this state."""
         if state.current_goal is not None and not state.current_goal.strip():
             raise ValueError("current_goal is empty or whitespace; use None for 'no goal'")
+        if state.current_goal is not None and len(state.current_goal) > MAX_QUERY_CHARS:
+            raise ValueError(f"current_goal has {len(state.current_goal)} characters; at most {MAX_QUERY_CHARS} "
+                             "allowed")
         has_emotions = any(v > 0 for v in state.current_emotions.values())
         if state.query_mode == "find_similar_state" and not has_emotions:
             raise ValueError("find_similar_state compares emotions: current_emotions must hold at least one "
@@ -251,6 +278,11 @@ class StateBasedRetriever(BaseRetriever):
             pattern_threshold=c.resolution_threshold, energy_tolerance=c.energy_tolerance,
             detail_types=tuple(c.resolution_detail_types), max_related=c.max_related,
         )
+
+    @staticmethod
+    def _goal_text(state: StateBasedRetrieval) -> str:
+        """The goal as embedded: "design_retrieval_architecture" reads as words."""
+        return normalise_goal(state.current_goal) or state.current_goal.strip()
 
     def _needs_goal_embedding(self, state: StateBasedRetrieval) -> bool:
         return (self.config.goal_match == "semantic" and bool(state.current_goal)
@@ -304,7 +336,7 @@ class StateBasedRetriever(BaseRetriever):
         self.check_state(state)
         started = time.perf_counter()
         retrieved_at = utcnow()
-        embedding = self.memory.embed_query(state.current_goal.strip()) if self._needs_goal_embedding(state) else None
+        embedding = self.memory.embed_query(self._goal_text(state)) if self._needs_goal_embedding(state) else None
         q = self._state_query(state, embedding)
         try:
             existing: set[str] | Exception = set(self.memory.db.list_graphs())
@@ -329,18 +361,42 @@ class StateBasedRetriever(BaseRetriever):
         if plans.graph not in existing:
             return out
         store = LevelGraphStore(self.memory.db, plans, timeout_ms=int(self.config.level_timeout_s * 1000))
+        if plans.graph not in self._indexed:
+            self._ensure_indexes(plans.graph, lambda: store._run(sq.ensure_state_indexes(plans)))
         try:
             candidates = self._candidates(level, plans.graph, q)
-            out.hits = store._run(sq.state_plan(plans, q, self.config.max_results_per_level,
-                                                max_patterns=self.config.max_patterns, candidates=candidates))
-            out.queries += 1
-            out.relationships = self._path_links(out.hits)
-            among = self._among(out.hits, q)
-            if among is not None:
-                out.relationships += store._run(sq.relationships_among(plans, among, q))
+            out.hits, out.relationships = store._run(_counted(self._level_plan(plans, q, candidates), out))
         except Exception as exc:  # isolate: one level's failure is an entry, not an exception
             self._failed(out, exc)
         return out
+
+    def _level_plan(self, plans: Any, q: sq.StateQuery, candidates: list[tuple[str, float]] | None) -> Any:
+        """What one level runs (both paths): goal vocabulary if due, the mode's plan, the links met."""
+        if self.config.goal_match == "partial" and q.goal is not None and q.mode in _GOAL_MODES:
+            vocabulary = self._vocabulary(plans.graph)
+            if vocabulary is _STALE:
+                goals = yield from sq.goal_vocabulary(plans)
+                vocabulary = self._remember_vocabulary(plans.graph, goals)
+            q = replace(q, goal_vocabulary=vocabulary)
+        hits = yield from sq.state_plan(plans, q, self.config.max_results_per_level,
+                                        max_patterns=self.config.max_patterns, candidates=candidates)
+        relationships = self._path_links(hits)
+        among = self._among(hits, q)
+        if among is not None:
+            relationships += yield from sq.relationships_among(plans, among, q)
+        return hits, relationships
+
+    def _vocabulary(self, graph: str) -> Any:
+        """The cached goal vocabulary of a level (None: too large to use), or _STALE."""
+        entry = self._goals.get(graph)
+        if entry and entry[0] == self.memory.graph_version(graph) and time.monotonic() - entry[1] < GOAL_VOCABULARY_TTL_S:
+            return entry[2]
+        return _STALE
+
+    def _remember_vocabulary(self, graph: str, goals: list[str]) -> tuple[str, ...] | None:
+        vocabulary = tuple(goals) if len(goals) <= GOAL_VOCABULARY_MAX else None
+        self._goals[graph] = (self.memory.graph_version(graph), time.monotonic(), vocabulary)
+        return vocabulary
 
     # -- async path -----------------------------------------------------------------------
 
@@ -350,7 +406,7 @@ class StateBasedRetriever(BaseRetriever):
         retrieved_at = utcnow()
         embedding = None
         if self._needs_goal_embedding(state):
-            embedding = list(await self.memory.embed_model.aget_query_embedding(state.current_goal.strip()))
+            embedding = list(await self.memory.embed_model.aget_query_embedding(self._goal_text(state)))
         q = self._state_query(state, embedding)
         try:
             existing: set[str] | Exception = set(
@@ -373,23 +429,32 @@ class StateBasedRetriever(BaseRetriever):
         timeout = self.config.level_timeout_s
         store = AsyncLevelGraphStore(self.memory.async_db, plans, timeout_ms=int(timeout * 1000))
 
+        if plans.graph not in self._indexed:
+            try:
+                await asyncio.wait_for(store._run(sq.ensure_state_indexes(plans)), timeout)
+            except Exception as exc:
+                logger.info("could not create the state indexes of %s: %s", plans.graph, exc)
+            self._indexed.add(plans.graph)
+
         async def run() -> None:
             candidates = None
             if q.goal_embedding is not None and self.memory.vector_backends[level] == "pgvector":
                 candidates = await asyncio.to_thread(self._candidates, level, plans.graph, q)
-            out.hits = await store._run(sq.state_plan(plans, q, self.config.max_results_per_level,
-                                                      max_patterns=self.config.max_patterns, candidates=candidates))
-            out.queries += 1
-            out.relationships = self._path_links(out.hits)
-            among = self._among(out.hits, q)
-            if among is not None:
-                out.relationships += await store._run(sq.relationships_among(plans, among, q))
+            out.hits, out.relationships = await store._run(_counted(self._level_plan(plans, q, candidates), out))
 
         try:
             await asyncio.wait_for(run(), timeout)
         except Exception as exc:
             self._failed(out, exc)
         return out
+
+    def _ensure_indexes(self, graph: str, create: Any) -> None:
+        """The emotion index, once per graph (filters are correct without it, only slower)."""
+        try:
+            create()
+        except Exception as exc:  # e.g. a read-only replica: retrieval still works
+            logger.info("could not create the state indexes of %s: %s", graph, exc)
+        self._indexed.add(graph)
 
     # -- assembly ---------------------------------------------------------------------------
 
@@ -437,8 +502,10 @@ class StateBasedRetriever(BaseRetriever):
             matched, linked = [], []
             for hit in out.hits:
                 source = f"{out.level}_{SOURCE_STATE if hit.role == 'state' else SOURCE_RESOLUTION}"
-                data = hit.node.model_dump(exclude={"embedding"})
-                cnode = ConsciousnessNode(**data, retrieval_source=source, relevance_score=float(hit.score))
+                # the memory was validated when read: no second validation of the same values
+                data = {k: v for k, v in hit.node.__dict__.items() if k != "embedding"}
+                cnode = ConsciousnessNode.model_construct(**data, retrieval_source=source,
+                                                          relevance_score=float(hit.score))
                 (matched if hit.role == "state" else linked).append(cnode)
                 key = f"{out.level}:{hit.node.node_id}"
                 entry = found.get(key)

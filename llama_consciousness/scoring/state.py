@@ -4,8 +4,8 @@ A ``StateBasedRetrieval`` asks "what fits how I am right now?" instead of
 "what do I know about X?".  Each of its four modes ranks memories by a score
 built from the pieces below.  The Cypher of ``storage.state_queries``
 computes the same numbers inside FalkorDB (so that ``ORDER BY ... LIMIT`` is
-exact); these functions are the reference it is tested against, and what the
-retriever uses for everything it reports.
+exact); these functions are the reference it is tested against, and where
+the emotional similarity reported with each memory comes from.
 
 Scores, all in [0, 1]:
 
@@ -20,7 +20,7 @@ Scores, all in [0, 1]:
       term is shared when it occurs in the memory's normalised goal (so
       "design" meets "designing") or is one of the memory's ``concepts``.
       A match needs at least :data:`MIN_PARTIAL_SCORE` (0.3, i.e. half
-      the goal's terms).
+      the goal's terms; a goal's first 32 content words count).
     * semantic: exact matches (1.0), plus the cosine between the embedded
       goal text and the memory's embedding (its name and description) when
       at least the retriever's threshold; computed by the vector index.
@@ -69,6 +69,7 @@ PARTIAL_CONTAINS_SCORE = 0.8
 PARTIAL_TERMS_WEIGHT = 0.6
 MIN_PARTIAL_SCORE = 0.3
 MIN_TERM_LENGTH = 3
+MAX_GOAL_TERMS = 32
 NO_GOAL_BASE = 0.5
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -83,11 +84,17 @@ def normalise_goal(goal: str | None) -> str:
 
 
 def goal_terms(goal: str | None) -> list[str]:
-    """The content words of a goal: 3+ characters, not stop words, in order, once each."""
+    """The content words of a goal: 3+ characters, not stop words, in order, once each.
+
+    At most :data:`MAX_GOAL_TERMS` (a goal is a phrase, not a document; the
+    query asks one index lookup per term).
+    """
     out: list[str] = []
     for word in _WORD.findall(normalise_goal(goal)):
         if len(word) >= MIN_TERM_LENGTH and word not in STOP_WORDS and word not in out:
             out.append(word)
+            if len(out) >= MAX_GOAL_TERMS:
+                break
     return out
 
 

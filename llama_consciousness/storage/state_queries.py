@@ -1,57 +1,82 @@
 """State-based retrieval (decision #8) on one level graph, as query plans.
 
-The four modes of ``StateBasedRetrieval``, each one query per level (plus
-one for the neighbourhoods of resolutions), with every filter and the
-ranking inside the query so that only the top rows travel:
+The four modes of ``StateBasedRetrieval``, with every filter and the ranking
+inside the queries so that only the top rows travel:
 
 ``find_related_unresolved``
     blocked / in_progress memories (any state when the caller lifts
     ``include_only_unresolved``) whose goal matches the current goal,
-    currently valid, ranked by ``energy * goal match``.
+    ranked by ``energy * goal match``; without a goal, all of them, by
+    ``energy * (0.5 + 0.5 * emotional similarity)``.
 ``find_similar_state``
     memories whose emotion vector has a cosine above the threshold with the
     current emotions and whose energy lies within ``energy_tolerance`` of
-    the current energy (the range index on ``energy`` bounds the scan),
-    ranked by ``cosine * (1 - |energy difference|)``.
+    the current energy, ranked by ``cosine * (1 - |energy difference|)``.
 ``find_what_i_was_doing``
     in_progress memories, ranked by ``energy / (1 + days / 30)``.
 ``find_resolution_patterns``
     past *resolved* memories with a similar goal and emotions (cosine above
     0.6) that have a RESOLVED_BY link, ranked by ``discovery_energy`` (their
-    energy when unset), then similarity; then Decision / Action / Learning
-    memories within two links of each resolution.
+    energy when unset), then similarity; then the Decision / Action /
+    Learning memories within two links of each resolution.
 
 Shared by every mode: memories must be current (valid now and believed now,
 see ``temporal``), not quarantined and not entity hubs; with
 ``temporal_scope="recent"`` the matched memories (not the resolutions and
 their neighbours, which are reached by links) must have been created within
-the last ``recent_days``.
+the last ``recent_days``.  The scores are those of ``scoring.state``.
 
 **Emotional similarity without ``gds``.**  FalkorDB has no similarity
-functions, so the cosine is Cypher arithmetic over the parallel arrays the
-store keeps (``emotion_canonical`` / ``emotion_values``): the current
-emotions are one map parameter keyed by canonical name, and a memory's
-vector is read by canonical name keeping the strongest intensity when two
-of its names collapse into one ("excited 0.8, excitement 0.6" is 0.8), as
-``scoring.emotions.canonical_vector`` does.  So the threshold and the order
-are exact inside the query, only the top rows are returned, and the scan
-is bounded by indexes (``energy`` for similar states, ``resolution_state``
-for the others) plus a cheap "shares at least one emotion" test before the
-arithmetic.  The alternative (fetch a bounded set of candidates, cosine in
-Python) is measured in ``benchmarks/state_speed.py``.
+procedures, so the cosine is Cypher arithmetic over the arrays the store
+keeps (``emotion_canonical`` / ``emotion_values``): the current emotions are
+one map parameter keyed by canonical name and a memory's vector is read by
+canonical name, so the threshold and the order are computed inside the
+query and only the top rows travel.  A memory that names one feeling twice
+("excited 0.8, excitement 0.6") counts it once, at its strongest, as
+``scoring.emotions.canonical_vector`` does; doing that per row in Cypher
+triples the cost, so those rare rows (``list.dedup`` spots them) get an
+upper bound in the query and their exact cosine in Python
+(:func:`_emotion_bound`, :func:`_verified`): still exact, still bounded.
+Candidates are narrowed by indexes first: ``energy`` (the tolerance band)
+and ``emotion_canonical`` (a memory must carry one of the state's
+:func:`necessary_emotions`, written ``$s_0 IN n.emotion_canonical OR ...``
+so that the array index answers it).  The alternative, a bounded candidate
+fetch with the cosine in Python, is measured in ``benchmarks/state_speed.py``
+(slower, and it misses matches).
 
-**Days without datetime arithmetic.**  FalkorDB cannot subtract two
-datetimes, so the age of a memory is computed from its date components
-(days-from-civil, exact for the proleptic Gregorian calendar).
+**Partial goals by index.**  Substrings and shared words cannot use an
+index, so with a level's goal vocabulary (its distinct goals,
+:func:`goal_vocabulary`, cached by the retriever) the goals that match on
+their own are listed in Python and the query asks ``n.goal IN $g_list OR
+$g_t0 IN n.concepts OR ...``: every partial match, through two indexes
+(:func:`matching_goals`).  Without a vocabulary the label is scanned.
+
+**Energy bands.**  The scores of ``find_related_unresolved`` (without a goal
+vocabulary) and ``find_what_i_was_doing`` never exceed the memory's energy,
+so over all time the scan goes down the energy index in bands (``>= 0.75``,
+then down to the k-th score found, ...): once k memories score at least the
+band's floor, nothing below it can enter the top k.  Usually one band is
+read; the answer is the same as a full scan's.  In the recent scope the
+``created_at`` index bounds the scan, and one query does.
+
+**Days without datetime arithmetic.**  FalkorDB cannot subtract datetimes,
+so a memory's age comes from its date components: a table of month starts
+(a parameter) for recent years, days-from-civil arithmetic for any other.
+
+:func:`ensure_state_indexes` creates the range indexes on
+``emotion_canonical`` and ``concepts`` the first time a retriever meets a
+level (not waited for: the filters are right without them, only slower).
 
 Plans are generators of queries (see ``level_store``), so the sync and the
-asyncio store run the same code.  Values only ever travel as parameters.
+asyncio store run the same code.  Values only ever travel as parameters;
+the only generated names are parameter names (``$s_0``, ``$g_t0``...).
 """
 
 from __future__ import annotations
 
+import calendar
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -61,9 +86,14 @@ from llama_consciousness.scoring.state import (
     PARTIAL_CONTAINS_SCORE,
     PARTIAL_TERMS_WEIGHT,
     RECENCY_HORIZON_DAYS,
+    emotional_similarity,
     epoch_seconds,
+    goal_match_score,
     goal_terms,
     normalise_goal,
+    pattern_similarity,
+    similar_state_score,
+    unresolved_score,
 )
 from llama_consciousness.storage import records
 from llama_consciousness.storage.filters import MemoryFilter
@@ -72,13 +102,35 @@ from llama_consciousness.temporal import TemporalWindow, cypher_predicate, cyphe
 
 UNRESOLVED = ("blocked", "in_progress")
 RESOLUTION_DETAIL_TYPES = ("Decision", "Action", "Learning")
+STATE_INDEXES = ("emotion_canonical", "concepts")
+ENERGY_BAND = 0.25
+VERIFY_EXTRA = 16
+MONTH_TABLE_YEARS = 12
 _EPS = 1e-9
 
-_NODE_N = records.projection("n", records.NODE_READ_PROPS)
-_NODE_C = records.projection("c", records.NODE_READ_PROPS)
-_NODE_RES = records.projection("res", records.NODE_READ_PROPS)
-_EDGE_R = records.projection("r", records.EDGE_READ_PROPS)
-_EDGE_LIST = "[r IN relationships(p) | " + records.projection("r", records.EDGE_READ_PROPS) + "]"
+
+def _values(expr: str, edge: bool = False) -> str:
+    """The stored properties of a node (or edge) expression as a list, in a fixed order.
+
+    A list rather than a map: half the items on the wire, and the client's
+    parsing of results is most of the cost of a retrieval.
+    """
+    props = records.EDGE_READ_PROPS if edge else records.NODE_READ_PROPS
+    return "[" + ", ".join(f"{expr}.{p}" for p in props) + "]"
+
+
+def _node(values: Sequence[Any]) -> MemoryNode:
+    return records.node_from_props(dict(zip(records.NODE_READ_PROPS, values)))
+
+
+def _edge(values: Sequence[Any]) -> ConsciousnessRelationship:
+    return records.edge_from_props(dict(zip(records.EDGE_READ_PROPS, values)))
+
+
+_NODE_N = _values("n")
+_NODE_C = _values("c")
+_EDGE_R = _values("r", edge=True)
+_EDGE_LIST = f"[r IN relationships(p) | {_EDGE_R}]"
 
 
 # -- what a state asks for ---------------------------------------------------------
@@ -88,9 +140,10 @@ _EDGE_LIST = "[r IN relationships(p) | " + records.projection("r", records.EDGE_
 class StateQuery:
     """A state-based request resolved into query inputs (built once per retrieval).
 
-    ``emotions`` are canonical names -> intensities; ``goal_match`` is
-    ``exact``, ``partial`` or ``semantic`` (then ``goal_embedding`` is the
-    embedded goal, for levels whose vectors live in FalkorDB).
+    ``emotions`` are canonical names -> intensities (zero intensities left
+    out) and ``emotion_norm`` their norm; ``goal_match`` is ``exact``,
+    ``partial`` or ``semantic`` (then ``goal_embedding`` is the embedded
+    goal, for levels whose vectors live in FalkorDB).
     """
 
     mode: str
@@ -101,6 +154,7 @@ class StateQuery:
     goal: str | None = None
     goal_match: str = "partial"
     goal_embedding: list[float] | None = None
+    goal_vocabulary: tuple[str, ...] | None = None
     semantic_threshold: float = 0.5
     semantic_fetch: int = 200
     recent_days: int | None = 30
@@ -109,7 +163,7 @@ class StateQuery:
     pattern_threshold: float = 0.6
     energy_tolerance: float = 0.2
     detail_types: tuple[str, ...] = RESOLUTION_DETAIL_TYPES
-    max_related: int = 5
+    max_related: int = 3
 
     @property
     def window(self) -> TemporalWindow:
@@ -147,12 +201,12 @@ class StateHit:
 
 
 def _norm_goal(var: str) -> str:
-    """normalise_goal in Cypher."""
+    """``scoring.state.normalise_goal`` in Cypher."""
     return f"trim(replace(replace(toLower(coalesce({var}.goal, '')), '_', ' '), '-', ' '))"
 
 
 def _partial_goal_score(var: str, ng: str) -> str:
-    """goal_match_score(strategy='partial') in Cypher, ``ng`` the normalised memory goal."""
+    """``goal_match_score(strategy='partial')`` in Cypher, ``ng`` the normalised memory goal."""
     return (
         f"CASE WHEN {var}.goal = $g_goal OR {ng} = $g_norm THEN 1.0 "
         f"WHEN size({ng}) >= 3 AND ({ng} CONTAINS $g_norm OR $g_norm CONTAINS {ng}) THEN {PARTIAL_CONTAINS_SCORE} "
@@ -161,24 +215,61 @@ def _partial_goal_score(var: str, ng: str) -> str:
     )
 
 
-def _emotion_cosine(var: str, out: str = "emo") -> str:
-    """WITH clauses computing ``out``: cosine of ``var``'s emotions with ``$e_vec`` (canonical, max-merged)."""
-    ec, ev = f"{var}_ec", f"{var}_ev"
-    idx = f"range(0, size({ec}) - 1)"
-    firsts = f"[i IN {idx} WHERE NOT {ec}[i] IN {ec}[0..i]]"
-    strongest = f"reduce(m = 0.0, j IN {idx} | CASE WHEN {ec}[j] = {ec}[i] AND {ev}[j] > m THEN {ev}[j] ELSE m END)"
+def necessary_emotions(emotions: dict[str, float], threshold: float) -> list[str]:
+    """Emotions of which a memory must carry one for its cosine with ``emotions`` to exceed ``threshold``.
+
+    The cosine is at most the norm of the state's (unit) vector restricted to
+    the emotions the memory shares (Cauchy-Schwarz).  So a memory sharing
+    only emotions whose squared weights sum to at most threshold^2 cannot
+    pass; the strongest emotions, taken until what is left weighs no more
+    than that, are the ones of which at least one must be shared.  A state
+    with one dominant feeling thus only looks at memories that carry it.
+    """
+    total = sum(v * v for v in emotions.values())
+    if total <= 0.0:
+        return []
+    out: list[str] = []
+    left = 1.0
+    for name, value in sorted(emotions.items(), key=lambda kv: (-kv[1], kv[0])):
+        if left <= threshold * threshold - _EPS:  # margin: when in doubt, one emotion more
+            break
+        out.append(name)
+        left -= value * value / total
+    return sorted(out)
+
+
+def _shares_emotion(names: Sequence[str], var: str = "n") -> tuple[str, dict[str, Any]]:
+    """The memory carries at least one of ``names`` (one ``IN`` each, so the array index answers)."""
+    text = "(" + " OR ".join(f"$s_{i} IN {var}.emotion_canonical" for i in range(len(names))) + ")"
+    return text, {f"s_{i}": name for i, name in enumerate(names)}
+
+
+def _emotion_bound(var: str = "n", out: str = "emo") -> str:
+    """WITH clauses computing ``out``: the cosine of ``var``'s emotions with ``$e_vec``, or a bound of it.
+
+    For a vector whose canonical names are all different (nearly every
+    memory) this is the exact cosine.  When two names collapse into one
+    ("excited 0.8, excitement 0.6") the exact value counts that feeling once,
+    at its strongest; computing that per row in Cypher costs three times the
+    plain formula, so such rows get an upper bound instead (the plain
+    cosine x sqrt(number of names), capped at 1: the summed dot product is at
+    least the exact one, and the summed squares at most that many times the
+    exact ones) and are scored exactly in Python (:func:`_verified`).
+    """
+    ec, ev, dot, nn = f"{var}_ec", f"{var}_ev", f"{var}_dot", f"{var}_nn"
+    bound = f"{dot} * sqrt(toFloat(size({ec})))"
     return (
         f"WITH *, coalesce({var}.emotion_canonical, []) AS {ec}, coalesce({var}.emotion_values, []) AS {ev} "
-        f"WITH *, [i IN {firsts} | [{ec}[i], {strongest}]] AS {var}_pairs "
-        f"WITH *, reduce(d = 0.0, pr IN {var}_pairs | d + coalesce($e_vec[pr[0]], 0.0) * pr[1]) AS {var}_dot, "
-        f"sqrt(reduce(s = 0.0, pr IN {var}_pairs | s + pr[1] * pr[1])) AS {var}_norm "
-        f"WITH *, CASE WHEN {var}_norm = 0.0 OR $e_norm = 0.0 THEN 0.0 "
-        f"ELSE {var}_dot / ({var}_norm * $e_norm) END AS {out} "
+        f"WITH *, reduce(d = 0.0, i IN range(0, size({ec}) - 1) | d + coalesce($e_vec[{ec}[i]], 0.0) * {ev}[i]) "
+        f"AS {dot}, sqrt(reduce(s = 0.0, v IN {ev} | s + v * v)) AS {nn} "
+        f"WITH *, CASE WHEN {nn} = 0.0 OR $e_norm = 0.0 THEN 0.0 "
+        f"WHEN size(list.dedup({ec})) = size({ec}) THEN {dot} / ({nn} * $e_norm) "
+        f"WHEN {bound} >= {nn} * $e_norm THEN 1.0 ELSE {bound} / ({nn} * $e_norm) END AS {out} "
     )
 
 
-def _epoch_seconds(dt: str) -> str:
-    """Seconds since 1970 of a localdatetime expression (days-from-civil; no datetime subtraction in FalkorDB)."""
+def _civil_seconds(dt: str) -> str:
+    """Seconds since 1970 of a localdatetime expression (days-from-civil, any year)."""
     y = f"({dt}.year - CASE WHEN {dt}.month <= 2 THEN 1 ELSE 0 END)"
     return (
         f"(({y} / 400) * 146097 + ({y} % 400) * 365 + ({y} % 400) / 4 - ({y} % 400) / 100 "
@@ -187,76 +278,219 @@ def _epoch_seconds(dt: str) -> str:
     )
 
 
-def _anchor_filter(q: StateQuery, var: str, prefix: str) -> tuple[str, dict[str, Any]]:
-    """Current, not quarantined, not an entity hub, and within the temporal scope."""
+def _epoch_seconds(dt: str) -> str:
+    """Seconds since 1970 of a localdatetime expression (FalkorDB cannot subtract datetimes).
+
+    Months of ``$m_year0`` .. ``$m_year1`` come from the ``$m_base`` table
+    (seconds at the start of each month): half the work of the calendar
+    arithmetic, which serves the other years.
+    """
+    return (
+        f"CASE WHEN {dt}.year >= $m_year0 AND {dt}.year <= $m_year1 "
+        f"THEN $m_base[({dt}.year - $m_year0) * 12 + {dt}.month - 1] + ({dt}.day - 1) * 86400 "
+        f"+ {dt}.hour * 3600 + {dt}.minute * 60 + {dt}.second "
+        f"ELSE {_civil_seconds(dt)} END"
+    )
+
+
+def _month_params(now: datetime) -> dict[str, Any]:
+    """The month table of :func:`_epoch_seconds`: the ``MONTH_TABLE_YEARS`` years up to ``now``'s next."""
+    last = now.year + 1
+    first = last - MONTH_TABLE_YEARS + 1
+    base = [calendar.timegm((year, month, 1, 0, 0, 0)) for year in range(first, last + 1) for month in range(1, 13)]
+    return {"m_year0": first, "m_year1": last, "m_base": base}
+
+
+def _anchor_filter(q: StateQuery, var: str, prefix: str) -> tuple[str, dict[str, Any], str]:
+    """Current, not quarantined, not an entity hub, and within the temporal scope.
+
+    Returns the predicate, its parameters and a ``WITH`` clause to start the
+    query with: the times are parsed once there (``localdatetime($p) AS
+    p_v``) instead of once per memory and comparison, a quarter of the
+    cost of a scan.  The predicate is ``MemoryFilter``'s, with those
+    variables in place of ``localdatetime($p)``.
+    """
     pred = MemoryFilter(q.window).cypher(var, prefix)
     text, params = pred.text, dict(pred.params)
     if q.since is not None:
         text += f" AND {var}.created_at > localdatetime(${prefix}since)"
         params[f"{prefix}since"] = cypher_time(q.since)
-    return text, params
+    binds = []
+    for name in sorted(params):  # parameter names of our own, never user input
+        call = f"localdatetime(${name})"
+        if call in text:
+            text = text.replace(call, f"{name}_v")
+            binds.append(f"{call} AS {name}_v")
+    return text, params, ("WITH " + ", ".join(binds) + " ") if binds else ""
 
 
 def _goal_params(q: StateQuery) -> dict[str, Any]:
     terms = goal_terms(q.goal)
-    return {"g_goal": q.goal, "g_norm": normalise_goal(q.goal), "g_terms": terms, "g_nterms": max(1, len(terms))}
+    params = {"g_goal": q.goal, "g_norm": normalise_goal(q.goal), "g_terms": terms, "g_nterms": max(1, len(terms)),
+              **{f"g_t{i}": t for i, t in enumerate(terms)}}
+    listed = matching_goals(q)
+    if listed is not None:
+        params["g_list"] = listed
+    return params
 
 
 def _emotion_params(q: StateQuery) -> dict[str, Any]:
-    return {"e_vec": dict(q.emotions), "e_names": sorted(q.emotions), "e_norm": float(q.emotion_norm)}
+    return {"e_vec": dict(q.emotions), "e_norm": float(q.emotion_norm)}
 
 
-def _hits(rows: Sequence[Sequence[Any]], **fixed: Any) -> list[StateHit]:
-    return [StateHit(records.node_from_props(row[0]), float(row[1]), **fixed,
-                     **{k: (None if v is None else float(v)) for k, v in zip(("goal_match", "emotion_similarity", "days_ago"), row[2:5])})
-            for row in rows]
+def _hits(rows: Sequence[Sequence[Any]]) -> list[StateHit]:
+    """Rows of (node, score, goal match, emotional similarity, days) as hits."""
+    out = []
+    for props, score, goal, emo, days in rows:
+        out.append(StateHit(_node(props), float(score),
+                            goal_match=None if goal is None else float(goal),
+                            emotion_similarity=None if emo is None else float(emo),
+                            days_ago=None if days is None else float(days)))
+    return out
 
 
-# -- the modes --------------------------------------------------------------------
+def _merge(hits: dict[str, StateHit], new: list[StateHit]) -> None:
+    for hit in new:
+        best = hits.get(hit.node.node_id)
+        if best is None or hit.score > best.score:
+            hits[hit.node.node_id] = hit
+
+
+def _top(hits: dict[str, StateHit], k: int) -> list[StateHit]:
+    return sorted(hits.values(), key=lambda h: (-h.score, h.node.node_id))[:k]
+
+
+# -- sources and bands ----------------------------------------------------------------
+
+Head = Callable[[str], str]
+
+
+def matching_goals(q: StateQuery) -> list[str] | None:
+    """The goals of ``q.goal_vocabulary`` that match the current goal partially on their own.
+
+    A memory matches partially through its goal, its concepts, or both; if
+    none of the goal's terms is among its concepts, its goal alone must
+    match.  So "goal in this list, or a goal term in the concepts" finds
+    every partial match, and both halves are answered by range indexes
+    (``goal``, ``concepts``).  None without a vocabulary.
+    """
+    if q.goal_vocabulary is None or q.goal is None:
+        return None
+    return [g for g in q.goal_vocabulary if goal_match_score(q.goal, g) >= MIN_PARTIAL_SCORE - _EPS]
 
 
 def _goal_stage(q: StateQuery, var: str = "n") -> tuple[str, str]:
-    """(extra WHERE, WITH computing ``goal_score``) of exact and partial matching, and of no goal."""
+    """(extra WHERE, WITH computing ``goal_score``) of exact and partial matching, and of no goal.
+
+    Partial matching with a goal vocabulary narrows the memories by index
+    first (:func:`matching_goals`); the score is computed in the query either way.
+    """
     if q.goal is None:
         return "", "WITH *, null AS goal_score "
     if q.goal_match == "exact":
         return f" AND {var}.goal = $g_goal", "WITH *, 1.0 AS goal_score "
     ng = f"{var}_ng"
-    return "", (f"WITH *, {_norm_goal(var)} AS {ng} WITH *, {_partial_goal_score(var, ng)} AS goal_score "
-                f"WITH * WHERE goal_score >= {MIN_PARTIAL_SCORE - _EPS} ")
+    narrow = ""
+    if q.goal_vocabulary is not None:
+        terms = goal_terms(q.goal)
+        narrow = " AND (" + " OR ".join([f"{var}.goal IN $g_list"] + [f"$g_t{i} IN {var}.concepts"
+                                                                         for i in range(len(terms))]) + ")"
+    return narrow, (f"WITH *, {_norm_goal(var)} AS {ng} WITH *, {_partial_goal_score(var, ng)} AS goal_score "
+                    f"WITH * WHERE goal_score >= {MIN_PARTIAL_SCORE - _EPS} ")
 
 
-Head = Callable[[str], str]
-
-
-def _sources(q: StateQuery, candidates: Sequence[tuple[str, float]] | None) -> list[tuple[Head, str, dict[str, Any]]]:
-    """Where the memories of a query come from: (head given the filters, goal-score WITH, params).
+def _sources(q: StateQuery, candidates: Sequence[tuple[str, float]] | None, bind: str = ""
+             ) -> list[tuple[Head, str, dict[str, Any], bool]]:
+    """Where the memories of a query come from: (head given the filters, goal WITH, params, scan?).
 
     Exact and partial goals (and no goal) scan the label with the filters on
-    the MATCH, so the range indexes (goal, resolution_state, energy) bound
-    the scan.  A semantic goal has two sources, merged by the caller: the
+    the MATCH, so that range indexes (goal, resolution_state, energy,
+    emotion_canonical) bound the scan; ``scan`` marks them (energy bands
+    apply).  A semantic goal has two sources, merged by the caller: the
     exact goal (index) and the memories nearest to the embedded goal (vector
     index, or ``candidates`` found in Postgres) with a cosine of at least
     the threshold.
     """
     if q.goal is None or q.goal_match != "semantic":
         extra, goal_with = _goal_stage(q)
-        return [(lambda f, extra=extra: f"MATCH (n:{NODE_LABEL}) WHERE {f}{extra} WITH n, null AS v_sim ",
-                 goal_with, {})]
+        # energy bands pay off on scans the indexes do not narrow (see _banded)
+        scan = q.goal is None or (q.goal_match == "partial" and q.goal_vocabulary is None)
+        return [(lambda f, extra=extra: f"{bind}MATCH (n:{NODE_LABEL}) WHERE {f}{extra} WITH n, null AS v_sim ",
+                 goal_with, {}, scan)]
     goal_with = "WITH *, CASE WHEN n.goal = $g_goal THEN 1.0 ELSE v_sim END AS goal_score "
-    out: list[tuple[Head, str, dict[str, Any]]] = [
-        (lambda f: f"MATCH (n:{NODE_LABEL}) WHERE n.goal = $g_goal AND {f} WITH n, 1.0 AS v_sim ", goal_with, {})]
+    out: list[tuple[Head, str, dict[str, Any], bool]] = [
+        (lambda f: f"{bind}MATCH (n:{NODE_LABEL}) WHERE n.goal = $g_goal AND {f} WITH n, 1.0 AS v_sim ",
+         goal_with, {}, False)]
     if candidates is not None:
-        out.append((lambda f: (f"UNWIND $v_cands AS cand MATCH (n:{NODE_LABEL} {{node_id: cand.id}}) "
+        out.append((lambda f: (f"{bind}UNWIND $v_cands AS cand MATCH (n:{NODE_LABEL} {{node_id: cand.id}}) "
                                f"WHERE cand.sim >= $v_min AND {f} WITH n, cand.sim AS v_sim "),
-                    goal_with, {"v_cands": [{"id": i, "sim": float(s)} for i, s in candidates]}))
+                    goal_with, {"v_cands": [{"id": i, "sim": float(s)} for i, s in candidates]}, False))
     elif q.goal_embedding is not None:
-        out.append((lambda f: (f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', 'embedding', $v_fetch, vecf32($v_q)) "
-                               f"YIELD node AS n, score AS v_dist WITH n, 1.0 - v_dist AS v_sim "
-                               f"WHERE v_sim >= $v_min AND {f} "),
+        out.append((lambda f: (f"{bind}CALL db.idx.vector.queryNodes('{NODE_LABEL}', 'embedding', $v_fetch, "
+                               "vecf32($v_q)) YIELD node AS n, score AS v_dist "
+                               f"WHERE 1.0 - v_dist >= $v_min AND {f} WITH n, 1.0 - v_dist AS v_sim "),
                     goal_with, {"v_q": records.wire_vector(q.goal_embedding),
-                                "v_fetch": int(min(max(q.semantic_fetch, 1), MAX_FETCH))}))
+                                "v_fetch": int(min(max(q.semantic_fetch, 1), MAX_FETCH))}, False))
     return out
+
+
+Rescore = Callable[[StateHit], "StateHit | None"]
+
+
+def _verified(cypher: str, params: dict[str, Any], k: int, rescore: Rescore | None) -> Plan:
+    """The top k of a query that returns hits by ``score`` DESC under ``LIMIT $lim``.
+
+    Without ``rescore`` the query's scores are exact: one query for k rows.
+    With it, they are upper bounds (see :func:`_emotion_bound`) and
+    ``rescore`` gives the exact hit (None: below the threshold).  More rows
+    are fetched until k exact scores reach the lowest bound fetched: no row
+    left behind can then do better.
+    """
+    if rescore is None:
+        return _hits((yield Query(cypher, {**params, "lim": int(k)}, read_only=True)))
+    # Rows without repeated emotion names are exact: k rows are usually enough.
+    limit = int(k)
+    while True:
+        rows = yield Query(cypher, {**params, "lim": limit}, read_only=True)
+        bounded = _hits(rows)
+        exact = [hit for hit in map(rescore, bounded) if hit is not None]
+        if len(rows) < limit or limit >= MAX_FETCH:
+            break
+        floor = bounded[-1].score
+        if sum(1 for hit in exact if hit.score >= floor - _EPS) >= k:
+            break
+        limit = min(max(limit * 4, limit + VERIFY_EXTRA), MAX_FETCH)
+    return sorted(exact, key=lambda h: (-h.score, h.node.node_id))[:k]
+
+
+def _banded(make: Callable[[str], str], params: dict[str, Any], k: int, rescore: Rescore | None = None) -> Plan:
+    """Top-k hits of a query whose scores never exceed the memory's energy, read in energy bands.
+
+    ``make(band)`` is the query with ``band`` (a predicate over
+    ``n.energy``) added to its filters.  Bands go down from 1.0: after a
+    band whose floor is f, if k hits score >= f nothing lower can enter;
+    if k hits were found but the k-th scores s < f, one more band [s, f)
+    settles it; else the next band is ENERGY_BAND lower.
+    """
+    cypher = make("n.energy >= $b_lo AND n.energy < $b_hi")
+    hits: dict[str, StateHit] = {}
+    high, low = 2.0, 1.0 - ENERGY_BAND
+    while True:
+        band = {"b_lo": max(0.0, low) - (_EPS if low <= 0 else 0.0), "b_hi": high}
+        _merge(hits, (yield from _verified(cypher, {**params, **band}, k, rescore)))
+        if low <= 0.0:
+            break
+        top = _top(hits, k)
+        kth = top[-1].score if len(top) >= k else None
+        if kth is not None and kth >= low:
+            break
+        high, low = low, (kth if kth is not None else low - ENERGY_BAND)
+        if low < _EPS:
+            low = 0.0
+    return _top(hits, k)
+
+
+# -- the modes --------------------------------------------------------------------
 
 
 def related_unresolved(plans: LevelPlans, q: StateQuery, k: int,
@@ -269,63 +503,92 @@ def related_unresolved(plans: LevelPlans, q: StateQuery, k: int,
     """
     if k <= 0:
         return []
-    where, params = _anchor_filter(q, "n", "a_")
+    where, params, bind = _anchor_filter(q, "n", "a_")
     params.update(_goal_params(q))
     params.update(_emotion_params(q))
-    params.update({"k": int(k), "v_min": float(q.semantic_threshold),
+    params.update({"v_min": float(q.semantic_threshold),
                    "states": list(UNRESOLVED) if q.unresolved_only else [*UNRESOLVED, "resolved"]})
+    rescore: Rescore | None = None
     if q.goal is None:
-        score, emo = _emotion_cosine("n") + "WITH *, n.energy * (0.5 + 0.5 * emo) AS score ", "emo"
+        score = (_emotion_bound("n") if q.emotions else "WITH *, 0.0 AS emo ") + \
+            "WITH *, n.energy * (0.5 + 0.5 * emo) AS score "
+        emo = "emo"
+        if q.emotions:
+            def rescore(hit: StateHit) -> StateHit:
+                sim = emotional_similarity(q.emotions, hit.node.emotion_vector)
+                return replace(hit, score=unresolved_score(hit.node.energy, None, sim), emotion_similarity=sim)
     else:
         score, emo = "WITH *, n.energy * goal_score AS score ", "null"
     hits: dict[str, StateHit] = {}
-    for head, goal_with, extra in _sources(q, candidates):
-        cypher = (head(f"n.resolution_state IN $states AND {where}") + f"{goal_with}{score}"
-                  f"RETURN {_NODE_N}, score, goal_score, {emo} AS emo_out, null AS days_out ORDER BY score DESC, n.node_id LIMIT $k")
-        rows = yield Query(cypher, {**params, **extra}, read_only=True)
-        for hit in _hits(rows):
-            best = hits.get(hit.node.node_id)
-            if best is None or hit.score > best.score:
-                hits[hit.node.node_id] = hit
-    return sorted(hits.values(), key=lambda h: (-h.score, h.node.node_id))[:k]
+    for head, goal_with, extra, scan in _sources(q, candidates, bind):
+        def make(band: str, head: Head = head, goal_with: str = goal_with) -> str:
+            return (head(f"n.resolution_state IN $states AND {band}{where}") + f"{goal_with}{score}"
+                    f"WITH n, score, goal_score, {emo} AS emo ORDER BY score DESC, n.node_id LIMIT $lim "
+                    f"RETURN {_NODE_N}, score, goal_score, emo, null AS days")
+        if scan and q.since is None:
+            _merge(hits, (yield from _banded(lambda band: make(band + " AND "), {**params, **extra}, k, rescore)))
+        else:
+            _merge(hits, (yield from _verified(make(""), {**params, **extra}, k, rescore)))
+    return _top(hits, k)
 
 
 def similar_state(plans: LevelPlans, q: StateQuery, k: int) -> Plan:
-    """Past moments that felt like now: cosine above the threshold, energy within the tolerance."""
+    """Past moments that felt like now: cosine above the threshold, energy within the tolerance.
+
+    One query: the energy index bounds the band, the emotion index the
+    memories that can pass (:func:`necessary_emotions`).  (Reading the band
+    in rings around the current energy, nearest first, was measured slower:
+    more queries and more rows than it saves.)
+    """
     if k <= 0 or not q.emotions:
         return []
-    where, params = _anchor_filter(q, "n", "a_")
+    where, params, bind = _anchor_filter(q, "n", "a_")
     params.update(_emotion_params(q))
-    params.update({"k": int(k), "e_lo": float(q.energy - q.energy_tolerance) - _EPS,
+    shares, shares_params = _shares_emotion(necessary_emotions(q.emotions, q.emotion_threshold))
+    params.update(shares_params)
+    params.update({"e_lo": float(q.energy - q.energy_tolerance) - _EPS,
                    "e_hi": float(q.energy + q.energy_tolerance) + _EPS, "e_now": float(q.energy),
                    "e_min": float(q.emotion_threshold)})
     cypher = (
-        f"MATCH (n:{NODE_LABEL}) WHERE n.energy >= $e_lo AND n.energy <= $e_hi AND {where} "
-        "AND any(e IN coalesce(n.emotion_canonical, []) WHERE e IN $e_names) "
-        + _emotion_cosine("n")
-        + "WITH * WHERE emo > $e_min "
-        "WITH *, emo * (1.0 - abs(n.energy - $e_now)) AS score "
-        f"RETURN {_NODE_N}, score, null AS goal_out, emo, null AS days_out ORDER BY score DESC, n.node_id LIMIT $k"
+        f"{bind}MATCH (n:{NODE_LABEL}) WHERE n.energy >= $e_lo AND n.energy <= $e_hi AND {shares} AND {where} "
+        + _emotion_bound("n")
+        + "WITH n, emo WHERE emo > $e_min "
+        "WITH n, emo, emo * (1.0 - abs(n.energy - $e_now)) AS score ORDER BY score DESC, n.node_id LIMIT $lim "
+        f"RETURN {_NODE_N}, score, null AS goal_score, emo, null AS days"
     )
-    rows = yield Query(cypher, params, read_only=True)
-    return _hits(rows)
+
+    def rescore(hit: StateHit) -> StateHit | None:
+        sim = emotional_similarity(q.emotions, hit.node.emotion_vector)
+        if sim <= q.emotion_threshold:
+            return None
+        return replace(hit, score=similar_state_score(sim, q.energy, hit.node.energy), emotion_similarity=sim)
+
+    return (yield from _verified(cypher, params, k, rescore))
 
 
 def what_i_was_doing(plans: LevelPlans, q: StateQuery, k: int) -> Plan:
-    """Work in progress, by ``energy / (1 + days / 30)`` (the spec's recency weight)."""
+    """Work in progress, by ``energy / (1 + days / 30)`` (the spec's recency weight).
+
+    A memory created after "now" (a state dated in the past) counts as created now.
+    """
     if k <= 0:
         return []
-    where, params = _anchor_filter(q, "n", "a_")
-    params.update({"k": int(k), "now_s": epoch_seconds(q.now), "horizon": float(RECENCY_HORIZON_DAYS)})
-    cypher = (
-        f"MATCH (n:{NODE_LABEL}) WHERE n.resolution_state = 'in_progress' AND {where} "
-        f"WITH n, n.created_at AS dt WITH n, ($now_s - ({_epoch_seconds('dt')})) / 86400.0 AS days "
-        "WITH n, CASE WHEN days < 0.0 THEN 0.0 ELSE days END AS days "
-        "WITH n, days, n.energy / (1.0 + days / $horizon) AS score "
-        f"RETURN {_NODE_N}, score, null AS goal_out, null AS emo_out, days ORDER BY score DESC, n.node_id LIMIT $k"
-    )
-    rows = yield Query(cypher, params, read_only=True)
-    return _hits(rows)
+    where, params, bind = _anchor_filter(q, "n", "a_")
+    params.update({"now_s": epoch_seconds(q.now), "horizon": float(RECENCY_HORIZON_DAYS),
+                   **_month_params(q.now)})
+
+    def make(band: str) -> str:
+        return (
+            f"{bind}MATCH (n:{NODE_LABEL}) WHERE n.resolution_state = 'in_progress' AND {band} AND {where} "
+            f"WITH n, n.created_at AS dt WITH n, ($now_s - ({_epoch_seconds('dt')})) / 86400.0 AS days "
+            "WITH n, CASE WHEN days < 0.0 THEN 0.0 ELSE days END AS days "
+            "WITH n, days, n.energy / (1.0 + days / $horizon) AS score ORDER BY score DESC, n.node_id LIMIT $lim "
+            f"RETURN {_NODE_N}, score, null AS goal_score, null AS emo, days"
+        )
+
+    if q.since is not None:  # the created_at index bounds the scan already
+        return (yield from _verified(make("true"), params, k, None))
+    return (yield from _banded(make, params, k))
 
 
 def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: int = 5,
@@ -337,92 +600,114 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
     resolution (paths that go back through the past state do not count: they
     describe the blockage, not its resolution); at most ``k`` in all.
     """
-    if k <= 0 or max_patterns <= 0:
+    if k <= 0 or max_patterns <= 0 or (q.goal is None and not q.emotions):
         return []
-    if q.goal is None and not q.emotions:
-        return []
-    where, params = _anchor_filter(q, "n", "a_")
+    where, params, bind = _anchor_filter(q, "n", "a_")
     res_pred = MemoryFilter(q.window).cypher("res", "rs_")
     link = cypher_predicate(q.window, "r", "rl_")
     params.update(_goal_params(q))
     params.update(_emotion_params(q))
     params.update(res_pred.params)
     params.update(link.params)
-    params.update({"kp": int(max_patterns), "p_min": float(q.pattern_threshold), "v_min": float(q.semantic_threshold)})
+    params.update({"p_min": float(q.pattern_threshold), "v_min": float(q.semantic_threshold)})
     if q.emotions:
-        emo_where = " AND any(e IN coalesce(n.emotion_canonical, []) WHERE e IN $e_names)"
-        emo_with = _emotion_cosine("n") + "WITH * WHERE emo > $p_min "
+        shares, shares_params = _shares_emotion(necessary_emotions(q.emotions, q.pattern_threshold))
+        params.update(shares_params)
+        emo_where = f" AND {shares}"
+        emo_with = _emotion_bound("n") + "WITH * WHERE emo > $p_min "
     else:
         emo_where, emo_with = "", "WITH *, null AS emo "
-    anchors: dict[str, tuple[StateHit, list[tuple[dict[str, Any], dict[str, Any]]]]] = {}
-    for head, goal_with, extra in _sources(q, candidates):
+    anchors: dict[str, tuple[StateHit, list[Any]]] = {}
+    for head, goal_with, extra, _scan in _sources(q, candidates, bind):
         cypher = (
-            head(f"n.resolution_state = 'resolved' AND {where}{emo_where}") + f"{goal_with}{emo_with}"
-            "WITH *, coalesce(goal_score, 1.0) * coalesce(emo, 1.0) AS sim "
+            head(f"n.resolution_state = 'resolved'{emo_where} AND {where}") + f"{goal_with}{emo_with}"
+            "WITH n, goal_score, emo, coalesce(goal_score, 1.0) * coalesce(emo, 1.0) AS sim "
             f"MATCH (n)-[r:{EDGE_TYPE}]->(res:{NODE_LABEL}) "
             f"WHERE r.relation_type = 'RESOLVED_BY' AND {link.text} AND {res_pred.text} "
-            f"WITH n, goal_score, emo, sim, collect([{_NODE_RES}, {_EDGE_R}]) AS resolutions "
-            "WITH n, goal_score, emo, sim, resolutions, coalesce(n.discovery_energy, n.energy) AS impact "
-            f"RETURN {_NODE_N}, sim, goal_score, emo, impact, resolutions "
-            "ORDER BY impact DESC, sim DESC, n.node_id LIMIT $kp"
+            "WITH n, goal_score, emo, sim, collect(res) AS ress, collect(r) AS rs "
+            "WITH n, goal_score, emo, sim, ress, rs, coalesce(n.discovery_energy, n.energy) AS impact "
+            "ORDER BY impact DESC, sim DESC, n.node_id LIMIT $lim "
+            f"RETURN {_NODE_N}, sim, goal_score, emo, "
+            f"[i IN range(0, size(ress) - 1) | [{_values('ress[i]')}, {_values('rs[i]', edge=True)}]]"
         )
-        rows = yield Query(cypher, {**params, **extra}, read_only=True)
-        for props, sim, goal_score, emo, impact, resolutions in rows:
-            node = records.node_from_props(props)
-            hit = StateHit(node, float(sim), "state", None if goal_score is None else float(goal_score),
-                           None if emo is None else float(emo))
-            if node.node_id not in anchors or hit.score > anchors[node.node_id][0].score:
-                anchors[node.node_id] = (hit, [(res, rel) for res, rel in resolutions])
-    order = sorted(anchors.values(), key=lambda a: (-(a[0].node.discovery_energy if a[0].node.discovery_energy
-                                                        is not None else a[0].node.energy),
-                                                     -a[0].score, a[0].node.node_id))[:max_patterns]
-    if not order:
-        return []
-    pairs = [{"pb": hit.node.node_id, "res": res["node_id"]} for hit, resolutions in order for res, _ in resolutions]
-    related_rows: list[Any] = []
-    if pairs and q.detail_types and q.max_related > 0:
+        # Rows come by impact; a row's emotional similarity may be a bound
+        # (repeated names), checked here: fetch more while rows fail the check.
+        limit = max_patterns
+        while True:
+            rows = yield Query(cypher, {**params, **extra, "lim": limit}, read_only=True)
+            kept = 0
+            for props, sim, goal_score, emo, resolutions in rows:
+                node = _node(props)
+                goal = None if goal_score is None else float(goal_score)
+                exact = None
+                if q.emotions:
+                    exact = emotional_similarity(q.emotions, node.emotion_vector)
+                    if exact <= q.pattern_threshold:
+                        continue
+                hit = StateHit(node, pattern_similarity(goal, exact), "state", goal, exact)
+                kept += 1
+                if node.node_id not in anchors or hit.score > anchors[node.node_id][0].score:
+                    anchors[node.node_id] = (hit, [(_node(res), _edge(rel)) for res, rel in resolutions])
+            if kept >= max_patterns or len(rows) < limit or limit >= MAX_FETCH:
+                break
+            limit = min(max(limit * 4, limit + VERIFY_EXTRA), MAX_FETCH)
+
+    def impact(hit: StateHit) -> float:
+        return hit.node.discovery_energy if hit.node.discovery_energy is not None else hit.node.energy
+
+    order = sorted(anchors.values(), key=lambda a: (-impact(a[0]), -a[0].score, a[0].node.node_id))[:max_patterns]
+    pairs = [{"pb": hit.node.node_id, "res": res.node_id} for hit, resolutions in order for res, _ in resolutions]
+    # Past states and their resolutions come first; related memories share what is left of k.
+    slots = max(0, k - len(order) - len(pairs))
+    for i, pair in enumerate(pairs):
+        base = min(q.max_related, slots // len(pairs))
+        pair["per"] = base + (1 if base < q.max_related and i < slots - base * len(pairs) else 0)
+    pairs = [pair for pair in pairs if pair["per"] > 0]
+    related: dict[tuple[str, str], list[Any]] = {}
+    if pairs and q.detail_types:
         reach = MemoryFilter(q.window).cypher("c", "rc_")
         hop = MemoryFilter(q.window, include_entities=True).cypher("x", "rx_", entities=True)
         walk = cypher_predicate(q.window, "r", "rw_")
         walk_clause = "" if walk.text == "true" else f" AND all(r IN relationships(p) WHERE {walk.text})"
-        related_rows = yield Query(
+        rows = yield Query(
             "UNWIND $pairs AS pair "
             f"MATCH (res:{NODE_LABEL} {{node_id: pair.res}}) "
+            # The filters on c come in a WITH: inline, the planner would start from
+            # every Decision / Action / Learning (node_type index) and walk to res.
+            # A path form, not (a)-[r]-(b): see channels.traverse.
             f"MATCH p = (res)-[:{EDGE_TYPE}*1..2]-(c:{NODE_LABEL}) "
-            f"WHERE c.node_type IN $types AND {reach.text} AND c.node_id <> pair.pb AND c.node_id <> pair.res "
+            f"WITH pair, p, c WHERE c.node_type IN $types AND {reach.text} AND c.node_id <> pair.pb "
+            "AND c.node_id <> pair.res "
             f"AND none(x IN nodes(p) WHERE x.node_id = pair.pb){walk_clause} "
             f"AND all(x IN nodes(p) WHERE {hop.text}) "
             "WITH pair, c, p, reduce(e = 0.0, r IN relationships(p) | e + coalesce(r.energy, 0.0)) / length(p) AS strength "
             "ORDER BY strength DESC, length(p) ASC, c.node_id "
-            "WITH pair, collect([c, p, strength])[0..$per] AS best "
+            "WITH pair, collect([c, p, strength])[0..pair.per] AS best "
             "UNWIND best AS b WITH pair, b[0] AS c, b[1] AS p, b[2] AS strength "
             f"RETURN pair.pb, pair.res, {_NODE_C}, strength, length(p), {_EDGE_LIST}",
-            {**reach.params, **hop.params, **walk.params, "pairs": pairs, "types": list(q.detail_types),
-             "per": int(q.max_related)},
+            {**reach.params, **hop.params, **walk.params, "pairs": pairs, "types": list(q.detail_types)},
             read_only=True,
         )
-    related: dict[tuple[str, str], list[Any]] = {}
-    for pb, res, props, strength, depth, path in related_rows:
-        related.setdefault((pb, res), []).append((props, float(strength), int(depth), path))
+        for pb, res, props, strength, depth, path in rows:
+            related.setdefault((pb, res), []).append((_node(props), float(strength), int(depth), path))
     out: list[StateHit] = []
     for hit, resolutions in order:
         out.append(hit)
-        for res_props, rel_props in sorted(resolutions, key=lambda rr: (-(rr[1].get("energy") or 0.0), rr[0]["node_id"])):
-            edge = records.edge_from_props(rel_props)
-            out.append(StateHit(records.node_from_props(res_props), hit.score * edge.energy, "resolution",
-                                pattern_id=hit.node.node_id, resolution_id=res_props["node_id"], depth=1,
-                                path=[edge]))
-            found = sorted(related.get((hit.node.node_id, res_props["node_id"]), []), key=lambda x: (-x[1], x[2]))
-            for props, strength, depth, path in found[: q.max_related]:
-                out.append(StateHit(records.node_from_props(props), hit.score * strength, "related",
-                                    pattern_id=hit.node.node_id, resolution_id=res_props["node_id"],
-                                    depth=1 + depth, path=[edge, *(records.edge_from_props(e) for e in path)]))
+        for res, edge in sorted(resolutions, key=lambda pair: (-pair[1].energy, pair[0].node_id)):
+            out.append(StateHit(res, hit.score * edge.energy, "resolution", pattern_id=hit.node.node_id,
+                                resolution_id=res.node_id, depth=1, path=[edge]))
+            found = sorted(related.get((hit.node.node_id, res.node_id), []),
+                           key=lambda x: (-x[1], x[2], x[0].node_id))
+            for node, strength, depth, path in found:
+                out.append(StateHit(node, hit.score * strength, "related", pattern_id=hit.node.node_id,
+                                    resolution_id=res.node_id, depth=1 + depth,
+                                    path=[edge, *(_edge(e) for e in path)]))
     return out[:k]
 
 
 def state_plan(plans: LevelPlans, q: StateQuery, k: int, *, max_patterns: int = 5,
                candidates: Sequence[tuple[str, float]] | None = None) -> Plan:
-    """The plan of ``q.mode`` on one level."""
+    """The plan of ``q.mode`` on one level (``k`` memories at most)."""
     if q.mode == "find_related_unresolved":
         return (yield from related_unresolved(plans, q, k, candidates))
     if q.mode == "find_similar_state":
@@ -445,4 +730,29 @@ def relationships_among(plans: LevelPlans, node_ids: Sequence[str], q: StateQuer
         {**link.params, "ids": list(node_ids)},
         read_only=True,
     )
-    return [records.edge_from_props(r[0]) for r in rows]
+    return [_edge(r[0]) for r in rows]
+
+
+def ensure_state_indexes(plans: LevelPlans) -> Plan:
+    """Create the range indexes on ``emotion_canonical`` and ``concepts`` if missing (not waited for).
+
+    The filters are correct without them, only slower; FalkorDB builds them
+    in the background and queries use them once operational.  Returns the
+    properties whose index was created.  (Their place is
+    ``level_store.NODE_RANGE_INDEXES``; until they are there, this does it.)
+    """
+    rows = yield Query("CALL db.indexes() YIELD label, properties, types, entitytype "
+                       "RETURN label, properties, types, entitytype", read_only=True)
+    have = {prop for label, props, types, entity in rows if entity == "NODE" and label == NODE_LABEL
+            for prop in props if "RANGE" in (types.get(prop) or [])}
+    missing = [p for p in STATE_INDEXES if p not in have]
+    if missing:
+        # property names are constants of this module, never user input
+        yield Query(f"CREATE INDEX FOR (n:{NODE_LABEL}) ON (" + ", ".join(f"n.{p}" for p in missing) + ")")
+    return missing
+
+
+def goal_vocabulary(plans: LevelPlans) -> Plan:
+    """The distinct goals of a level's memories (for index-narrowed partial goal matching)."""
+    rows = yield Query(f"MATCH (n:{NODE_LABEL}) WHERE n.goal IS NOT NULL RETURN DISTINCT n.goal", read_only=True)
+    return sorted(r[0] for r in rows if isinstance(r[0], str))
