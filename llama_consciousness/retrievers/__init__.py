@@ -8,7 +8,7 @@ from llama_consciousness.retrievers.config import (
     RetrievalConfig,
 )
 from llama_consciousness.retrievers.six_way import SixWayHybridRetriever
-from llama_consciousness.retrievers.state_based import StateBasedRetriever
+from llama_consciousness.retrievers.state_based import StateBasedRetriever, StateRetrievalConfig
 
 __all__ = [
     "HYBRID_RRF",
@@ -18,4 +18,5 @@ __all__ = [
     "RetrievalConfig",
     "SixWayHybridRetriever",
     "StateBasedRetriever",
+    "StateRetrievalConfig",
 ]

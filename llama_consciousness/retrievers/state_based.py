@@ -23,8 +23,11 @@ The spec's decision #8: when a citizen wakes without a specific question
     ``resolution_threshold``, 0.6 as the spec), that something RESOLVED_BY;
     ranked by ``discovery_energy`` (their energy when unset), then by
     similarity; each followed by its resolutions and by the Decision / Action /
-    Learning memories within two links of the resolution.  Needs a goal or
-    emotions.
+    Learning memories within two links of the resolution (paths back through
+    the past state do not count).  Needs a goal or emotions.  Unlike the
+    spec's sketch, the RESOLVED_BY link's own ``resolution_state`` is not
+    required to be "resolved": links default to "in_progress" when written,
+    and the link's type already says what it means.
 
 **Scope.**  Every mode only sees memories that are current (valid now and
 believed now: an unresolved item whose ``invalid_at`` or ``expired_at`` has
