@@ -96,7 +96,7 @@ class EmbeddedFalkorDB:
         *,
         redis_server: str | None = None,
         module: str | None = None,
-        startup_timeout: float = 20.0,
+        startup_timeout: float = 300.0,
         appendfsync: str = "everysec",
     ) -> None:
         self.root = Path(data_dir).expanduser()

@@ -77,7 +77,10 @@ def linked_memories(
         found: list[LinkedMemory] = []
         for direction, pattern in patterns.items():
             rows = yield Query(
-                f"MATCH {pattern} "
+                # WITH first: it makes the planner start from `a` by node_id;
+                # with the WHERE attached, FalkorDB scans every memory through
+                # the temporal range indexes (3.3 s at 50K, 0 ms this way).
+                f"MATCH {pattern} WITH a, r, c "
                 f"WHERE r.relation_type = $type AND c.node_id <> $id AND {reach.text} AND {link.text}{among_clause} "
                 f"RETURN {_EDGE}, {_NODE} "
                 "ORDER BY r.energy DESC, r.confidence DESC, c.node_id ASC LIMIT $fetch",
