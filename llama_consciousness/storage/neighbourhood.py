@@ -72,8 +72,12 @@ def connectors(
     # predicate); ``all(r IN relationships(p) WHERE ...)`` is not rewritten
     # into an index scan and sees both directions.
     rows = yield Query(
-        f"MATCH p = (s:{NODE_LABEL})-[:{EDGE_TYPE}]-(c:{NODE_LABEL}) "
-        f"WHERE s.node_id IN $ids AND NOT c.node_id IN $ids AND {pred.text} "
+        # Start from the retrieved memories by node_id (a WITH between the
+        # MATCHes), or the planner scans every memory through the temporal
+        # range indexes of `c`.
+        f"MATCH (s:{NODE_LABEL}) WHERE s.node_id IN $ids WITH s "
+        f"MATCH p = (s)-[:{EDGE_TYPE}]-(c:{NODE_LABEL}) "
+        f"WHERE NOT c.node_id IN $ids AND {pred.text} "
         f"AND all(r IN relationships(p) WHERE {link.text}) "
         "WITH c, s, head(relationships(p)) AS r "
         "WITH c, count(DISTINCT s.node_id) AS linked, sum(coalesce(r.energy, 0.0)) AS energy "
