@@ -610,6 +610,70 @@ def test_server_stopped_midway_leaves_whole_batches_and_a_rerun_completes(data_r
         mem.close()
 
 
+def _chunking_records(citizen: str) -> list[dict[str, Any]]:
+    """Entities, a supersession, a near-duplicate and a relationship to a later memory."""
+    records = [
+        mem("person_ravi", citizen, "Ravi", "Ravi keeps the build farm alive.", node_type="Person",
+            created_at=iso(T0)),
+        mem("plan_v1", citizen, "Launch plan", "Launch the beta in March with Ravi.", created_at=iso(T0)),
+        mem("standup", citizen, "Standup", "Sounds good, see you at the standup tomorrow morning.",
+            created_at=iso(T0)),
+        rel("plan_v2", "person_ravi", "OWNED_BY", created_at=iso(T1)),  # plan_v2 comes in a later chunk
+    ]
+    topics = ["the Apollo guidance code", "a broken espresso grinder", "quarterly tax forms",
+              "the orchestra's winter programme", "a flooded basement in Leeds", "sourdough starter recipes"]
+    records += [
+        mem(f"note_{i}", citizen, f"Note {i}", f"Margaret Hamilton talked about {topic}.",
+            created_at=iso(T0 + timedelta(days=i)))
+        for i, topic in enumerate(topics)
+    ]
+    records += [
+        mem("standup_again", citizen, "Standup", "Sounds good, see you at the standup tomorrow morning!",
+            created_at=iso(T1)),
+        mem("plan_v2", citizen, "Launch plan", "Launch the beta in May instead, Ravi agreed.",
+            created_at=iso(T1), supersedes="plan_v1"),
+    ]
+    return records
+
+
+def _portable(store) -> tuple[dict, dict]:
+    """A graph dump without what names its citizen (the content hash covers the citizen id)."""
+    nodes, edges = dump(store)
+    strip = lambda props: {k: v for k, v in props.items() if k not in ("citizen_id", "content_hash")}  # noqa: E731
+    return ({k: strip(v) for k, v in nodes.items()},
+            {k: (s, t, strip(props)) for k, (s, t, props) in edges.items()})
+
+
+def test_small_chunks_write_what_one_chunk_writes(memory, tmp_path) -> None:
+    """Chunks are written two in flight (pure steps of the next beside the writer
+    of the previous): the graph must not depend on where the chunks fall."""
+    one, many = "c1" + uuid.uuid4().hex[:10], "c3" + uuid.uuid4().hex[:10]
+    whole = memory.ingest(write_file(tmp_path / "one.jsonl", _chunking_records(one)), chunk_size=1000)
+    parts = memory.ingest(write_file(tmp_path / "many.jsonl", _chunking_records(many)), chunk_size=3)
+    for report in (whole, parts):
+        assert (report.inserted, report.superseded, report.duplicates, report.relationships_inserted) == (11, 1, 1, 1)
+        assert report.rejected == []
+    assert _portable(memory.level("N1", one)) == _portable(memory.level("N1", many))
+    assert memory.get_node("plan_v1", "N1", many).superseded_by == "plan_v2"
+
+
+def test_a_bad_record_in_a_later_chunk_stops_after_the_chunks_before_it(memory, tmp_path) -> None:
+    cit = "bad" + uuid.uuid4().hex[:10]
+    records = [mem(f"ok_{i}", cit, f"Fine {i}", f"Reading {i} of the flow meter.", created_at=iso(T0))
+               for i in range(6)]
+    records.append(mem("broken", cit, "Broken", "Energy out of range.", energy=7.5, created_at=iso(T0)))
+    records += [mem(f"late_{i}", cit, f"Late {i}", f"Reading {i} after the fault.", created_at=iso(T0))
+                for i in range(3)]
+    path = write_file(tmp_path / "bad.jsonl", records)
+    with pytest.raises(MemoryValidationError, match="energy"):
+        memory.ingest(path, chunk_size=3, duplicates="off")
+    # chunks 1 and 2 are written whole (the second was in flight when the third failed)
+    ids = [r["node_id"] for r in records]
+    assert {n.node_id for n in memory.get_nodes(ids, "N1", cit)} == {f"ok_{i}" for i in range(6)}
+    report = memory.ingest(path, chunk_size=3, duplicates="off", on_invalid="drop")
+    assert report.inserted == 3 and report.unchanged == 6 and [r.item_id for r in report.rejected] == ["broken"]
+
+
 # -- 8. vectors in pgvector ------------------------------------------------------------------
 
 

@@ -135,6 +135,37 @@ def test_changed_records_are_updated(fresh_graph):
     assert store.counts() == (6, 4)
 
 
+def test_a_field_cleared_on_update_is_removed(fresh_graph):
+    """New records are sent without their empty fields; an update still clears one."""
+    store = fresh_graph("N2")
+    store.upsert([mk("f", [0.1, 0.2, 0.3, 0.4], felt_quality="warm", goal="finish", created_at=at(0))],
+                 [link("f", "f", "SELF_REFERENCES", felt_quality="odd", created_at=at(0))])
+    stored = raw_nodes(store)["f"]
+    assert stored["felt_quality"] == "warm"
+    assert "body_sensation" not in stored  # never set, never stored
+    store.upsert([mk("f", [0.1, 0.2, 0.3, 0.4], goal="finish", created_at=at(0))],
+                 [link("f", "f", "SELF_REFERENCES", created_at=at(0))])
+    assert "felt_quality" not in raw_nodes(store)["f"]
+    edge_props = store.graph.query("MATCH ()-[r:LINK]->() RETURN properties(r)").result_set[0][0]
+    assert "felt_quality" not in edge_props
+    assert store.get_node("f").felt_quality is None
+
+
+def test_bulk_vectors_arrive_as_their_seven_decimals(fresh_graph):
+    """Upserts send vectors as scaled integers; the server must store the same float32."""
+    import numpy as np
+
+    from llama_consciousness.storage import records
+
+    rng = random.Random(7)
+    vec = unit(rng, 4)
+    store = fresh_graph("N2")
+    store.upsert([mk("v", vec, created_at=at(0))])
+    expected = np.round(np.asarray(vec, dtype=np.float64), records.VECTOR_DECIMALS).astype(np.float32)
+    assert np.array_equal(np.asarray(raw_nodes(store)["v"]["embedding"], dtype=np.float32), expected)
+    assert (np.asarray(records.scaled_vector(vec)) / records.VECTOR_SCALE).tolist() == records.wire_vector(vec)
+
+
 def test_a_new_embedding_replaces_the_stored_one(fresh_graph):
     store = fresh_graph("N2")
     old, new = [0.5, 0.5, 0.5, 0.5], [-0.3, 0.1, 0.2, 0.9]

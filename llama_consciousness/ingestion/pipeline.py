@@ -14,6 +14,7 @@ record is rejected before any work is spent on it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -55,12 +56,19 @@ class IngestOptions:
     entities: bool = True
     concepts: bool = True
     batch_size: int = 500
-    chunk_size: int = 2000
+    chunk_size: int = 1000
 
 
 def build_pipeline(memory: Any, options: IngestOptions | None = None) -> IngestionPipeline:
     """The default ingestion pipeline writing into ``memory``."""
-    o = options or IngestOptions()
+    # The pipeline cache would skip the writer for nodes it has seen, which
+    # is wrong for a store that may have changed since: writes are
+    # idempotent anyway.
+    return IngestionPipeline(transformations=_steps(memory, options or IngestOptions()), disable_cache=True)
+
+
+def _steps(memory: Any, o: IngestOptions) -> list[Any]:
+    """The default steps, in order (see the module docstring)."""
     steps: list[Any] = [ConsciousnessMetadataValidator(mode=o.on_invalid)]
     if o.pii:
         steps.append(PIIScrubber())
@@ -78,21 +86,39 @@ def build_pipeline(memory: Any, options: IngestOptions | None = None) -> Ingesti
         ConsciousnessGraphWriter(memory=memory, batch_size=o.batch_size, link_entities=o.entities,
                                  on_error="raise" if o.on_invalid == "raise" else "drop")
     )
-    # The pipeline cache would skip the writer for nodes it has seen, which
-    # is wrong for a store that may have changed since: writes are
-    # idempotent anyway.
-    return IngestionPipeline(transformations=steps, disable_cache=True)
+    return steps
 
 
-def _run(pipeline: IngestionPipeline, nodes: list[BaseNode], report: IngestReport) -> None:
-    """Run one chunk and fold what every step reported into ``report``."""
+def _stages(memory: Any, o: IngestOptions) -> tuple[IngestionPipeline, IngestionPipeline]:
+    """The default steps cut in two: those that read only their records, and
+    those that read or write the store (near-duplicates, the writer).
+
+    The first stage of one chunk can then run while the second stage of the
+    previous chunk waits on the server.
+    """
+    steps = _steps(memory, o)
+    cut = next(i for i, step in enumerate(steps) if isinstance(step, STORE_STEPS))
+    return (IngestionPipeline(transformations=steps[:cut], disable_cache=True),
+            IngestionPipeline(transformations=steps[cut:], disable_cache=True))
+
+
+STORE_STEPS = (NearDuplicateFilter, ConsciousnessGraphWriter)
+"""Steps that read or write the level graphs (everything before them is pure)."""
+
+
+def _run(pipeline: IngestionPipeline, nodes: list[BaseNode], report: IngestReport) -> list[BaseNode]:
+    """Run one chunk through ``pipeline``; fold what every step reported into ``report``."""
     out = pipeline.run(nodes=nodes)
+    _collect_reports(pipeline, report)
+    return out
+
+
+def _warn_injections(out: Sequence[BaseNode], report: IngestReport) -> None:
     for node in out:
         matches = node.metadata.get("lc_injection_matches")
         if matches:
             state = "quarantined" if node.metadata.get("lc_quarantine") else "flagged"
             report.warn(node.node_id, f"{state} as a possible prompt injection: {', '.join(map(str, matches))}")
-    _collect_reports(pipeline, report)
 
 
 def _collect_reports(pipeline: IngestionPipeline, report: IngestReport) -> None:
@@ -154,6 +180,44 @@ def _raw_text_node(obj: dict[str, Any], line: int) -> BaseNode:
     return node
 
 
+def _pipelined(memory: Any, o: IngestOptions, chunks: Iterable[list[BaseNode]], report: IngestReport) -> None:
+    """Run every chunk through the default steps, two chunks in flight.
+
+    The pure steps of chunk k+1 run in this thread while the store steps of
+    chunk k run in one writer thread: the server's work and the embedding
+    release the GIL.  Store steps run in chunk order, and those of a chunk
+    start only when the previous chunk is written, so every read of the
+    store sees all earlier chunks, and a failure stops the run at the same
+    chunk as a sequential run would; no write is left running behind an error.
+    """
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lc-ingest-writer")
+    in_flight: Future | None = None
+
+    def store_stage(pipeline: IngestionPipeline, ready: list[BaseNode]) -> tuple[list[BaseNode], IngestReport]:
+        part = IngestReport()
+        return _run(pipeline, ready, part), part
+
+    def finish() -> None:
+        nonlocal in_flight
+        if in_flight is not None:
+            done, in_flight = in_flight, None
+            out, part = done.result()
+            report.merge(part)
+            _warn_injections(out, report)
+
+    try:
+        for chunk in chunks:
+            pure, store = _stages(memory, o)
+            ready = _run(pure, chunk, report)
+            finish()
+            in_flight = writer.submit(store_stage, store, ready)
+        finish()
+    finally:
+        if in_flight is not None:
+            wait([in_flight])
+        writer.shutdown(wait=True)
+
+
 def _chunks(items: Iterable[BaseNode], size: int) -> Iterator[list[BaseNode]]:
     chunk: list[BaseNode] = []
     for item in items:
@@ -195,29 +259,34 @@ def ingest(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, unit="record", desc="ingesting")
-    # Relationships are written after every memory of their chunk; a
-    # relationship whose memories come in a later chunk is held back until
-    # the end, when all memories are stored.
+    # Relationships are written after all memories: a relationship may
+    # refer to a memory that comes later in the file.
     held: list[BaseNode] = []
     homes: dict[str, tuple[Any, Any]] = {}
-    try:
+
+    def work() -> Iterator[list[BaseNode]]:
         for chunk in _chunks(nodes, o.chunk_size):
             records = [n for n in chunk if n.metadata.get("kind") != "relationship"]
-            held += [n for n in chunk if n.metadata.get("kind") == "relationship"]
+            held.extend(n for n in chunk if n.metadata.get("kind") == "relationship")
             for n in records:
                 homes[n.node_id] = (n.metadata.get("level"), n.metadata.get("citizen_id"))
-            if records:
-                _run(build_pipeline(memory, o), records, report)
             if bar is not None:
-                bar.update(len(chunk))
-        if held:
-            for rel in held:  # a relationship lives in the graph of its source memory
-                if rel.metadata.get("level") is None and rel.metadata.get("source_id") in homes:
-                    level, citizen = homes[rel.metadata["source_id"]]
-                    rel.metadata["level"] = level
-                    if level == "N1" and rel.metadata.get("citizen_id") is None:
-                        rel.metadata["citizen_id"] = citizen
-            _run(build_pipeline(memory, o), held, report)
+                bar.update(len(records))
+            if records:
+                yield records
+        for rel in held:  # a relationship lives in the graph of its source memory
+            if rel.metadata.get("level") is None and rel.metadata.get("source_id") in homes:
+                level, citizen = homes[rel.metadata["source_id"]]
+                rel.metadata["level"] = level
+                if level == "N1" and rel.metadata.get("citizen_id") is None:
+                    rel.metadata["citizen_id"] = citizen
+        for start in range(0, len(held), o.chunk_size):
+            if bar is not None:
+                bar.update(min(o.chunk_size, len(held) - start))
+            yield held[start : start + o.chunk_size]
+
+    try:
+        _pipelined(memory, o, work(), report)
     finally:
         if bar is not None:
             bar.close()

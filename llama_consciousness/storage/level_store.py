@@ -186,7 +186,7 @@ REMOVE n.{VECTOR_PROPERTY}
 SET n += row.props, {_time_sets("n", "old_hash IS NOT NULL", "sup")},
     n.invalidation_reason = CASE WHEN sup AND row.props.invalidation_reason IS NULL
                                  THEN old_reason ELSE row.props.invalidation_reason END,
-    n.{VECTOR_PROPERTY} = vecf32(row.embedding), n.content_hash = row.hash
+    n.{VECTOR_PROPERTY} = {records.SCALED_VECTOR.format("row.embedding")}, n.content_hash = row.hash
 RETURN collect(CASE WHEN old_hash IS NULL THEN row.node_id END) AS created_ids,
        collect(CASE WHEN old_hash IS NULL THEN NULL ELSE row.node_id END) AS updated_ids
 }}
@@ -428,7 +428,8 @@ class LevelPlans:
                 read_only=True,
             )
             known = dict(stored)
-            node_rows = [r for r in node_rows if known.get(r["node_id"]) != r["hash"]]
+            node_rows = [r if r["node_id"] in known else records.compact(r)
+                         for r in node_rows if known.get(r["node_id"]) != r["hash"]]
         if edge_rows:
             stored = yield Query(
                 f"UNWIND $ids AS id MATCH ()-[r:{EDGE_TYPE} {{edge_id: id}}]->() RETURN id, r.content_hash",
@@ -436,8 +437,8 @@ class LevelPlans:
                 read_only=True,
             )
             known = dict(stored)
-            edge_rows = [r for r in edge_rows if known.get(r["edge_id"]) != r["hash"] and
-                         not (r["derived"] and r["edge_id"] in known)]
+            edge_rows = [r if r["edge_id"] in known else records.compact(r) for r in edge_rows
+                         if known.get(r["edge_id"]) != r["hash"] and not (r["derived"] and r["edge_id"] in known)]
         params = {"nodes": node_rows, "edges": edge_rows, "expire": [s.row() for s in supersessions]}
         present = {key for key, value in params.items() if value}
         result = UpsertResult()
@@ -522,10 +523,11 @@ class LevelPlans:
                     f"vector of {qid!r} has dimension {len(vector)}, graph {self.graph!r} indexes {self.dimension}"
                 )
         rows = yield Query(
-            f"UNWIND $qs AS q CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $k, vecf32(q.e)) "
+            f"UNWIND $qs AS q CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $k, "
+            f"{records.SCALED_VECTOR.format('q.e')}) "
             "YIELD node AS n, score WHERE n.expired_at IS NULL "
             "RETURN q.id, n.node_id, n.base_id, score",
-            {"qs": [{"id": qid, "e": records.wire_vector(vector)} for qid, vector in queries], "k": int(k)},
+            {"qs": [{"id": qid, "e": records.scaled_vector(vector)} for qid, vector in queries], "k": int(k)},
             read_only=True,
         )
         found: dict[str, list[tuple[str, str, float]]] = {}

@@ -36,6 +36,20 @@ class Vector(list):
     """A list of finite floats known to be a vector: sent without per-item checks."""
 
 
+_KEYS: dict[str, str] = {}
+
+
+def _map_key(key: Any) -> str:
+    """```name`:`` for a map key, checked once per distinct key."""
+    name = str(key)
+    if not name or "`" in name:
+        raise ValueError(f"invalid map key {name!r} in a query parameter")
+    text = f"`{name}`:"
+    if type(key) is str and len(_KEYS) < 4096:
+        _KEYS[key] = text
+    return text
+
+
 def literal(value: Any) -> str:
     """One parameter value as the header literal FalkorDB parses."""
     kind = type(value)
@@ -57,14 +71,23 @@ def literal(value: Any) -> str:
         # C fast path for vectors (long lists of numbers)
         if len(value) > 8 and type(value[0]) is float and all(map(_is_number, value)):
             return _encode_numbers(list(value))
-        return "[" + ",".join(map(literal, value)) + "]"
+        return "[" + ",".join([_quote(item) if type(item) is str else literal(item) for item in value]) + "]"
     if kind is dict:
+        # Rows are dicts of a few dozen scalars, thousands per batch: the
+        # common cases are inlined and the key texts are cached.
         parts = []
+        append = parts.append
         for key, item in value.items():
-            name = str(key)
-            if not name or "`" in name:
-                raise ValueError(f"invalid map key {name!r} in a query parameter")
-            parts.append(f"`{name}`:{literal(item)}")
+            name = _KEYS.get(key) if type(key) is str else None
+            if name is None:
+                name = _map_key(key)
+            sort = type(item)
+            if sort is str:
+                append(name + _quote(item))
+            elif item is None:
+                append(name + "null")
+            else:
+                append(name + literal(item))
         return "{" + ",".join(parts) + "}"
     raise TypeError(f"cannot send {kind.__name__} as a query parameter")
 
