@@ -825,6 +825,9 @@ def profile_ours(data: Dataset, fresh: Any, top: int, options: dict[str, Any], l
 FULL = "full default pipeline"
 LEAN = "transforms off (pii=False, injection=off, duplicates=off, entities=False, concepts=False)"
 LEAN_OPTIONS = {"pii": False, "injection": "off", "duplicates": "off", "entities": False, "concepts": False}
+SAME_JOB = ("the stock path's job: validate, extract entities (MENTIONS), embed, write "
+            "(pii=False, injection=off, duplicates=off, concepts=False)")
+SAME_JOB_OPTIONS = {"pii": False, "injection": "off", "duplicates": "off", "concepts": False}
 
 
 def warm_up(workdir: Path, fresh: Any, url: str, embed_model: Any, seed: int, stock: bool) -> None:
@@ -873,6 +876,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the reference run of the stock path with an HNSW index on Chunk")
     parser.add_argument("--skip-lean", action="store_true", help="skip the transforms-off configuration")
     parser.add_argument("--skip-rerun", action="store_true", help="skip the idempotent re-run")
+    parser.add_argument("--skip-same-job", action="store_true",
+                        help="skip the configuration doing the stock path's job (entities, no guards or enrichment)")
     parser.add_argument("--profile", action="store_true",
                         help="only our ingest: wall time per step, then cProfile's top entries")
     parser.add_argument("--profile-top", type=int, default=15)
@@ -942,6 +947,11 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
         memory.close()
 
+        if not args.skip_same_job:
+            same = fresh("same_job")
+            row, _ = run_ours(same, data, SAME_JOB, SAME_JOB_OPTIONS)
+            rows.append(row)
+            same.close()
         if not args.skip_lean:
             lean = fresh("lean")
             row, _ = run_ours(lean, data, LEAN, LEAN_OPTIONS)
@@ -968,6 +978,10 @@ def main(argv: list[str] | None = None) -> int:
         if stocks and rows and rows[0].configuration == FULL:
             print(f"\n### Ours ({FULL}) vs each stock row\n")
             print(versus_table(rows[0], stocks))
+            same_rows = [r for r in rows if r.configuration == SAME_JOB]
+            if same_rows:
+                print(f"\n### Ours ({SAME_JOB}) vs each stock row\n")
+                print(versus_table(same_rows[0], stocks))
             partial = [s for s in stocks if s.memories < data.memories]
             if partial:
                 print("\nRows on a subset compare memories per second: "

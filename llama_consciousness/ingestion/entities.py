@@ -294,6 +294,8 @@ def _classify(word: str, shouting: bool) -> str:
     first = word[0]
     if first.isdigit():
         return "num"
+    if word.islower() and word.isalpha():  # most words: no digit, no capital, so no code or camel
+        return "lower"
     has_digit = any(c.isdigit() for c in word)
     has_upper = any(c.isupper() for c in word)
     letters = [c for c in word if c.isalpha()]

@@ -19,6 +19,7 @@ so that they hold.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -85,7 +86,8 @@ def tokenize(text: str) -> list[str]:
     "node.js", "snake_case", "c++".  PII placeholders ("[REDACTED:email]")
     are not words.
     """
-    return [token.word for token in _tokens(text)]
+    lowered = _PLACEHOLDER_RE.sub(",", text).lower()
+    return [word.replace("\u2019", "'") for word in _TOKEN_RE.findall(lowered)]
 
 
 # ---------------------------------------------------------------------------
@@ -183,6 +185,12 @@ def _is_candidate(word: str) -> bool:
     return len(word) >= 2 and word not in STOP_WORDS and bool(_HAS_LETTER.search(word))
 
 
+@functools.lru_cache(maxsize=32)
+def _boost_set(terms: frozenset[str] | tuple[str, ...]) -> frozenset[str]:
+    """Lower-cased boost terms (the same few lists are passed for every memory)."""
+    return frozenset(term.lower() for term in terms)
+
+
 def extract_concepts(
     text: str,
     k: int = 5,
@@ -201,7 +209,7 @@ def extract_concepts(
     """
     if k <= 0:
         return []
-    boost = frozenset(term.lower() for term in boost_terms)
+    boost = _boost_set(boost_terms if isinstance(boost_terms, (frozenset, tuple)) else tuple(boost_terms))
     tokens = tokenize(text)
     n = len(tokens)
     frequency: dict[str, int] = {}
