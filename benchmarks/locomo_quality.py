@@ -324,6 +324,11 @@ def score_fusion(alpha: float = 0.3, fetch: int = 50, neighbours: tuple[int, int
         intention = _intention(ctx, q.question)
         memory_filter = MemoryFilter.from_intention(intention, TemporalWindow.from_intention(intention))
         store = ctx.memory.level("N1", ctx.citizen)
+        if not ctx.cache.get("fulltext"):
+            from llama_consciousness.storage import channels
+
+            store._run(channels.ensure_fulltext(store.plans))
+            ctx.cache["fulltext"] = True
         vec = store._run(store.plans.vector_search(ctx.memory.embed_query(q.question), fetch, memory_filter))
         key = store._run(search(store.plans, q.question, fetch, memory_filter))
         scores: dict[str, float] = {}
@@ -384,7 +389,7 @@ def point_in_time_check(config: Any, contexts: Sequence[Context], limit: int | N
     """As of one second before the earliest evidence session: no gold turn may come back."""
     from llama_consciousness.schema import RetrievalIntention
 
-    checked = leaked = answered = 0
+    checked = leaked = answered = late = 0
     for ctx in contexts:
         retriever = ctx.memory.retriever(ctx.citizen, config=config)
         dates = ctx.conv.session_dates
@@ -399,12 +404,20 @@ def point_in_time_check(config: Any, contexts: Sequence[Context], limit: int | N
             checked += 1
             leaked += bool(got & set(q.gold))
             answered += bool(got)
-            # every returned turn must predate the as-of time
-            for n in nodes:
-                valid = n.node.metadata.get("valid_at")
-                if valid and str(valid) > as_of.isoformat():
-                    leaked += 0  # reported through 'late' below
-    return {"checked": checked, "leaked": leaked, "non_empty": answered}
+            # and nothing valid after the as-of time at all
+            late += sum(1 for n in nodes if _after(n.node.metadata.get("valid_at"), as_of))
+    return {"checked": checked, "leaked": leaked, "non_empty": answered, "late": late}
+
+
+def _after(value: Any, when: Any) -> bool:
+    from datetime import datetime as _dt
+
+    from llama_consciousness.schema._time import to_utc
+
+    if value is None:
+        return False
+    moment = _dt.fromisoformat(str(value).replace("Z", "+00:00")) if not isinstance(value, _dt) else value
+    return to_utc(moment) > when
 
 
 # -- variants ----------------------------------------------------------------------------
@@ -428,7 +441,8 @@ def variants() -> dict[str, tuple[str, Callable[[], Ranker]]]:
         "vector only": ("six-way, channels=(vector,)", lambda: six_way(RetrievalConfig(channels=("vector",)))),
         "graph only": ("six-way, channels=(graph,)", lambda: six_way(RetrievalConfig(channels=("graph",)))),
         "keyword only": ("six-way, channels=(keyword,)", lambda: six_way(RetrievalConfig(channels=("keyword",)))),
-        "SEVEN_WAY_CONCATENATION": ("recipe", lambda: six_way(SEVEN_WAY_CONCATENATION)),
+        "SEVEN_WAY_CONCATENATION": ("(b) the best package recipe as it is (= default + keyword after vector)",
+                                    lambda: six_way(SEVEN_WAY_CONCATENATION)),
         "HYBRID_RRF": ("recipe", lambda: six_way(HYBRID_RRF)),
         "HYBRID_RRF_70_30": ("recipe", lambda: six_way(HYBRID_RRF_70_30)),
         "RRF vector+keyword": ("rrf, channels=(vector,keyword)",
@@ -438,6 +452,11 @@ def variants() -> dict[str, tuple[str, Callable[[], Ranker]]]:
         "keyword-bm25 nonorm": ("same, no length normalisation",
                                 lambda: six_way(RetrievalConfig(channels=("keyword",)), patch=patch_keyword(avgdl=None))),
     }
+    from llama_consciousness.storage.channels import _FT_STOP
+
+    out["keyword-bm25 nonorm ft-stop"] = ("patched keyword, no length norm, the package's short stop list",
+                                          lambda: six_way(RetrievalConfig(channels=("keyword",)),
+                                                          patch=patch_keyword(avgdl=None, stop=_FT_STOP)))
     for b in (0.3, 0.5):
         out[f"keyword-bm25 b{b}"] = (f"patched keyword channel alone, b={b}",
                                      lambda b=b: six_way(RetrievalConfig(channels=("keyword",)), patch=patch_keyword(b=b)))
@@ -466,7 +485,10 @@ def variants() -> dict[str, tuple[str, Callable[[], Ranker]]]:
     return out
 
 
-DEFAULT_SET = ["six-way default", "stock vector", "BM25"]
+# (a), (b) the best package recipe as it is, (b') the best prototype, (c), (d), and the steps from the
+# package's keyword channel to (b') (each adds one recommended change).
+DEFAULT_SET = ["six-way default", "SEVEN_WAY_CONCATENATION", "six-way best (prototype)", "stock vector", "BM25",
+               "keyword only", "keyword-bm25 nonorm", "score-fusion a0.1 nonorm"]
 
 
 # -- output -------------------------------------------------------------------------------
@@ -552,7 +574,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"  {name}: {outcomes[-1].summary['overall']['R@10']:.3f} R@10 overall, "
                       f"{outcomes[-1].summary['cat2']['R@10']:.3f} temporal, {outcomes[-1].seconds:.1f} s",
                       file=sys.stderr)
-            pit = None if args.no_pit else point_in_time_check(None, contexts, args.limit_questions)
+            pit = None
+            if not args.no_pit:
+                from llama_consciousness.retrievers.config import SEVEN_WAY_CONCATENATION
+
+                with patch_keyword(avgdl=None)():
+                    pit = point_in_time_check(SEVEN_WAY_CONCATENATION, contexts, args.limit_questions)
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
@@ -566,12 +593,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in names:
         print(f"- {name}: {descriptions[name]}")
     if pit is not None:
-        ok = pit["leaked"] == 0
-        print(f"\nPoint-in-time check (six-way default, as of 1 s before the first evidence session): "
-              f"{pit['checked']} questions, {pit['leaked']} returned a gold turn "
+        ok = pit["leaked"] == 0 and pit["late"] == 0
+        print(f"\nPoint-in-time check (vector + graph + BM25 keyword channels, as of 1 s before the first evidence session): "
+              f"{pit['checked']} questions, {pit['leaked']} returned a gold turn, {pit['late']} turns later than the as-of time "
               f"({'PASS' if ok else 'FAIL'}); {pit['non_empty']} as-of queries returned earlier turns.")
     print(f"\nTotal {total:.1f} s.")
-    return 0 if pit is None or pit["leaked"] == 0 else 1
+    return 0 if pit is None or (pit["leaked"] == 0 and pit["late"] == 0) else 1
 
 
 if __name__ == "__main__":

@@ -169,7 +169,7 @@ def test_ingest_and_retrieve_slice(memory, citizen, conv26):
     assert got and all(ld.session_of(d) == 1 for d in got)
 
     pit = lq.point_in_time_check(None, [ctx], None)
-    assert pit["checked"] == len(conv.questions) and pit["leaked"] == 0
+    assert pit["checked"] == len(conv.questions) and pit["leaked"] == 0 and pit["late"] == 0
 
 
 def test_idf_terms_and_neighbour_expansion(conv26):
