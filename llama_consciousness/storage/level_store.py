@@ -27,7 +27,7 @@ from typing import Any
 
 from llama_consciousness.errors import EmbeddingDimensionError, StorageError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
-from llama_consciousness.storage import records
+from llama_consciousness.storage import records, replies
 from llama_consciousness.storage.params import header as params_header
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.temporal import TemporalWindow, cypher_predicate, cypher_time
@@ -460,7 +460,7 @@ class LevelPlans:
             {"ids": list(node_ids)},
             read_only=True,
         )
-        found = {r[0]["node_id"]: records.node_from_props(r[0]) for r in rows}
+        found = {n.node_id: n for n in (records.node_from_props(r[0]) for r in rows)}
         return [found[i] for i in node_ids if i in found]
 
     def get_node(self, node_id: str) -> Plan:
@@ -604,7 +604,7 @@ class LevelPlans:
             fetch = min(fetch * 4, MAX_FETCH)
         hits: dict[str, VectorHit] = {}
         for props, score in rows:
-            node_id = props["node_id"]
+            node_id = records.node_props(props)["node_id"]
             if node_id not in hits:
                 hits[node_id] = VectorHit(records.node_from_props(props), 1.0 - float(score))
         return list(hits.values())[:k]
@@ -722,9 +722,7 @@ class LevelGraphStore(_StoreMethods):
             return self.graph.create_node_unique_constraint(query.label, query.prop)
         try:
             text = params_header(query.params) + query.cypher
-            if query.read_only:
-                return self.graph.ro_query(text, timeout=self.timeout_ms).result_set
-            return self.graph.query(text).result_set
+            return replies.run(self.graph, text, query.read_only, self.timeout_ms if query.read_only else None)
         except Exception as exc:  # the client raises redis.ResponseError and friends
             if query.read_only and _missing_graph(exc):
                 return []
@@ -764,9 +762,7 @@ class AsyncLevelGraphStore(_StoreMethods):
             return await self.graph.create_node_unique_constraint(query.label, query.prop)
         try:
             text = params_header(query.params) + query.cypher
-            if query.read_only:
-                return (await self.graph.ro_query(text, timeout=self.timeout_ms)).result_set
-            return (await self.graph.query(text)).result_set
+            return await replies.arun(self.graph, text, query.read_only, self.timeout_ms if query.read_only else None)
         except Exception as exc:
             if query.read_only and _missing_graph(exc):
                 return []
