@@ -45,7 +45,13 @@ from llama_consciousness.scoring.fusion import weighted_rrf
 from llama_consciousness.scoring.names import EntityIndex
 from llama_consciousness.storage import channels as ch
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.level_store import AsyncLevelGraphStore, LevelGraphStore, LevelPlans, VectorHit
+from llama_consciousness.storage.level_store import (
+    AsyncLevelGraphStore,
+    LevelGraphStore,
+    LevelPlans,
+    VectorHit,
+    retrieved_node,
+)
 from llama_consciousness.stream import assemble_stream, dedupe_relationships
 from llama_consciousness.temporal import TemporalWindow
 
@@ -438,8 +444,7 @@ class SixWayHybridRetriever(BaseRetriever):
 
     @staticmethod
     def _cnode(node: MemoryNode, source: str, score: float) -> ConsciousnessNode:
-        data = node.model_dump(exclude={"embedding"})
-        return ConsciousnessNode(**data, retrieval_source=source, relevance_score=float(score))
+        return retrieved_node(node, source, score)
 
     def _fuse(self, outcomes: list[LevelOutcome]) -> list[NodeWithScore]:
         """One NodeWithScore per memory, with every channel that found it."""

@@ -628,10 +628,22 @@ class LevelPlans:
         yield from self.wait_operational()
 
 
+def retrieved_node(node: MemoryNode, source: str, score: float) -> ConsciousnessNode:
+    """A stored memory as the spec's retrieved node (without its embedding).
+
+    Validated from the fields of the valid model directly: a dump first
+    would copy every field once more for nothing (a retrieval makes a
+    hundred of these).
+    """
+    data = {key: value for key, value in node.__dict__.items() if key != "embedding"}
+    data["retrieval_source"] = source
+    data["relevance_score"] = float(score)
+    return ConsciousnessNode.model_validate(data)
+
+
 def as_consciousness_node(hit: VectorHit, source: str) -> ConsciousnessNode:
     """A vector hit as the spec's retrieved node."""
-    data = hit.node.model_dump(exclude={"embedding"})
-    return ConsciousnessNode(**data, retrieval_source=source, relevance_score=hit.similarity)
+    return retrieved_node(hit.node, source, hit.similarity)
 
 
 def _missing_graph(exc: Exception) -> bool:
