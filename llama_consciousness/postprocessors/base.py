@@ -14,6 +14,7 @@ them (see ``llama_consciousness.consciousness_stream``).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -24,13 +25,30 @@ from llama_consciousness.schema import ConsciousnessNode, ConsciousnessStream, M
 _MEMORY_FIELDS = set(MemoryNode.model_fields) - {"embedding"}
 
 
+# Postprocessors of one stream read the same nodes' memories several times;
+# validation is most of that cost.  Remembered per node object, and reused
+# only while the node's memory fields are unchanged.
+_PARSED: dict[int, tuple[Any, dict[str, Any], MemoryNode]] = {}
+_PARSED_MAX = 4096
+
+
 def memory_of(node: NodeWithScore) -> MemoryNode:
     """The memory a retrieved node carries (from its metadata)."""
     meta = node.node.metadata
     data = {k: meta[k] for k in _MEMORY_FIELDS if k in meta and meta[k] is not None}
     data.setdefault("node_id", meta.get("node_id", node.node.node_id))
     data.setdefault("description", node.node.get_content(metadata_mode="none"))
-    return MemoryNode.model_validate(data)
+    known = _PARSED.get(id(node.node))
+    if known is not None and known[0]() is node.node and known[1] == data:
+        return known[2].model_copy()
+    memory = MemoryNode.model_validate(data)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    try:
+        _PARSED[id(node.node)] = (weakref.ref(node.node), data, memory)
+    except TypeError:  # a node class without weak references is simply not remembered
+        pass
+    return memory.model_copy()
 
 
 def consciousness_node_of(node: NodeWithScore) -> ConsciousnessNode:

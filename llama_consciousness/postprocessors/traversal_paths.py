@@ -79,6 +79,7 @@ from llama_consciousness.scoring.traversal import (
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.neighbourhood import embeddings as embeddings_plan
 from llama_consciousness.storage.neighbourhood import neighbourhood
+from llama_consciousness.storage.parallel import side_by_side
 from llama_consciousness.temporal import TemporalWindow
 
 logger = logging.getLogger(__name__)
@@ -329,14 +330,21 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         memory_filter = MemoryFilter(window, include_entities=True)
         found_connectors: list[tuple[str, Optional[str], MemoryNode]] = []
         found: list[tuple[str, Any]] = []
-        for (level, citizen), group in groups.items():
+
+        def fetch(key: tuple[str, Optional[str]]) -> Any:
+            level, citizen = key
             try:
                 store = self.memory.level(level, citizen)
-                result = store._run(neighbourhood(store.plans, [m.memory.node_id for m in group], memory_filter,
-                                                  self.max_connectors if self.include_connectors else 0))
+                return store._run(neighbourhood(store.plans, [m.memory.node_id for m in groups[key]], memory_filter,
+                                                self.max_connectors if self.include_connectors else 0))
             except Exception as exc:  # one level's failure leaves its memories unlinked, not the graph unbuilt
                 logger.warning("traversal graph: links of %s%s unavailable: %s", level,
                                f" ({citizen})" if citizen else "", exc)
+                return None
+
+        keys = list(groups)
+        for (level, citizen), result in zip(keys, side_by_side(fetch, keys)):
+            if result is None:
                 continue
             found_connectors.extend((level, citizen, c.node) for c in result.connectors)
             found.extend((level, rel) for rel in result.relationships)
@@ -398,17 +406,22 @@ class TraversalPathPostprocessor(StreamPostprocessor):
                 wanted.setdefault((m.level, m.citizen_id), []).append(m)
         # embeddings read by an earlier run on the same nodes are reused (see _neighbourhoods)
         vectors: dict[str, Optional[list[float]]] = self._memo.vectors if self._memo is not None else {}
-        for (level, citizen), group in wanted.items():
-            group = [m for m in group if m.gid not in vectors]
-            if not group:
-                continue
+        todo = {key: [m for m in group if m.gid not in vectors] for key, group in wanted.items()}
+        todo = {key: group for key, group in todo.items() if group}
+
+        def fetch(key: tuple[str, Optional[str]]) -> Optional[dict[str, list[float]]]:
             try:
-                store = self.memory.level(level, citizen)
-                found = store._run(embeddings_plan(store.plans, [m.memory.node_id for m in group]))
+                store = self.memory.level(*key)
+                return store._run(embeddings_plan(store.plans, [m.memory.node_id for m in todo[key]]))
             except Exception as exc:
-                logger.warning("traversal graph: embeddings of %s unavailable: %s", level, exc)
+                logger.warning("traversal graph: embeddings of %s unavailable: %s", key[0], exc)
+                return None
+
+        keys = list(todo)
+        for key, found in zip(keys, side_by_side(fetch, keys)):
+            if found is None:
                 continue
-            for m in group:
+            for m in todo[key]:
                 vectors[m.gid] = found.get(m.memory.node_id)
         return [p.model_copy(update={"semantic_coherence": semantic_coherence([vectors.get(g) for g in p.path_nodes])})
                 for p in paths]

@@ -18,10 +18,8 @@ import asyncio
 import hashlib
 import json
 import logging
-import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +43,7 @@ from llama_consciousness.scoring.fusion import weighted_rrf
 from llama_consciousness.scoring.names import EntityIndex
 from llama_consciousness.storage import channels as ch
 from llama_consciousness.storage.filters import MemoryFilter
+from llama_consciousness.storage.parallel import side_by_side
 from llama_consciousness.storage.level_store import (
     AsyncLevelGraphStore,
     LevelGraphStore,
@@ -64,31 +63,6 @@ ENTITY_INDEX_TTL_S = 600.0
 # Keys that are noise in an LLM prompt (ids, hashes, bookkeeping).
 _LLM_HIDDEN = ["node_id", "citizen_id", "extra", "sensory_details", "metadata_completeness", "supersedes",
                "superseded_by", "correction_pattern_id", "retrieval_sources", "start_id", "quarantined"]
-
-
-_LEVEL_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def run_levels(work: Callable[[str], Any], levels: Sequence[str]) -> list[Any]:
-    """``work(level)`` for every level, the levels side by side, results in order.
-
-    The sync path's answer to ``asyncio.gather``: each level is a separate
-    graph, so the server runs their queries in parallel while this process
-    parses the replies of another; the threads spend their time waiting on
-    sockets, which releases the GIL.  One small pool serves every retriever
-    of the process (level work never submits work of its own, so it cannot
-    deadlock).
-    """
-    global _LEVEL_POOL
-    if len(levels) < 2:
-        return [work(level) for level in levels]
-    if _LEVEL_POOL is None:
-        with _POOL_LOCK:
-            if _LEVEL_POOL is None:
-                _LEVEL_POOL = ThreadPoolExecutor(max_workers=6, thread_name_prefix="lc-level")
-    futures = [_LEVEL_POOL.submit(work, level) for level in levels]
-    return [future.result() for future in futures]
 
 
 @dataclass
@@ -282,7 +256,7 @@ class SixWayHybridRetriever(BaseRetriever):
             existing: set[str] | Exception = set(self.memory.db.list_graphs())
         except Exception as exc:  # server down: an error entry per level, not an exception
             existing = exc
-        outcomes = run_levels(lambda lvl: self._level_sync(lvl, intention, memory_filter, embedding, names, existing),
+        outcomes = side_by_side(lambda lvl: self._level_sync(lvl, intention, memory_filter, embedding, names, existing),
                               intention.query_levels)
         return self._finish(intention, outcomes, retrieved_at, started)
 

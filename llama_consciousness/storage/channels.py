@@ -190,8 +190,15 @@ def relationships_among(plans: LevelPlans, node_ids: Sequence[str], memory_filte
         return []
     link = cypher_predicate(memory_filter.window, "r", "fr_")
     rows = yield Query(
-        f"MATCH (s:{NODE_LABEL})-[r:{EDGE_TYPE}]->(t:{NODE_LABEL}) "
-        f"WHERE s.node_id IN $ids AND t.node_id IN $ids AND {link.text} "
+        # From the given memories by node_id, then their links: the WITH keeps
+        # the planner from answering either step through the temporal range
+        # indexes (an index scan of links per memory costs ten times more).
+        # The link is reached through a path variable: a predicate on ``r``
+        # itself is still turned into such a scan.
+        f"MATCH (s:{NODE_LABEL}) WHERE s.node_id IN $ids WITH s "
+        f"MATCH p = (s)-[:{EDGE_TYPE}]->(t:{NODE_LABEL}) "
+        f"WHERE t.node_id IN $ids AND all(r IN relationships(p) WHERE {link.text}) "
+        "WITH head(relationships(p)) AS r "
         f"RETURN {records.projection('r', records.EDGE_READ_PROPS)}",
         {**link.params, "ids": list(node_ids)},
         read_only=True,
