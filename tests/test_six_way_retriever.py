@@ -8,6 +8,7 @@ model, so texts are chosen to be far apart in meaning.
 
 from __future__ import annotations
 
+
 import logging
 import time
 import uuid
@@ -17,13 +18,13 @@ import pytest
 from pydantic import ValidationError
 
 from llama_consciousness import ConsciousnessMemory
-from llama_consciousness.retrievers.config import SEVEN_WAY_CONCATENATION, RetrievalConfig
+from llama_consciousness.retrievers.config import SEVEN_WAY_CONCATENATION, SIX_WAY_CONCATENATION, RetrievalConfig
 from llama_consciousness.retrievers.six_way import SixWayHybridRetriever
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode, RetrievalIntention
 from llama_consciousness.schema.common import MAX_QUERY_CHARS, MAX_RESULTS_PER_LEVEL
 from llama_consciousness.scoring.emotions import canonical_vector
 from llama_consciousness.scoring.energy import calculate_energy_feedback_potential
-from llama_consciousness.scoring.fusion import weighted_rrf
+from llama_consciousness.scoring.fusion import weighted_rrf, weighted_score_fusion
 from llama_consciousness.storage.channels import fulltext_query
 from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
 
@@ -149,7 +150,7 @@ def test_vector_channel_puts_the_closest_memory_first(memory, citizen) -> None:
 
 def test_graph_channel_starts_from_a_named_entity_and_walks_two_links(memory, citizen) -> None:
     write_chain(memory, citizen)
-    retriever = SixWayHybridRetriever(memory, citizen, config=RetrievalConfig(channels=("graph",)))
+    retriever = SixWayHybridRetriever(memory, citizen, config=RetrievalConfig(channels=("graph",), neighbour_expansion=0))
     stream = retriever.retrieve_stream(n1(citizen, "What has Luca been working on?"))
     graph = {n.node_id: n for n in stream.levels["n1_personal"].graph_results}
     assert set(graph) == {"m1", "m2"}  # one and two links away; m3 is three links away
@@ -161,7 +162,7 @@ def test_graph_channel_starts_from_a_named_entity_and_walks_two_links(memory, ci
     assert {(r.source_id, r.target_id) for r in stream.levels["n1_personal"].relationships} == {
         ("luca", "m1"), ("m1", "m2")}
 
-    deeper = SixWayHybridRetriever(memory, citizen, config=RetrievalConfig(channels=("graph",), graph_depth=3))
+    deeper = SixWayHybridRetriever(memory, citizen, config=RetrievalConfig(channels=("graph",), graph_depth=3, neighbour_expansion=0))
     found = channel_ids(deeper.retrieve_stream(n1(citizen, "What has Luca been working on?")))["graph"]
     assert found == {"m1", "m2", "m3"}
 
@@ -181,7 +182,8 @@ def test_graph_hits_rank_by_path_energy_then_confidence_then_depth(memory, citiz
             link("y", "e", 0.125, 0.25),     # e: 0.375 / 0.5 / depth 2 -> after d
         ],
     )
-    retriever = SixWayHybridRetriever(memory, citizen, config=RetrievalConfig(channels=("graph",)))
+    retriever = SixWayHybridRetriever(memory, citizen, config=RetrievalConfig(
+        channels=("graph",), fusion="concatenate", neighbour_expansion=0))
     nodes = retriever.retrieve_intention(n1(citizen, "Tell me about Luca"))
     assert ids(nodes) == ["c", "b", "a", "x", "d", "e", "y"]
     meta = [n.node.metadata for n in nodes]
@@ -223,7 +225,7 @@ def test_nodes_carry_the_full_consciousness_metadata_and_every_source(memory, ci
     )
     memory.upsert([mem_node(citizen, "luca", "Luca", "A colleague", node_type="Person"), rich],
                   [link("luca", "rich", 0.9, 0.9)])
-    retriever = SixWayHybridRetriever(memory, citizen)
+    retriever = SixWayHybridRetriever(memory, citizen, config=SIX_WAY_CONCATENATION)
     nodes = retriever.retrieve_intention(n1(citizen, "What did Luca decide about the beta launch?"))
     assert len({n.node.id_ for n in nodes}) == len(nodes)  # one node per memory and level
     hit = next(n for n in nodes if n.node.metadata["node_id"] == "rich")
@@ -253,7 +255,7 @@ def test_concatenation_puts_every_vector_result_before_graph_only_results(memory
          mem_node(citizen, "far2", "Chess opening", "Studying the Sicilian defence in chess")],
         [link("luca", "far1", 0.95, 0.9), link("luca", "far2", 0.9, 0.9), link("luca", "q1", 0.1, 0.1)],
     )
-    retriever = SixWayHybridRetriever(memory, citizen)
+    retriever = SixWayHybridRetriever(memory, citizen, config=SIX_WAY_CONCATENATION)
     nodes = retriever.retrieve_intention(intent(citizen, "Luca and the quarterly roadmap planning",
                                                 max_results_per_level=2))
     sources = [n.node.metadata["retrieval_sources"] for n in nodes]
@@ -271,7 +273,8 @@ def test_concatenation_puts_every_vector_result_before_graph_only_results(memory
 
 def test_rrf_orders_by_the_weighted_fused_score(memory, citizen) -> None:
     write_chain(memory, citizen)
-    config = RetrievalConfig(fusion="rrf", channel_weights={"vector": 0.7, "graph": 0.3}, rrf_k=5)
+    config = RetrievalConfig(channels=("vector", "graph"), fusion="rrf", channel_weights={"vector": 0.7, "graph": 0.3},
+                             rrf_k=5, neighbour_expansion=0)
     retriever = SixWayHybridRetriever(memory, citizen, config=config)
     nodes = retriever.retrieve_intention(n1(citizen, "What did Luca review in the graph schema?"))
     lv = retriever.last_stream.levels["n1_personal"]
@@ -377,7 +380,7 @@ def test_retrieve_stream_levels_summary_and_counters(memory, citizen, shared_lev
                             emotion_vector={"excited": 0.9}), mem_node(citizen, "luca", "Luca", "A colleague",
                                                                         node_type="Person")],
                   [link("luca", "joy", 0.8, 0.8, resolution_state="blocked", emotion_vector={"joy": 1.0})])
-    retriever = SixWayHybridRetriever(memory, citizen)
+    retriever = SixWayHybridRetriever(memory, citizen, config=SIX_WAY_CONCATENATION)
     stream = retriever.retrieve_stream(intent(citizen, "How often does Luca release the platform?",
                                               temporal_mode="evolution"))
     assert set(stream.levels) == {"n1_personal", "n2_collective", "n3_ecosystem"}
@@ -431,7 +434,8 @@ async def test_async_retrieval_matches_sync(memory, citizen, shared_levels) -> N
     stream = await retriever.aretrieve_stream("What did Luca review?")
     assert set(stream.levels) == {"n1_personal", "n2_collective", "n3_ecosystem"}
     assert {"m1", "m2"} <= channel_ids(stream)["graph"]
-    assert stream.query_count == 6 and all(lv.error is None for lv in stream.levels.values())
+    assert stream.query_count == 9  # vector, graph and keyword on three levels
+    assert all(lv.error is None for lv in stream.levels.values())
     assert retriever.last_stream is stream
 
 
@@ -444,7 +448,7 @@ async def test_a_citizen_without_a_graph_has_an_empty_n1_and_no_error(memory, ci
         lv = stream.levels["n1_personal"]
         assert (lv.vector_results, lv.graph_results, lv.relationships, lv.error) == ([], [], [], None)
         assert stream.consciousness_summary.n1_result_count == 0
-        assert stream.query_count == 4  # N2 and N3 still ran both channels
+        assert stream.query_count == 6  # N2 and N3 still ran their three channels
         assert stream.levels["n2_collective"].error is None
 
 
@@ -503,7 +507,7 @@ def test_cache_returns_the_same_stream_until_a_write_to_the_level(memory, citize
     write_chain(memory, citizen)
     # evolution mode (current mode caches the same way, for the whole TTL)
     defaults = {"temporal_mode": "evolution", "query_levels": ["N1"]}
-    cached = SixWayHybridRetriever(memory, citizen, config=RetrievalConfig(cache_ttl_s=60),
+    cached = SixWayHybridRetriever(memory, citizen, config=SIX_WAY_CONCATENATION.model_copy(update={"cache_ttl_s": 60}),
                                    intention_defaults=defaults)
     first = cached.retrieve_stream("What did Luca review?")
     second = cached.retrieve_stream("What did Luca review?")
@@ -679,7 +683,7 @@ def test_keyword_channel_finds_an_exact_ticket_id_the_vector_channel_ranks_low(m
     memory.upsert([mem_node(citizen, i, name, desc) for i, (name, desc) in others.items()]
                   + [mem_node(citizen, "ticket", "ticket ZX-4471", "Customer asked for a refund of an invoice",
                               energy=0.8)])
-    query = "payment service deploy rollback ZX-4471"
+    query = "payment service deploy ZX-4471"
     six = SixWayHybridRetriever(memory, citizen)
     vector_rank = [n.node_id for n in six.retrieve_stream(n1(citizen, query)).levels["n1_personal"].vector_results]
     assert vector_rank.index("ticket") >= 3, vector_rank  # embeddings blur the id
@@ -710,3 +714,83 @@ def test_fulltext_query_strips_redisearch_operators_and_stop_words() -> None:
     assert fulltext_query("the and of to") is None
     assert fulltext_query("!!! --- |||") is None
     assert fulltext_query(" ".join(f"w{i}" for i in range(40))).count("|") == 23  # at most 24 terms
+
+
+# -- 10. the default: keyword scoring, score fusion, neighbours ------------------------
+
+
+def test_weighted_score_fusion_scales_each_list_and_keeps_the_gaps() -> None:
+    fused = weighted_score_fusion(
+        {"N1_keyword": [("a", 9.0), ("b", 3.0), ("c", 1.0)], "N1_vector": [("c", 0.9), ("b", 0.8), ("d", 0.7)]},
+        {"N1_keyword": 1.0, "N1_vector": 0.1},
+    )
+    scores = dict(fused)
+    assert [key for key, _ in fused] == ["a", "b", "c", "d"]
+    assert scores["a"] == pytest.approx(1.0)  # top keyword hit, no vector
+    assert scores["b"] == pytest.approx(0.25 + 0.1 * 0.5)  # (3-1)/(9-1) and (0.8-0.7)/(0.9-0.7)
+    assert scores["c"] == pytest.approx(0.0 + 0.1)
+    assert scores["d"] == pytest.approx(0.0)  # weight kept the id, contributed nothing
+    assert weighted_score_fusion({"x": [("only", 0.3)]}) == [("only", 1.0)]  # a flat list scales to 1
+    with pytest.raises(ValueError, match="weight"):
+        weighted_score_fusion({"x": [("a", 1.0)]}, {"x": -1.0})
+
+
+def test_keyword_channel_ranks_rare_words_of_the_question_above_a_common_one(memory, citizen) -> None:
+    """BM25's idf: four rare words of the question beat many memories sharing one common word."""
+    common = [mem_node(citizen, f"c{i}", f"Group note {i}", f"The group met again on day {i}.") for i in range(8)]
+    memory.upsert(common + [
+        mem_node(citizen, "target", "Support", "Caroline went to the LGBTQ support group on a rainy evening."),
+        mem_node(citizen, "decoy", "Support ticket", "Support asked about the invoice."),
+    ])
+    retriever = SixWayHybridRetriever(memory, citizen, config=RetrievalConfig(channels=("keyword",)))
+    stream = retriever.retrieve_stream(n1(citizen, "When did Caroline go to the LGBTQ support group?"))
+    keyword = stream.levels["n1_personal"].keyword_results
+    assert keyword[0].node_id == "target"
+    by_id = {k.node_id: k.relevance_score for k in keyword}
+    assert by_id["target"] > by_id["decoy"] > 0  # the decoy shares one word ("support")
+    scores = [k.relevance_score for k in keyword]
+    assert scores == sorted(scores, reverse=True)
+    # a question of stop words only has no keyword terms: no error, no results
+    assert retriever.retrieve_stream(n1(citizen, "what did they do?")).levels["n1_personal"].keyword_results == []
+
+
+async def test_neighbours_of_the_top_memories_follow_after_the_kept_ranks(memory, citizen) -> None:
+    """A conversation: the turn that matches, then the turns around it (FOLLOWS links)."""
+    turns = [
+        ("t1", "Melanie: how was your weekend?"),
+        ("t2", "Caroline: I went hiking near the lake with my sister."),
+        ("t3", "Melanie: that sounds lovely, was it cold?"),
+        ("t4", "Caroline: freezing, but the view of the glacier was worth it."),
+        ("t5", "Melanie: I painted a sunrise over the harbour last week."),
+    ]
+    memory.upsert([mem_node(citizen, i, text, text) for i, text in turns],
+                  [link(a, b, 0.3, 0.9, relation_type="FOLLOWS") for (a, _), (b, _) in zip(turns, turns[1:])])
+    config = RetrievalConfig(neighbour_expansion=1, neighbours_after=1, neighbours_per_memory=2)
+    retriever = SixWayHybridRetriever(memory, citizen, config=config)
+    nodes = retriever.retrieve_intention(n1(citizen, "Where did Caroline go hiking with her sister?",
+                                            max_results_per_level=3))
+    assert ids(nodes)[0] == "t2"
+    assert set(ids(nodes)[1:3]) == {"t1", "t3"}  # the turns around it, right after rank 1
+    near = [n for n in nodes if "N1_neighbour" in n.node.metadata["retrieval_sources"]]
+    assert {n.node.metadata["node_id"] for n in near} >= {"t1", "t3"} - {ids(nodes)[0]}
+    assert all(n.node.metadata.get("neighbour_of") == "t2" for n in near
+               if n.node.metadata["retrieval_sources"] == ["N1_neighbour"])
+    assert [n.score for n in nodes] == sorted((n.score for n in nodes), reverse=True)
+    # the async path finds the same, and switching the expansion off removes them
+    again = await retriever.aretrieve_intention(
+        n1(citizen, "Where did Caroline go hiking with her sister?", max_results_per_level=3))
+    assert [n.node.id_ for n in again] == [n.node.id_ for n in nodes]
+    plain = SixWayHybridRetriever(memory, citizen, config=config.model_copy(update={"neighbour_expansion": 0}))
+    assert not any("N1_neighbour" in n.node.metadata["retrieval_sources"] for n in plain.retrieve_intention(
+        n1(citizen, "Where did Caroline go hiking with her sister?", max_results_per_level=3)))
+
+
+def test_the_default_configuration_is_score_fusion_over_three_channels() -> None:
+    from llama_consciousness.retrievers.config import SCORE_FUSION
+
+    config = RetrievalConfig()
+    assert config == SCORE_FUSION
+    assert config.channels == ("vector", "graph", "keyword") and config.fusion == "score"
+    assert SIX_WAY_CONCATENATION.channels == ("vector", "graph") and SIX_WAY_CONCATENATION.fusion == "concatenate"
+    with pytest.raises(ValueError, match="unknown channel"):
+        RetrievalConfig(score_weights={"bogus": 1.0})

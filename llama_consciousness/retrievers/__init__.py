@@ -3,6 +3,7 @@
 from llama_consciousness.retrievers.config import (
     HYBRID_RRF,
     HYBRID_RRF_70_30,
+    SCORE_FUSION,
     SEVEN_WAY_CONCATENATION,
     SIX_WAY_CONCATENATION,
     RetrievalConfig,
@@ -13,6 +14,7 @@ from llama_consciousness.retrievers.state_based import StateBasedRetriever, Stat
 __all__ = [
     "HYBRID_RRF",
     "HYBRID_RRF_70_30",
+    "SCORE_FUSION",
     "SEVEN_WAY_CONCATENATION",
     "SIX_WAY_CONCATENATION",
     "RetrievalConfig",

@@ -22,8 +22,8 @@ class RetrievalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     channels: tuple[Literal["vector", "graph", "keyword"], ...] = Field(
-        default=("vector", "graph"),
-        description="channels run per level; 'keyword' (full-text) is the optional seventh",
+        default=("vector", "graph", "keyword"),
+        description="channels run per level: vector and graph (the spec's six ways) and keyword (full-text)",
     )
     graph_depth: int = Field(default=2, ge=1, le=MAX_DEPTH, description="links walked from the start memories")
     max_start_entities: int = Field(default=10, ge=1, le=100, description="start memories per level")
@@ -32,11 +32,24 @@ class RetrievalConfig(BaseModel):
         default=3, ge=0, le=50,
         description="when the query names no known entity, the top vector hits start the traversal",
     )
-    fusion: Literal["concatenate", "rrf"] = Field(
-        default="concatenate",
-        description="concatenate: the spec's order (vector N1..N3, then graph N1..N3); rrf: weighted rank fusion",
+    fusion: Literal["concatenate", "rrf", "score"] = Field(
+        default="score",
+        description="score: weighted sum of each channel's scores scaled to [0, 1] (score_weights); "
+                    "concatenate: the spec's order (vector N1..N3, then graph, then keyword); "
+                    "rrf: weighted reciprocal rank fusion (channel_weights)",
     )
-    channel_weights: dict[str, float] = Field(default_factory=lambda: {"vector": 1.0, "graph": 1.0, "keyword": 1.0})
+    channel_weights: dict[str, float] = Field(
+        default_factory=lambda: {"vector": 1.0, "graph": 1.0, "keyword": 1.0},
+        description="weights of rank fusion (fusion='rrf')")
+    score_weights: dict[str, float] = Field(
+        default_factory=lambda: {"keyword": 1.0, "vector": 0.1, "graph": 0.05},
+        description="weights of score fusion (fusion='score'); measured on LoCoMo, see benchmarks/RESULTS.md")
+    neighbour_expansion: int = Field(
+        default=10, ge=0, le=100,
+        description="the top fused memories whose linked neighbours join the answer (0: off; needs 'graph')")
+    neighbours_after: int = Field(default=7, ge=0, le=1000,
+                                  description="rank after which the neighbours are inserted")
+    neighbours_per_memory: int = Field(default=2, ge=1, le=20, description="strongest links followed per memory")
     rrf_k: int = Field(default=60, ge=0, le=10_000)
     final_top_k: int | None = Field(default=None, ge=1, description="cut the fused list (None: keep all)")
     channel_timeout_s: float = Field(default=5.0, gt=0, le=600, description="per channel; a slow level becomes an error entry")
@@ -49,7 +62,7 @@ class RetrievalConfig(BaseModel):
             raise ValueError(f"at least one channel is needed, from {CHANNELS}")
         return tuple(dict.fromkeys(value))
 
-    @field_validator("channel_weights")
+    @field_validator("channel_weights", "score_weights")
     @classmethod
     def _weights(cls, value: dict[str, float]) -> dict[str, float]:
         for name, weight in value.items():
@@ -61,18 +74,21 @@ class RetrievalConfig(BaseModel):
 
 
 # Named recipes.
-SIX_WAY_CONCATENATION = RetrievalConfig()
-"""The spec's default: vector + graph per level, results concatenated in order."""
+SCORE_FUSION = RetrievalConfig()
+"""Vector, graph and keyword per level, fused by score; neighbours of the top memories after rank 7."""
 
-SEVEN_WAY_CONCATENATION = RetrievalConfig(channels=("vector", "graph", "keyword"))
-"""Adds the full-text channel for exact names and ids."""
+SIX_WAY_CONCATENATION = RetrievalConfig(channels=("vector", "graph"), fusion="concatenate", neighbour_expansion=0)
+"""The core document's six ways: vector + graph per level, results concatenated in its order."""
 
-HYBRID_RRF = RetrievalConfig(channels=("vector", "graph", "keyword"), fusion="rrf")
+SEVEN_WAY_CONCATENATION = RetrievalConfig(fusion="concatenate", neighbour_expansion=0)
+"""The six ways plus the full-text channel, concatenated."""
+
+HYBRID_RRF = RetrievalConfig(fusion="rrf", neighbour_expansion=0)
 """All channels, fused by reciprocal rank with equal weights."""
 
 HYBRID_RRF_70_30 = RetrievalConfig(
-    channels=("vector", "graph", "keyword"),
     fusion="rrf",
     channel_weights={"vector": 0.7, "keyword": 0.3, "graph": 0.3},
+    neighbour_expansion=0,
 )
 """Spec 002's hybrid search: 70% vector, 30% keyword (graph weighted like keyword)."""

@@ -39,7 +39,7 @@ from llama_consciousness.schema import (
 )
 from llama_consciousness.schema._time import utcnow
 from llama_consciousness.schema.stream import LEVEL_KEYS
-from llama_consciousness.scoring.fusion import weighted_rrf
+from llama_consciousness.scoring.fusion import weighted_rrf, weighted_score_fusion
 from llama_consciousness.scoring.names import EntityIndex
 from llama_consciousness.storage import channels as ch
 from llama_consciousness.storage.filters import MemoryFilter
@@ -63,6 +63,10 @@ ENTITY_INDEX_TTL_S = 600.0
 # Keys that are noise in an LLM prompt (ids, hashes, bookkeeping).
 _LLM_HIDDEN = ["node_id", "citizen_id", "extra", "sensory_details", "metadata_completeness", "supersedes",
                "superseded_by", "correction_pattern_id", "retrieval_sources", "start_id", "quarantined"]
+
+
+_Fused = tuple[dict[str, dict[str, Any]], list[tuple[str, float]]]
+"""Every memory found (by ``level:node_id``) and the fused order of their keys, with scores."""
 
 
 @dataclass
@@ -257,8 +261,24 @@ class SixWayHybridRetriever(BaseRetriever):
         except Exception as exc:  # server down: an error entry per level, not an exception
             existing = exc
         outcomes = side_by_side(lambda lvl: self._level_sync(lvl, intention, memory_filter, embedding, names, existing),
-                              intention.query_levels)
-        return self._finish(intention, outcomes, retrieved_at, started)
+                                intention.query_levels)
+        fused = self._rank(outcomes)
+        targets = self._neighbour_targets(fused, outcomes)
+        if targets:
+            found = side_by_side(lambda item: self._neighbours_sync(item, intention, memory_filter), list(targets.items()))
+            self._add_neighbours(fused, dict(zip(targets, found)))
+        return self._finish(intention, outcomes, retrieved_at, started, fused)
+
+    def _neighbours_sync(self, item: tuple[str, list[str]], intention: RetrievalIntention,
+                         memory_filter: MemoryFilter) -> dict[str, list[MemoryNode]]:
+        level, node_ids = item
+        try:
+            store = LevelGraphStore(self.memory.db, self._plans(level, intention),
+                                    timeout_ms=int(self.config.channel_timeout_s * 1000))
+            return store._run(ch.neighbours(store.plans, node_ids, memory_filter, self.config.neighbours_per_memory))
+        except Exception as exc:  # the ranking without neighbours still stands
+            logger.warning("retrieval: neighbours in %s unavailable: %s", level, exc)
+            return {}
 
     def _level_sync(self, level: str, intention: RetrievalIntention, memory_filter: MemoryFilter,
                     embedding: list[float], names: list[str], existing: set[str] | Exception) -> LevelOutcome:
@@ -316,11 +336,31 @@ class SixWayHybridRetriever(BaseRetriever):
                 await asyncio.wait_for(self.memory.async_db.list_graphs(), self.config.channel_timeout_s))
         except Exception as exc:  # server down: an error entry per level, not an exception
             existing = exc
-        outcomes = await asyncio.gather(*(
+        outcomes = list(await asyncio.gather(*(
             self._level_async(lvl, intention, memory_filter, embedding, names, existing)
             for lvl in intention.query_levels
-        ))
-        return self._finish(intention, list(outcomes), retrieved_at, started)
+        )))
+        fused = self._rank(outcomes)
+        targets = self._neighbour_targets(fused, outcomes)
+        if targets:
+            found = await asyncio.gather(*(self._neighbours_async(item, intention, memory_filter)
+                                           for item in targets.items()))
+            self._add_neighbours(fused, dict(zip(targets, found)))
+        return self._finish(intention, outcomes, retrieved_at, started, fused)
+
+    async def _neighbours_async(self, item: tuple[str, list[str]], intention: RetrievalIntention,
+                                memory_filter: MemoryFilter) -> dict[str, list[MemoryNode]]:
+        level, node_ids = item
+        timeout = self.config.channel_timeout_s
+        try:
+            store = AsyncLevelGraphStore(self.memory.async_db, self._plans(level, intention),
+                                         timeout_ms=int(timeout * 1000))
+            return await asyncio.wait_for(
+                store._run(ch.neighbours(store.plans, node_ids, memory_filter, self.config.neighbours_per_memory)),
+                timeout)
+        except Exception as exc:  # the ranking without neighbours still stands
+            logger.warning("retrieval: neighbours in %s unavailable: %s", level, exc)
+            return {}
 
     async def _level_async(self, level: str, intention: RetrievalIntention, memory_filter: MemoryFilter,
                            embedding: list[float], names: list[str], existing: set[str] | Exception) -> LevelOutcome:
@@ -393,18 +433,21 @@ class SixWayHybridRetriever(BaseRetriever):
         logger.warning("retrieval channel failed: %s", message)
 
     def _finish(self, intention: RetrievalIntention, outcomes: list[LevelOutcome], retrieved_at: Any,
-                started: float) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+                started: float, fused: _Fused | None = None) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
         levels: dict[str, ConsciousnessLevelResults] = {}
         for out in outcomes:
             relationships = dedupe_relationships([r for hit in out.graph for r in hit.path])
             levels[LEVEL_KEYS[out.level]] = ConsciousnessLevelResults(
                 vector_results=[self._cnode(h.node, f"{out.level}_vector", h.similarity) for h in out.vector],
                 graph_results=[self._cnode(h.node, f"{out.level}_graph", _relevance_of_path(h, self.config.graph_depth)) for h in out.graph],
-                keyword_results=[self._cnode(h.node, f"{out.level}_keyword", 1.0 / h.rank) for h in out.keyword],
+                keyword_results=[self._cnode(h.node, f"{out.level}_keyword", h.score) for h in out.keyword],
                 relationships=relationships,
                 error="; ".join(out.errors) or None,
             )
-        nodes = self._fuse(outcomes)
+        found, ranked = fused or self._rank(outcomes)
+        if self.config.final_top_k is not None:
+            ranked = ranked[: self.config.final_top_k]
+        nodes = [self._node_with_score(found[key], score) for key, score in ranked]
         for node in nodes:  # postprocessors in a query engine never see the intention
             node.node.metadata["temporal_mode"] = intention.temporal_mode
             node.node.excluded_embed_metadata_keys.append("temporal_mode")
@@ -420,8 +463,8 @@ class SixWayHybridRetriever(BaseRetriever):
     def _cnode(node: MemoryNode, source: str, score: float) -> ConsciousnessNode:
         return retrieved_node(node, source, score)
 
-    def _fuse(self, outcomes: list[LevelOutcome]) -> list[NodeWithScore]:
-        """One NodeWithScore per memory, with every channel that found it."""
+    def _rank(self, outcomes: list[LevelOutcome]) -> _Fused:
+        """Every memory found once (with each channel that found it), and the fused order."""
         lists: dict[str, list[tuple[MemoryNode, float, dict[str, Any]]]] = {}
         for channel in ("vector", "graph", "keyword"):
             for out in outcomes:
@@ -431,7 +474,7 @@ class SixWayHybridRetriever(BaseRetriever):
                 elif channel == "graph":
                     lists[source] = [(h.node, _relevance_of_path(h, self.config.graph_depth), ch.describe(h)) for h in out.graph]
                 else:
-                    lists[source] = [(h.node, 1.0 / h.rank, ch.describe(h)) for h in out.keyword]
+                    lists[source] = [(h.node, h.score, ch.describe(h)) for h in out.keyword]
         found: dict[str, dict[str, Any]] = {}
         for source, items in lists.items():
             level = source.split("_", 1)[0]
@@ -441,16 +484,66 @@ class SixWayHybridRetriever(BaseRetriever):
                 if source not in entry["sources"]:
                     entry["sources"].append(source)
                 entry["details"].update(details)
+        keyed = {s: [(f"{s.split('_', 1)[0]}:{n.node_id}", score) for n, score, _ in items] for s, items in lists.items()}
         if self.config.fusion == "rrf":
             weights = {source: self.config.channel_weights.get(source.split("_", 1)[1], 1.0) for source in lists}
-            order = weighted_rrf({s: [f"{s.split('_', 1)[0]}:{n.node_id}" for n, _, _ in items]
-                                  for s, items in lists.items()}, weights, k=self.config.rrf_k)
-            ranked = [(node_id, score) for node_id, score in order]
+            ranked = weighted_rrf({s: [key for key, _ in items] for s, items in keyed.items()}, weights,
+                                  k=self.config.rrf_k)
+        elif self.config.fusion == "score":
+            weights = {source: self.config.score_weights.get(source.split("_", 1)[1], 0.0) for source in lists}
+            ranked = weighted_score_fusion(keyed, weights)
         else:
             ranked = [(key, entry["score"]) for key, entry in found.items()]
-        if self.config.final_top_k is not None:
-            ranked = ranked[: self.config.final_top_k]
-        return [self._node_with_score(found[key], score) for key, score in ranked]
+        return found, list(ranked)
+
+    def _neighbour_targets(self, fused: _Fused, outcomes: list[LevelOutcome]) -> dict[str, list[str]]:
+        """Per level, the node ids of the top fused memories whose neighbours join the answer."""
+        top = self.config.neighbour_expansion
+        if top <= 0 or "graph" not in self.config.channels:
+            return {}
+        found, ranked = fused
+        targets: dict[str, list[str]] = {}
+        failed = {out.level for out in outcomes if out.errors}
+        for key, _ in ranked[:top]:
+            entry = found[key]
+            if entry["level"] not in failed:
+                targets.setdefault(entry["level"], []).append(entry["node"].node_id)
+        return targets
+
+    def _add_neighbours(self, fused: _Fused, near: dict[str, dict[str, list[MemoryNode]]]) -> None:
+        """Put the neighbours of the top memories after the first ``neighbours_after`` (in place).
+
+        A neighbour is one link from a top memory (a traversal of depth 1
+        started from the best answers rather than from the names in the
+        question: in a conversation, the turns around the one that matched).
+        It comes with source ``<level>_neighbour`` and ``neighbour_of``, and
+        takes the score of the memory it follows, so scores never increase
+        down the list.  The stream's level results keep what the channels
+        themselves found.
+        """
+        found, ranked = fused
+        keep = self.config.neighbours_after
+        inserted: list[tuple[str, float]] = []
+        seen = {key for key, _ in ranked[:keep]}
+        floor = ranked[min(keep, len(ranked)) - 1][1] if ranked else 0.0
+        for key, _ in ranked[: self.config.neighbour_expansion]:
+            entry = found[key]
+            for node in near.get(entry["level"], {}).get(entry["node"].node_id, []):
+                near_key = f"{entry['level']}:{node.node_id}"
+                if near_key in seen:
+                    continue
+                seen.add(near_key)
+                source = f"{entry['level']}_neighbour"
+                if near_key not in found:
+                    found[near_key] = {"node": node, "level": entry["level"], "score": floor, "sources": [source],
+                                       "details": {"neighbour_of": entry["node"].node_id}}
+                elif source not in found[near_key]["sources"]:
+                    found[near_key]["sources"].append(source)
+                inserted.append((near_key, floor))
+        if not inserted:
+            return
+        rest = [(key, score) for key, score in ranked[keep:] if key not in seen]
+        ranked[:] = ranked[:keep] + inserted + rest
 
     @staticmethod
     def _node_with_score(entry: dict[str, Any], score: float) -> NodeWithScore:

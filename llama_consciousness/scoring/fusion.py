@@ -42,6 +42,41 @@ def weighted_rrf(
     return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
+def weighted_score_fusion(
+    scored_lists: Mapping[str, Sequence[tuple[T, float]]], weights: Mapping[str, float] | None = None
+) -> list[tuple[T, float]]:
+    """Fuse named lists of ``(id, score)`` by their scores; returns ``(id, score)`` best first.
+
+    Each list's scores are scaled to [0, 1] (min-max; a list whose scores
+    are all equal gives 1.0 to each), weighted, and summed per id.  Unlike
+    rank fusion this keeps the gaps: a keyword hit matching four rare words
+    of the question stays far ahead of one matching a common word, and a
+    weak channel cannot lift its tenth hit over a strong channel's second.
+    A list missing from ``weights`` has weight 1; every id of every list is
+    returned (weight 0 contributes nothing but keeps the id).  Ties keep
+    first-seen order.
+    """
+    scores: dict[T, float] = {}
+    order: dict[T, int] = {}
+    for name, items in scored_lists.items():
+        weight = 1.0 if weights is None else float(weights.get(name, 1.0))
+        if weight < 0:
+            raise ValueError(f"weight of {name!r} must be >= 0, got {weight}")
+        if not items:
+            continue
+        values = [float(score) for _, score in items]
+        low, high = min(values), max(values)
+        seen: set[T] = set()
+        for (item, _), value in zip(items, values):
+            if item in seen:
+                continue
+            seen.add(item)
+            scaled = (value - low) / (high - low) if high > low else 1.0
+            scores[item] = scores.get(item, 0.0) + weight * scaled
+            order.setdefault(item, len(order))
+    return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
 def channel_of(source: str) -> str:
     """``"N2_vector"`` -> ``"vector"``."""
     return source.split("_", 1)[1] if "_" in source else source
