@@ -40,6 +40,8 @@ VECTOR_PROPERTY = "embedding"
 NODE_RANGE_INDEXES = (
     "node_id", "name", "valid_at", "invalid_at", "created_at", "expired_at",
     "node_type", "resolution_state", "goal", "energy", "base_id",
+    # state-based retrieval filters by emotion names and concepts (arrays)
+    "emotion_canonical", "concepts",
 )
 EDGE_RANGE_INDEXES = ("edge_id", "relation_type", "valid_at", "invalid_at", "created_at", "expired_at")
 
@@ -302,6 +304,10 @@ class LevelPlans:
             yield Query(
                 f"CREATE INDEX FOR ()-[r:{EDGE_TYPE}]-() ON (" + ", ".join(f"r.{p}" for p in edge_missing) + ")"
             )
+        if "FULLTEXT" not in have.get(("NODE", f"{NODE_LABEL}.description"), set()):
+            # The keyword channel's index, kept up to date by every write: built
+            # later, on a first query, it takes seconds per 10K memories.
+            yield Query(f"CALL db.idx.fulltext.createNodeIndex('{NODE_LABEL}', 'name', 'description')")
         if self.store_vectors and self.dimension is not None:
             if vector_options is None:
                 yield Query(

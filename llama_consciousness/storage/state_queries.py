@@ -738,8 +738,8 @@ def ensure_state_indexes(plans: LevelPlans) -> Plan:
 
     The filters are correct without them, only slower; FalkorDB builds them
     in the background and queries use them once operational.  Returns the
-    properties whose index was created.  (Their place is
-    ``level_store.NODE_RANGE_INDEXES``; until they are there, this does it.)
+    properties whose index was created.  Graphs written by this version get
+    them from ``level_store.NODE_RANGE_INDEXES``; this is for older graphs.
     """
     rows = yield Query("CALL db.indexes() YIELD label, properties, types, entitytype "
                        "RETURN label, properties, types, entitytype", read_only=True)
