@@ -144,6 +144,7 @@ class TraversalPathPostprocessor(StreamPostprocessor):
     _last_graph: Optional[TraversalGraph] = PrivateAttr(default=None)
     _last_connectors: list[str] = PrivateAttr(default_factory=list)
     _memo: Optional[_Memo] = PrivateAttr(default=None)
+    _built: Optional[tuple[Any, TraversalGraph]] = PrivateAttr(default=None)
 
     @field_validator("temporal_mode")
     @classmethod
@@ -220,6 +221,17 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         members, owners = self._retrieved(nodes)
         self._activate(members)
         relationships = self._neighbourhoods(members, window)
+        # In a stream, postprocess_nodes and extend_stream ask for the same
+        # graph one after the other: the second time, only the hub marks.
+        built_key = (self._memo.key if self._memo is not None else None,
+                     tuple((m.gid, m.score, m.tier) for m in members.values()),
+                     goal, tuple(sorted((emotions or {}).items())), energy)
+        if self._built is not None and self._built[0] == built_key:
+            graph = self._built[1]
+            self._mark_hubs(owners, set(graph.hub_nodes))
+            self._last_graph = graph
+            self._last_connectors = [m.gid for m in members.values() if not m.retrieved]
+            return graph
         edges = self._edges(relationships, members, goal, emotions, energy)
         graph_nodes = [self._graph_node(m) for m in members.values()]
 
@@ -239,15 +251,20 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         themes = central_themes({m.gid: m.memory for m in members.values()}, hubs, paths, top=5)
         graph = graph.model_copy(update={"suggested_paths": paths, "path_count": len(paths),
                                           "hub_nodes": hubs, "central_themes": themes})
+        self._mark_hubs(owners, set(hubs))
+        self._built = (built_key, graph)
+        self._last_graph = graph
+        self._last_connectors = [m.gid for m in members.values() if not m.retrieved]
+        return graph
+
+    @staticmethod
+    def _mark_hubs(owners: dict[str, list[NodeWithScore]], hubs: set[str]) -> None:
         for gid, owned in owners.items():
             for node in owned:
                 if gid in hubs:
                     node.node.metadata[HUB_KEY] = True
                 else:
                     node.node.metadata.pop(HUB_KEY, None)  # a mark from an earlier run is stale
-        self._last_graph = graph
-        self._last_connectors = [m.gid for m in members.values() if not m.retrieved]
-        return graph
 
     def _retrieved(self, nodes: Sequence[NodeWithScore]) -> tuple[dict[str, _Member], dict[str, list[NodeWithScore]]]:
         members: dict[str, _Member] = {}
