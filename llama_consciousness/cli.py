@@ -142,8 +142,12 @@ def run_query(args: argparse.Namespace) -> int:
         min_confidence=args.min_confidence,
         required_emotions=args.emotions,
     )
-    channels = ("vector", "graph", "keyword") if args.keyword else ("vector", "graph")
-    config = RetrievalConfig(channels=channels, fusion="rrf" if args.rrf else "concatenate", graph_depth=args.depth)
+    if args.six_way:  # the core document's six ways, concatenated (plus keyword when asked)
+        config = RetrievalConfig(channels=("vector", "graph", "keyword") if args.keyword else ("vector", "graph"),
+                                 fusion="rrf" if args.rrf else "concatenate", neighbour_expansion=0,
+                                 graph_depth=args.depth)
+    else:
+        config = RetrievalConfig(fusion="rrf" if args.rrf else "score", graph_depth=args.depth)
     full = args.stream or args.graph
     with ConsciousnessMemory(data_dir=args.data_dir, embed_model=args.embed_model) as memory:
         if full:
@@ -282,8 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--min-confidence", type=float, default=None)
     q.add_argument("--emotions", nargs="+", default=None, help="required emotions (any of them)")
     q.add_argument("--depth", type=int, default=2, help="graph traversal depth (1-4)")
-    q.add_argument("--keyword", action="store_true", help="add the full-text channel")
-    q.add_argument("--rrf", action="store_true", help="fuse by weighted reciprocal rank instead of concatenating")
+    q.add_argument("--six-way", action="store_true",
+                   help="the core document's six ways (vector + graph, concatenated) instead of the default "
+                        "(adds the keyword channel, score fusion and the neighbours of the top memories)")
+    q.add_argument("--keyword", action="store_true", help="with --six-way: add the full-text channel")
+    q.add_argument("--rrf", action="store_true", help="fuse by weighted reciprocal rank")
     q.add_argument("--json", action="store_true", help="JSON output (the result nodes)")
     q.add_argument("--stream-json", action="store_true", help="with --json: the whole consciousness stream")
     q.add_argument("--stream", action="store_true",
