@@ -547,6 +547,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--citizen-prefix", default="locomo")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     known = variants()
