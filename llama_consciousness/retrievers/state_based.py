@@ -71,8 +71,8 @@ Results mirror the six-way retriever: ``NodeWithScore`` ids
 the state-based counterpart of semantic search, resolutions and related
 memories as ``graph_results``, the links met as ``relationships``), which
 ``stream_postprocessors`` complete exactly as for the six-way retriever.
-The levels run one after another on the sync path and concurrently on the
-async one; a level that fails or is slow becomes an error entry.
+The levels run side by side on both paths (threads on the sync one, asyncio on the
+async one); a level that fails or is slow becomes an error entry.
 
 As a plain LlamaIndex retriever it needs ``default_state``: ``retrieve(text)``
 runs that state now (fresh ``state_id`` and ``generated_at``), with the
@@ -117,6 +117,7 @@ from llama_consciousness.scoring.state import (
 from llama_consciousness.storage import state_queries as sq
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import MAX_FETCH, AsyncLevelGraphStore, LevelGraphStore
+from llama_consciousness.storage.parallel import side_by_side
 from llama_consciousness.stream import assemble_stream, dedupe_relationships
 
 logger = logging.getLogger(__name__)
@@ -345,7 +346,7 @@ class StateBasedRetriever(BaseRetriever):
             existing: set[str] | Exception = set(self.memory.db.list_graphs())
         except Exception as exc:  # server down: an error entry per level, not an exception
             existing = exc
-        outcomes = [self._level_sync(level, state, q, existing) for level in self.config.query_levels]
+        outcomes = side_by_side(lambda level: self._level_sync(level, state, q, existing), self.config.query_levels)
         return self._finish(state, q, outcomes, retrieved_at, started)
 
     def _candidates(self, level: str, graph: str, q: sq.StateQuery) -> list[tuple[str, float]] | None:
