@@ -568,6 +568,19 @@ class _TimedGraph:
         self._calls.append((str(args[0])[-300:], wall, float(result.run_time_ms), len(result.result_set)))
         return result
 
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        """The path the store takes (``storage.replies.run``): a raw compact reply."""
+        t0 = time.perf_counter()
+        reply = self._graph.execute_command(*args, **kwargs)
+        wall = (time.perf_counter() - t0) * 1000
+        if args and args[0] == "GRAPH.RO_QUERY":
+            stats = reply[-1] if isinstance(reply, list) and reply and isinstance(reply[-1], list) else []
+            server = next((float(str(x).split(": ")[1].split(" ")[0]) for x in stats
+                           if "internal execution time" in str(x)), 0.0)
+            rows = len(reply[1]) if isinstance(reply, list) and len(reply) == 3 else 0
+            self._calls.append((str(args[2])[-300:], wall, server, rows))
+        return reply
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._graph, name)
 
