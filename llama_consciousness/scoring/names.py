@@ -276,10 +276,13 @@ class EntityIndex:
         self._keys: list[str] = []
         self._grams: list[array] = []  # key id -> its trigram ids
         self._key_ids: dict[str, int] = {}
-        self._entries: list[list[tuple[str, str]]] = []  # key id -> [(entity_id, name)]
-        self._sorted: dict[str, list[int]] = {}  # sorted-word key -> key ids
+        # Tuples and arrays rather than lists: an index of a 50K-memory level
+        # would otherwise add tens of thousands of containers to every full
+        # garbage collection of a long-running process (a pause in any query).
+        self._entries: list[tuple[tuple[str, str], ...]] = []  # key id -> ((entity_id, name), ...)
+        self._sorted: dict[str, array] = {}  # sorted-word key -> key ids
         self._gram_ids: dict[str, int] = {}
-        self._postings: list[list[int]] = []  # trigram id -> key ids
+        self._postings: list[array] = []  # trigram id -> key ids
         self._count = 0
         self.add_many(entries)
 
@@ -306,17 +309,17 @@ class EntityIndex:
                 gram_id = self._gram_ids.get(gram)
                 if gram_id is None:
                     gram_id = self._gram_ids[gram] = len(self._postings)
-                    self._postings.append([])
+                    self._postings.append(array("I"))
                 self._postings[gram_id].append(key_id)
                 gram_ids.append(gram_id)
             self._keys.append(key)
             self._grams.append(gram_ids)
             self._key_ids[key] = key_id
-            self._entries.append([])
-            self._sorted.setdefault(_sorted_key(key), []).append(key_id)
+            self._entries.append(())
+            self._sorted.setdefault(_sorted_key(key), array("I")).append(key_id)
         entries = self._entries[key_id]
         if (entity_id, name) not in entries:
-            entries.append((entity_id, name))
+            self._entries[key_id] = entries + ((entity_id, name),)
             self._count += 1
 
     def add_many(self, entries: Iterable[tuple[str, str]]) -> None:
