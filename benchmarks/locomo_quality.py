@@ -80,6 +80,8 @@ from locomo_data import (  # noqa: E402
     turn_memories,
 )
 
+from llama_consciousness.storage.channels import QUERY_STOP, keyword_terms  # noqa: E402
+
 TOP_K = 20
 LEVELS = ["N1"]
 
@@ -213,29 +215,9 @@ def expand_neighbours(top: int = 10, keep: int = 5) -> Callable[[Context, list[s
 
 
 
-# Words a question is made of but that carry no topic (RediSearch's default
-# stop words, the package's _FT_STOP, question/auxiliary verbs, pronouns).
-QUERY_STOP = frozenset("""
-a about after all also am an and any are as at be been before being but by can could did do does doing done
-during for from had has have having he her hers him his how i if in into is it its just like many may me might
-more most much my no not now of on once only or other our out over own said say says she should so some such
-than that the their them then there these they this those through to too under until up us very was we were
-what when where which while who whom why will with would you your
-""".split())
-
-
 def idf_terms(text: str, stop: frozenset[str] = QUERY_STOP, max_terms: int = 24) -> list[str]:
-    """Query words for the per-term full-text lookups (lower case, no stop words, unique)."""
-    from llama_consciousness.storage.channels import _WORD
-
-    out: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        word = word.replace("'", "").replace("\u2019", "")
-        if word and word not in stop and word not in out and len(word) > 1:
-            out.append(word)
-        if len(out) >= max_terms:
-            break
-    return out
+    """Query words for the per-term full-text lookups: the package's own ``keyword_terms``."""
+    return keyword_terms(text, max_terms, stop)
 
 
 def bm25_keyword_search(k1: float = 1.2, b: float = 0.75, avgdl: float | None = 20.0,

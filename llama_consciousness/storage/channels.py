@@ -176,17 +176,17 @@ what when where which while who whom why will with would you your
 """.split())
 
 
-def keyword_terms(text: str, max_terms: int = 24) -> list[str]:
+def keyword_terms(text: str, max_terms: int = 24, stop: frozenset[str] = QUERY_STOP) -> list[str]:
     """The words of ``text`` that the keyword channel looks up, one by one.
 
-    Lower case, apostrophes dropped, no stop words or single characters,
-    each once, at most ``max_terms``.  Every term is a bare run of word
-    characters, so none can carry RediSearch syntax.
+    Lower case, apostrophes dropped, no stop words (``stop``) or single
+    characters, each once, at most ``max_terms``.  Every term is a bare run
+    of word characters, so none can carry RediSearch syntax.
     """
     out: list[str] = []
     for word in _WORD.findall(text.lower()):
         word = word.replace("'", "").replace("’", "")
-        if len(word) > 1 and word not in QUERY_STOP and word not in out:
+        if len(word) > 1 and word not in stop and word not in out:
             out.append(word)
             if len(out) >= max_terms:
                 break

@@ -609,8 +609,9 @@ class LevelPlans:
                 plateau = len(rows)
             fetch = min(fetch * 4, MAX_FETCH)
         hits: dict[str, VectorHit] = {}
-        for props, score in rows:
-            node_id = records.node_props(props)["node_id"]
+        for values, score in rows:
+            props = records.node_props(values)  # once: node_from_props takes the map as it is
+            node_id = props["node_id"]
             if node_id not in hits:
                 hits[node_id] = VectorHit(records.node_from_props(props), 1.0 - float(score))
         return list(hits.values())[:k]
