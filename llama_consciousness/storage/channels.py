@@ -108,13 +108,18 @@ def traverse(
     link = cypher_predicate(memory_filter.window, "r", "fr_")
     link_clause = "" if link.text == "true" else f" AND all(r IN relationships(p) WHERE {link.text})"
     # A path runs only through memories that exist in the window and are not
-    # quarantined: an expired belief must not connect two current ones.
+    # quarantined: an expired belief must not connect two current ones.  The
+    # start passed the same test already and the end passed ``reach`` (which
+    # implies it unless quarantined memories are asked for), so only the
+    # memories in between are tested: a third of the work for depth 2.
     hop = MemoryFilter(memory_filter.window, include_entities=True).cypher("x", "fx_", entities=True)
-    link_clause += f" AND all(x IN nodes(p) WHERE {hop.text})"
+    between = "nodes(p)[1..]" if memory_filter.include_quarantined else "nodes(p)[1..-1]"
+    link_clause += f" AND all(x IN {between} WHERE {hop.text})"
     not_start = "" if include_start else " AND NOT c.node_id IN $ids"
     # Every path is scored on the server, but only the best path of each
-    # reached memory comes back (its edges as ids): parsing a result is most
-    # of a query's client time, so a reply of k rows beats one of all paths.
+    # reached memory comes back, with its links' properties: one reply of k
+    # rows, not one per path and no second query for the links.
+    edge = records.projection("e", records.EDGE_READ_PROPS)
     cypher = (
         f"MATCH (s:{NODE_LABEL}) WHERE s.node_id IN $ids AND {start.text} "
         # the depth is a validated int from a fixed range, never user text
@@ -123,31 +128,28 @@ def traverse(
         "WITH c, {s: s.node_id, "
         "e: reduce(e = 0.0, r IN relationships(p) | e + coalesce(r.energy, 0.0)), "
         "f: reduce(x = 0.0, r IN relationships(p) | x + coalesce(r.confidence, 0.0)), "
-        "d: length(p), r: [r IN relationships(p) | r.edge_id]} AS path "
+        "d: length(p), r: relationships(p)} AS path "
         "WITH c, collect(path) AS paths "
         "WITH c, reduce(b = head(paths), x IN paths | CASE WHEN x.e > b.e OR (x.e = b.e AND "
         "(x.f > b.f OR (x.f = b.f AND (x.d < b.d OR (x.d = b.d AND x.s < b.s))))) THEN x ELSE b END) AS best "
         "ORDER BY best.e DESC, best.f DESC, best.d ASC, c.node_id ASC "
         "LIMIT $k "
-        f"RETURN {_NODE}, best.s, best.e, best.f, best.d, best.r"
+        f"RETURN {_NODE}, best.s, best.e, best.f, best.d, [e IN best.r | {edge}]"
     )
     params = {**start.params, **reach.params, **link.params, **hop.params, "ids": list(start_ids), "k": int(k)}
     rows = yield Query(cypher, params, read_only=True)
-    edge_ids = sorted({edge_id for *_, path in rows for edge_id in path})
-    edges: dict[str, ConsciousnessRelationship] = {}
-    if edge_ids:
-        found = yield Query(
-            f"UNWIND $ids AS id MATCH ()-[r:{EDGE_TYPE} {{edge_id: id}}]->() "
-            f"RETURN {records.projection('r', records.EDGE_READ_PROPS)}",
-            {"ids": edge_ids},
-            read_only=True,
-        )
-        edges = {e.edge_id: e for e in (records.edge_from_props(r[0]) for r in found)}
-    return [
-        GraphHit(records.node_from_props(props), start_id, float(energy), float(confidence), int(hops),
-                 [edges[i] for i in path if i in edges])
-        for props, start_id, energy, confidence, hops, path in rows
-    ]
+    edges: dict[str, ConsciousnessRelationship] = {}  # a link on several best paths is read once
+    hits = []
+    for props, start_id, energy, confidence, hops, path in rows:
+        walked = []
+        for values in path:
+            found = edges.get(values[0])
+            if found is None:
+                found = edges[values[0]] = records.edge_from_props(values)
+            walked.append(found)
+        hits.append(GraphHit(records.node_from_props(props), start_id, float(energy), float(confidence), int(hops),
+                             walked))
+    return hits
 
 
 def start_nodes(plans: LevelPlans, node_ids: Sequence[str], memory_filter: MemoryFilter) -> Plan:

@@ -591,23 +591,24 @@ class LevelPlans:
             f"YIELD node AS n, score WHERE {predicate.text} "
             f"RETURN {_NODE_PROJECTION}, score ORDER BY score ASC LIMIT $k"
         )
-        # A bound on what the index can return: the label count, which
-        # FalkorDB answers from its label matrix without touching properties.
-        total_rows = yield Query(f"MATCH (n:{NODE_LABEL}) RETURN count(n)", read_only=True)
-        total = int(total_rows[0][0]) if total_rows else 0
-        if total == 0:
-            return []
         fetch = min(max(k * oversample, k + 16), MAX_FETCH)
-        plateau = None
-        while True:
-            rows = yield Query(cypher, {**params, "fetch": fetch}, read_only=True)
-            # Orphans take index slots, so the index may hold more entries than
-            # live nodes: past ``total``, stop only when a bigger fetch adds nothing.
-            if len(rows) >= k or fetch >= MAX_FETCH or len(rows) == plateau:
-                break
-            if fetch >= total:
-                plateau = len(rows)
-            fetch = min(fetch * 4, MAX_FETCH)
+        rows = yield Query(cypher, {**params, "fetch": fetch}, read_only=True)
+        if len(rows) < k and fetch < MAX_FETCH:
+            # Short: filters or orphans took slots.  A bound on what the index
+            # can return is the label count, which FalkorDB answers from its
+            # label matrix; asked only now, since most searches never need it.
+            total_rows = yield Query(f"MATCH (n:{NODE_LABEL}) RETURN count(n)", read_only=True)
+            total = int(total_rows[0][0]) if total_rows else 0
+            plateau = len(rows) if fetch >= total else None
+            while total and len(rows) < k and fetch < MAX_FETCH:
+                fetch = min(fetch * 4, MAX_FETCH)
+                rows = yield Query(cypher, {**params, "fetch": fetch}, read_only=True)
+                # Orphans take index slots, so the index may hold more entries than
+                # live nodes: past ``total``, stop only when a bigger fetch adds nothing.
+                if len(rows) == plateau:
+                    break
+                if fetch >= total:
+                    plateau = len(rows)
         hits: dict[str, VectorHit] = {}
         for values, score in rows:
             props = records.node_props(values)  # once: node_from_props takes the map as it is
