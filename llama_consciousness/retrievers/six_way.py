@@ -43,11 +43,12 @@ from llama_consciousness.scoring.fusion import weighted_rrf, weighted_score_fusi
 from llama_consciousness.scoring.names import EntityIndex
 from llama_consciousness.storage import channels as ch
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.parallel import side_by_side
+from llama_consciousness.storage.interleaved import run_interleaved
 from llama_consciousness.storage.level_store import (
     AsyncLevelGraphStore,
     LevelGraphStore,
     LevelPlans,
+    Plan,
     VectorHit,
     retrieved_node,
 )
@@ -260,64 +261,109 @@ class SixWayHybridRetriever(BaseRetriever):
             existing: set[str] | Exception = set(self.memory.db.list_graphs())
         except Exception as exc:  # server down: an error entry per level, not an exception
             existing = exc
-        outcomes = side_by_side(lambda lvl: self._level_sync(lvl, intention, memory_filter, embedding, names, existing),
-                                intention.query_levels)
+        outcomes = self._levels_sync(intention, memory_filter, embedding, names, existing)
         fused = self._rank(outcomes)
         targets = self._neighbour_targets(fused, outcomes)
         if targets:
-            found = side_by_side(lambda item: self._neighbours_sync(item, intention, memory_filter), list(targets.items()))
-            self._add_neighbours(fused, dict(zip(targets, found)))
+            self._add_neighbours(fused, self._neighbours_sync(targets, intention, memory_filter))
         return self._finish(intention, outcomes, retrieved_at, started, fused)
 
-    def _neighbours_sync(self, item: tuple[str, list[str]], intention: RetrievalIntention,
-                         memory_filter: MemoryFilter) -> dict[str, list[MemoryNode]]:
-        level, node_ids = item
-        try:
-            store = LevelGraphStore(self.memory.db, self._plans(level, intention),
-                                    timeout_ms=int(self.config.channel_timeout_s * 1000))
-            return store._run(ch.neighbours(store.plans, node_ids, memory_filter, self.config.neighbours_per_memory))
-        except Exception as exc:  # the ranking without neighbours still stands
-            logger.warning("retrieval: neighbours in %s unavailable: %s", level, exc)
-            return {}
+    def _neighbours_sync(self, targets: dict[str, list[str]], intention: RetrievalIntention,
+                         memory_filter: MemoryFilter) -> dict[str, dict[str, list[MemoryNode]]]:
+        jobs = [(self._plans(level, intention).graph,
+                 ch.neighbours(self._plans(level, intention), node_ids, memory_filter, self.config.neighbours_per_memory))
+                for level, node_ids in targets.items()]
+        found = run_interleaved(self.memory.db, jobs, int(self.config.channel_timeout_s * 1000))
+        near: dict[str, dict[str, list[MemoryNode]]] = {}
+        for level, result in zip(targets, found):
+            if isinstance(result, BaseException):  # the ranking without neighbours still stands
+                logger.warning("retrieval: neighbours in %s unavailable: %s", level, result)
+                result = {}
+            near[level] = result
+        return near
 
-    def _level_sync(self, level: str, intention: RetrievalIntention, memory_filter: MemoryFilter,
-                    embedding: list[float], names: list[str], existing: set[str] | Exception) -> LevelOutcome:
-        out = LevelOutcome(level)
-        plans = self._plans(level, intention)
-        if self._unreachable(out, existing) or plans.graph not in existing:
-            return out
-        store = LevelGraphStore(self.memory.db, plans, timeout_ms=int(self.config.channel_timeout_s * 1000))
+    def _levels_sync(self, intention: RetrievalIntention, memory_filter: MemoryFilter, embedding: list[float],
+                     names: list[str], existing: set[str] | Exception) -> list[LevelOutcome]:
+        """Every channel of every level, all in flight at once (``run_interleaved``)."""
+        outcomes: list[LevelOutcome] = []
+        jobs: list[tuple[str, Plan]] = []
+        owners: list[tuple[LevelOutcome, tuple[str, ...]]] = []
+        timeout_ms = int(self.config.channel_timeout_s * 1000)
         k = intention.max_results_per_level
-        for channel in self.config.channels:
+        for level in intention.query_levels:
+            out = LevelOutcome(level)
+            outcomes.append(out)
+            plans = self._plans(level, intention)
+            if self._unreachable(out, existing) or plans.graph not in existing:
+                continue
+            store = LevelGraphStore(self.memory.db, plans, timeout_ms=timeout_ms)
+            channels = list(self.config.channels)
             try:
-                if channel == "vector":
-                    out.vector = self._vector_sync(store, level, embedding, k, memory_filter)
-                elif channel == "graph":
-                    index = self._index_fresh(plans.graph) or self._remember_index(
-                        plans.graph, store._run(plans.named_nodes_all()))
-                    start = self._start_ids(index, names)
-                    if not start and self.config.fallback_start:
-                        vector = out.vector or self._vector_sync(store, level, embedding, self.config.fallback_start, memory_filter)
-                        start = [h.node.node_id for h in vector[: self.config.fallback_start]]
-                    out.graph = store._run(ch.traverse(plans, start, k, memory_filter, depth=self.config.graph_depth,
-                                                       include_start=True))
-                elif channel == "keyword":
-                    if plans.graph not in self._fulltext_ready:
-                        store._run(ch.ensure_fulltext(plans))
-                        self._fulltext_ready.add(plans.graph)
-                    out.keyword = store._run(ch.keyword_search(plans, intention.query_text, k, memory_filter))
+                start = self._start_for(store, names) if "graph" in channels else []
+            except Exception as exc:
+                self._channel_failed(out, "graph", exc)
+                channels.remove("graph")
+            if "graph" in channels and not start and self.config.fallback_start and "vector" in channels:
+                # the traversal starts from the vector answers: one job for both
+                channels.remove("vector")
+                channels.remove("graph")
+                jobs.append((plans.graph, self._vector_then_graph(plans, level, embedding, k, memory_filter)))
+                owners.append((out, ("vector", "graph")))
+            for channel in channels:
+                try:
+                    if channel == "vector":
+                        plan = self._vector_plan(plans, level, embedding, k, memory_filter)
+                    elif channel == "graph":
+                        plan = self._graph_plan(plans, level, embedding, start, k, memory_filter)
+                    else:
+                        if plans.graph not in self._fulltext_ready:
+                            store._run(ch.ensure_fulltext(plans))
+                            self._fulltext_ready.add(plans.graph)
+                        plan = ch.keyword_search(plans, intention.query_text, k, memory_filter)
+                except Exception as exc:  # isolate: one channel's failure is an entry, not an exception
+                    self._channel_failed(out, channel, exc)
+                    continue
+                jobs.append((plans.graph, plan))
+                owners.append((out, (channel,)))
+        for (out, channels), result in zip(owners, run_interleaved(self.memory.db, jobs, timeout_ms)):
+            if isinstance(result, BaseException):
+                for channel in channels:
+                    self._channel_failed(out, channel, result)
+                continue
+            for channel, value in zip(channels, result if len(channels) > 1 else (result,)):
+                setattr(out, channel, value)
                 out.queries += 1
-            except Exception as exc:  # isolate: one channel's failure is an entry, not an exception
-                self._channel_failed(out, channel, exc)
-        return out
+        return outcomes
 
-    def _vector_sync(self, store: LevelGraphStore, level: str, embedding: list[float], k: int,
-                     memory_filter: MemoryFilter) -> list[VectorHit]:
+    def _start_for(self, store: LevelGraphStore, names: list[str]) -> list[str]:
+        """The memories the query names in this level (the level's names are read once per TTL)."""
+        plans = store.plans
+        index = self._index_fresh(plans.graph) or self._remember_index(plans.graph, store._run(plans.named_nodes_all()))
+        return self._start_ids(index, names)
+
+    def _vector_plan(self, plans: LevelPlans, level: str, embedding: list[float], k: int,
+                     memory_filter: MemoryFilter) -> Plan:
         if self.memory.vector_backends[level] == "pgvector":
-            found = self.memory.pgvector.search(store.plans.graph, embedding, k, memory_filter)
-            nodes = {n.node_id: n for n in store.get_nodes([i for i, _ in found])}
+            found = self.memory.pgvector.search(plans.graph, embedding, k, memory_filter)
+            nodes = {n.node_id: n for n in (yield from plans.get_nodes([i for i, _ in found]))}
             return [VectorHit(nodes[i], s) for i, s in found if i in nodes]
-        return store._run(store.plans.vector_search(embedding, k, memory_filter))
+        return (yield from plans.vector_search(embedding, k, memory_filter))
+
+    def _graph_plan(self, plans: LevelPlans, level: str, embedding: list[float], start: list[str], k: int,
+                    memory_filter: MemoryFilter) -> Plan:
+        if not start and self.config.fallback_start:
+            hits = yield from self._vector_plan(plans, level, embedding, self.config.fallback_start, memory_filter)
+            start = [h.node.node_id for h in hits[: self.config.fallback_start]]
+        return (yield from ch.traverse(plans, start, k, memory_filter, depth=self.config.graph_depth,
+                                       include_start=True))
+
+    def _vector_then_graph(self, plans: LevelPlans, level: str, embedding: list[float], k: int,
+                           memory_filter: MemoryFilter) -> Plan:
+        vector = yield from self._vector_plan(plans, level, embedding, k, memory_filter)
+        start = [h.node.node_id for h in vector[: self.config.fallback_start]]
+        graph = yield from ch.traverse(plans, start, k, memory_filter, depth=self.config.graph_depth,
+                                       include_start=True)
+        return vector, graph
 
     # -- async path ---------------------------------------------------------------
 
@@ -374,8 +420,8 @@ class SixWayHybridRetriever(BaseRetriever):
 
         async def vector(limit: int) -> list[VectorHit]:
             if self.memory.vector_backends[level] == "pgvector":
-                return await asyncio.to_thread(self._vector_sync, LevelGraphStore(self.memory.db, plans), level,
-                                               embedding, limit, memory_filter)
+                return await asyncio.to_thread(LevelGraphStore(self.memory.db, plans)._run,
+                                               self._vector_plan(plans, level, embedding, limit, memory_filter))
             return await store._run(plans.vector_search(embedding, limit, memory_filter))
 
         vector_task = asyncio.ensure_future(vector(k)) if "vector" in self.config.channels else None

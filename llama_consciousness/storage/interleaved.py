@@ -1,0 +1,125 @@
+"""Several read plans at once from one thread: the sync path's ``asyncio.gather``.
+
+A retrieval runs a handful of short queries on separate level graphs.  The
+server can run them in parallel, so they should all be in flight at once.
+Threads do that, but on a small machine they queue for the GIL behind each
+other's reply parsing, and a reply that arrives while another thread holds
+the GIL waits up to a switch interval (5 ms) to be read: that wait was most
+of the sync path's tail latency.
+
+Here each plan gets its own connection: every plan's first query is sent
+before any reply is read, a reply is read as soon as it is ready, and the
+plan's next query (if any) goes out on the same connection at once.  One
+thread, no lock hand-offs, and the server still sees every query early.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from llama_consciousness.storage import replies
+from llama_consciousness.storage.level_store import Pause, Plan, Query, StorageError, _missing_graph
+from llama_consciousness.storage.params import header as params_header
+
+
+class _Job:
+    __slots__ = ("graph", "plan", "connection", "sent", "result", "done")
+
+    def __init__(self, graph: Any, plan: Plan) -> None:
+        self.graph = graph
+        self.plan = plan
+        self.connection: Any = None
+        self.sent = False
+        self.result: Any = None
+        self.done = False
+
+
+def _connection(pool: Any) -> Any:
+    try:
+        return pool.get_connection()
+    except TypeError:  # redis-py before 6 wants a command name
+        return pool.get_connection("GRAPH.RO_QUERY")
+
+
+def run_interleaved(db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int | None = None) -> list[Any]:
+    """Run read-only plans, each on its graph, all at once; results in order.
+
+    ``jobs`` are ``(graph name, plan)`` pairs.  A job's result is what its
+    plan returns, or the exception that stopped it (a ``StorageError`` for a
+    failed query), so one failing channel does not stop the others.  A
+    graph that does not exist reads as empty, as in ``LevelGraphStore``.
+    ``timeout_ms`` is the server-side limit of every query.
+    """
+    pool = db.connection.connection_pool
+    state = [_Job(db.select_graph(name), plan) for name, plan in jobs]
+    try:
+        for job in state:
+            _advance(pool, job, None, first=True, timeout_ms=timeout_ms)
+        while True:
+            waiting = [job for job in state if job.sent]
+            if not waiting:
+                break
+            # the first reply that is ready, else wait for the oldest query
+            job = next((j for j in waiting if j.connection.can_read(timeout=0)), waiting[0])
+            job.sent = False
+            try:
+                response = job.connection.read_response()
+                rows = replies.result_rows(job.graph, response)
+            except ResponseError as exc:
+                if not _missing_graph(exc):
+                    _fail(job, exc)
+                    continue
+                rows = []
+            except Exception as exc:  # connection lost: this job fails, the others go on
+                job.connection.disconnect()
+                _fail(job, exc)
+                continue
+            _advance(pool, job, rows, first=False, timeout_ms=timeout_ms)
+    finally:
+        for job in state:
+            if job.connection is not None:
+                if job.sent:  # interrupted with a reply unread: the connection is not reusable
+                    job.connection.disconnect()
+                pool.release(job.connection)
+            if not job.done:
+                job.plan.close()
+    return [job.result for job in state]
+
+
+def _fail(job: _Job, exc: BaseException) -> None:
+    job.result = exc if isinstance(exc, StorageError) else StorageError(
+        f"query on graph {job.graph.name!r} failed: {exc}")
+    job.done = True
+    job.plan.close()
+
+
+def _advance(pool: Any, job: _Job, rows: Any, *, first: bool, timeout_ms: int | None) -> None:
+    """Give the plan its rows and send its next query (or record its result)."""
+    try:
+        step = next(job.plan) if first else job.plan.send(rows)
+        while isinstance(step, Pause):  # polling plans: rare in reads, so simply wait here
+            time.sleep(step.seconds)
+            step = job.plan.send(None)
+        if not isinstance(step, Query) or not step.read_only:
+            raise TypeError(f"run_interleaved runs read-only queries, got {step!r}")
+    except StopIteration as stop:
+        job.result, job.done = stop.value, True
+        return
+    except Exception as exc:
+        job.result, job.done = exc, True
+        job.plan.close()
+        return
+    if job.connection is None:
+        job.connection = _connection(pool)
+    text = params_header(step.params) + step.cypher
+    try:
+        job.connection.send_command(*replies.command(job.graph, text, True, timeout_ms))
+    except Exception as exc:
+        job.connection.disconnect()
+        _fail(job, exc)
+        return
+    job.sent = True
