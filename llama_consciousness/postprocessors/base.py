@@ -79,3 +79,11 @@ class StreamPostprocessor(BaseNodePostprocessor):
         self, stream: ConsciousnessStream, nodes: list[NodeWithScore], intention: Any = None
     ) -> ConsciousnessStream:
         return stream
+
+    def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
+        """Whether ``postprocess_nodes`` will return the same memories as ``nodes`` (any order).
+
+        ``complete_stream`` starts a later step's reads early only past
+        steps that keep the nodes; the default (False) is the safe answer.
+        """
+        return False

@@ -111,6 +111,9 @@ class ConstellationPostprocessor(StreamPostprocessor):
     def class_name(cls) -> str:
         return "ConstellationPostprocessor"
 
+    def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
+        return True
+
     @property
     def last_constellation(self) -> Optional[MemoryConstellation]:
         """The constellation of the last run (None before the first)."""

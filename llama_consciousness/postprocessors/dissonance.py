@@ -81,6 +81,9 @@ class TemporalDissonancePostprocessor(StreamPostprocessor):
     def class_name(cls) -> str:
         return "TemporalDissonancePostprocessor"
 
+    def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
+        return True
+
     @property
     def last_dissonances(self) -> list[TemporalDissonance]:
         """The dissonances found by the last run (postprocess or extend_stream)."""

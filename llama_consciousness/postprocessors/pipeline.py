@@ -11,7 +11,11 @@ an order where each can use what the previous ones wrote:
     constellation (uses the top memory)
 
 Each postprocessor first processes the nodes (as in any query engine), then
-extends the stream with its result.
+extends the stream with its result.  A postprocessor that reads the level
+graphs may offer ``prefetch(nodes, intention)``: it is called as soon as the
+nodes it will see are known (after the last earlier step that may drop
+nodes, see ``keeps_nodes``), so that the server answers while the steps in
+between run.
 """
 
 from __future__ import annotations
@@ -54,9 +58,15 @@ def complete_stream(
     """Run the postprocessors over a retrieval's nodes and stream (sync)."""
     started = time.perf_counter()
     bundle = QueryBundle(getattr(intention, "query_text", "") or "")
-    for step in postprocessors:
-        nodes = step.postprocess_nodes(nodes, query_bundle=bundle)
-        stream = step.extend_stream(stream, nodes, intention)
+    started_reads: set[int] = set()
+    _prefetch(postprocessors, -1, nodes, intention, started_reads)
+    try:
+        for i, step in enumerate(postprocessors):
+            nodes = step.postprocess_nodes(nodes, query_bundle=bundle)
+            _prefetch(postprocessors, i, nodes, intention, started_reads)
+            stream = step.extend_stream(stream, nodes, intention)
+    finally:
+        _discard(postprocessors)
     return _with_latency(stream, started), nodes
 
 
@@ -69,10 +79,38 @@ async def acomplete_stream(
     """The same, with each postprocessor's async path."""
     started = time.perf_counter()
     bundle = QueryBundle(getattr(intention, "query_text", "") or "")
-    for step in postprocessors:
-        nodes = await step.apostprocess_nodes(nodes, query_bundle=bundle)
-        stream = step.extend_stream(stream, nodes, intention)
+    started_reads: set[int] = set()
+    _prefetch(postprocessors, -1, nodes, intention, started_reads)
+    try:
+        for i, step in enumerate(postprocessors):
+            nodes = await step.apostprocess_nodes(nodes, query_bundle=bundle)
+            _prefetch(postprocessors, i, nodes, intention, started_reads)
+            stream = step.extend_stream(stream, nodes, intention)
+    finally:
+        _discard(postprocessors)
     return _with_latency(stream, started), nodes
+
+
+def _prefetch(postprocessors: Sequence[StreamPostprocessor], done: int, nodes: list[NodeWithScore], intention: Any,
+              started: set[int]) -> None:
+    """Start the reads of later steps that will see exactly ``nodes`` (steps up to ``done`` have run)."""
+    for j in range(done + 1, len(postprocessors)):
+        step = postprocessors[j]
+        prefetch = getattr(step, "prefetch", None)
+        if prefetch is not None and j not in started:
+            started.add(j)
+            prefetch(nodes, intention)
+        keeps = getattr(step, "keeps_nodes", None)
+        if keeps is None or not keeps(nodes):
+            return  # past a step that may drop nodes, later steps' nodes are not known yet
+
+
+def _discard(postprocessors: Sequence[StreamPostprocessor]) -> None:
+    """Reads a step started but did not collect (it failed, or asked for other nodes)."""
+    for step in postprocessors:
+        discard = getattr(step, "discard_prefetch", None)
+        if discard is not None:
+            discard()
 
 
 def _with_latency(stream: ConsciousnessStream, started: float) -> ConsciousnessStream:

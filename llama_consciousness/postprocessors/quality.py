@@ -105,6 +105,9 @@ class MetadataQualityPostprocessor(StreamPostprocessor):
     def class_name(cls) -> str:
         return "MetadataQualityPostprocessor"
 
+    def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
+        return not self.drop_invalid
+
     @property
     def last_report(self) -> Optional[MetadataValidationReport]:
         """The report of the last run (None before the first)."""

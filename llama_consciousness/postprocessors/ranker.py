@@ -192,6 +192,9 @@ class ConsciousnessRanker(StreamPostprocessor):
     def class_name(cls) -> str:
         return "ConsciousnessRanker"
 
+    def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
+        return self.top_n is None or self.top_n >= len(nodes)
+
     # -- the query's emotions ---------------------------------------------------------
 
     def _prompt(self, text: str) -> str:

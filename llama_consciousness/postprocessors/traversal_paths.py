@@ -79,7 +79,7 @@ from llama_consciousness.scoring.traversal import (
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.neighbourhood import embeddings as embeddings_plan
 from llama_consciousness.storage.neighbourhood import neighbourhood
-from llama_consciousness.storage.parallel import side_by_side
+from llama_consciousness.storage.interleaved import Interleaved, run_interleaved
 from llama_consciousness.temporal import TemporalWindow
 
 logger = logging.getLogger(__name__)
@@ -145,6 +145,7 @@ class TraversalPathPostprocessor(StreamPostprocessor):
     _last_connectors: list[str] = PrivateAttr(default_factory=list)
     _memo: Optional[_Memo] = PrivateAttr(default=None)
     _built: Optional[tuple[Any, TraversalGraph]] = PrivateAttr(default=None)
+    _pending: Optional[tuple[tuple, list, Interleaved]] = PrivateAttr(default=None)
 
     @field_validator("temporal_mode")
     @classmethod
@@ -158,6 +159,9 @@ class TraversalPathPostprocessor(StreamPostprocessor):
     @classmethod
     def class_name(cls) -> str:
         return "TraversalPathPostprocessor"
+
+    def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
+        return True
 
     @property
     def last_graph(self) -> Optional[TraversalGraph]:
@@ -186,6 +190,34 @@ class TraversalPathPostprocessor(StreamPostprocessor):
             window = TemporalWindow.from_intention(intention)
         graph = self.build_graph(nodes, goal=goal, emotions=emotions, energy=energy, window=window)
         return stream.model_copy(update={"traversal_graph": graph})
+
+    def prefetch(self, nodes: Sequence[NodeWithScore], intention: Any = None) -> None:
+        """Start reading the neighbourhood of ``nodes`` (the window ``postprocess_nodes`` uses).
+
+        The queries go out now and their replies are read by the next
+        :meth:`build_graph` on the same memories, so the server works while
+        the caller ranks and tiers (``complete_stream`` calls this first).
+        Nothing changes if the next build asks for other memories: it reads
+        afresh.
+        """
+        self.discard_prefetch()
+        members, _ = self._retrieved(nodes)
+        window = TemporalWindow(self.temporal_mode or "current")
+        groups = self._groups(members)
+        key = self._memo_key(groups, window)
+        memo = self._memo
+        if not groups or (memo is not None and memo.key == key and time.monotonic() - memo.at < MEMO_TTL_S):
+            return
+        try:
+            self._pending = (key, *self._start_fetch(groups, window))
+        except Exception as exc:  # the build reads (and reports) it again
+            logger.debug("traversal graph: prefetch failed: %s", exc)
+
+    def discard_prefetch(self) -> None:
+        """Drop reads started by :meth:`prefetch` that no build collected."""
+        if self._pending is not None:
+            self._pending[2].discard()
+            self._pending = None
 
     def state_of(self, intention: Any = None) -> tuple[Optional[str], Optional[dict[str, float]], float]:
         """``(goal, emotions, energy)`` the weights are computed for."""
@@ -313,15 +345,21 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         nodes, and only the state the weights depend on changes.  A write
         through this memory, other nodes, or another window reads again.
         """
-        groups: dict[tuple[str, Optional[str]], list[_Member]] = {}
-        for m in list(members.values()):
-            groups.setdefault((m.level, m.citizen_id), []).append(m)
+        groups = self._groups(members)
         key = self._memo_key(groups, window)
         memo = self._memo
+        pending, self._pending = self._pending, None
         if memo is not None and memo.key == key and time.monotonic() - memo.at < MEMO_TTL_S:
             found_connectors, found = memo.connectors, memo.relationships
+            if pending is not None:
+                pending[2].discard()
         else:
-            found_connectors, found = self._fetch(groups, window)
+            if pending is not None and pending[0] == key:
+                found_connectors, found = self._collect(pending[1], pending[2])
+            else:
+                if pending is not None:
+                    pending[2].discard()
+                found_connectors, found = self._collect(*self._start_fetch(groups, window))
             self._memo = _Memo(key, time.monotonic(), found_connectors, found, {})
         for level, citizen, node in found_connectors:
             gid = graph_id(level, node.node_id)
@@ -342,26 +380,44 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         when = (window.mode, window.as_of_time, window.time_range_start, window.time_range_end)
         return ids, when, self.include_connectors, self.max_connectors, tuple(versions)
 
-    def _fetch(self, groups: dict[tuple[str, Optional[str]], list[_Member]], window: TemporalWindow
-               ) -> tuple[list[tuple[str, Optional[str], MemoryNode]], list[tuple[str, Any]]]:
-        memory_filter = MemoryFilter(window, include_entities=True)
-        found_connectors: list[tuple[str, Optional[str], MemoryNode]] = []
-        found: list[tuple[str, Any]] = []
+    @staticmethod
+    def _groups(members: dict[str, _Member]) -> dict[tuple[str, Optional[str]], list[_Member]]:
+        """Members by level graph: ``(level, citizen)`` (the citizen only for N1)."""
+        groups: dict[tuple[str, Optional[str]], list[_Member]] = {}
+        for m in list(members.values()):
+            groups.setdefault((m.level, m.citizen_id), []).append(m)
+        return groups
 
-        def fetch(key: tuple[str, Optional[str]]) -> Any:
-            level, citizen = key
+    def _start_fetch(self, groups: dict[tuple[str, Optional[str]], list[_Member]], window: TemporalWindow
+                     ) -> tuple[list, Interleaved]:
+        """Send the neighbourhood queries of every level graph (``_collect`` reads them)."""
+        memory_filter = MemoryFilter(window, include_entities=True)
+        keys: list[tuple[str, Optional[str]]] = []
+        jobs: list[tuple[str, Any]] = []
+        db = None
+        for (level, citizen), group in groups.items():
             try:
                 store = self.memory.level(level, citizen)
-                return store._run(neighbourhood(store.plans, [m.memory.node_id for m in groups[key]], memory_filter,
-                                                self.max_connectors if self.include_connectors else 0))
             except Exception as exc:  # one level's failure leaves its memories unlinked, not the graph unbuilt
                 logger.warning("traversal graph: links of %s%s unavailable: %s", level,
                                f" ({citizen})" if citizen else "", exc)
-                return None
+                continue
+            db = store.db
+            keys.append((level, citizen))
+            jobs.append((store.plans.graph, neighbourhood(store.plans, [m.memory.node_id for m in group],
+                                                          memory_filter,
+                                                          self.max_connectors if self.include_connectors else 0)))
+        return keys, Interleaved(db, jobs) if jobs else Interleaved.empty()
 
-        keys = list(groups)
-        for (level, citizen), result in zip(keys, side_by_side(fetch, keys)):
-            if result is None:
+    @staticmethod
+    def _collect(keys: list[tuple[str, Optional[str]]], running: Interleaved
+                 ) -> tuple[list[tuple[str, Optional[str], MemoryNode]], list[tuple[str, Any]]]:
+        found_connectors: list[tuple[str, Optional[str], MemoryNode]] = []
+        found: list[tuple[str, Any]] = []
+        for (level, citizen), result in zip(keys, running.results()):
+            if isinstance(result, BaseException):
+                logger.warning("traversal graph: links of %s%s unavailable: %s", level,
+                               f" ({citizen})" if citizen else "", result)
                 continue
             found_connectors.extend((level, citizen, c.node) for c in result.connectors)
             found.extend((level, rel) for rel in result.relationships)
@@ -426,17 +482,21 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         todo = {key: [m for m in group if m.gid not in vectors] for key, group in wanted.items()}
         todo = {key: group for key, group in todo.items() if group}
 
-        def fetch(key: tuple[str, Optional[str]]) -> Optional[dict[str, list[float]]]:
+        keys: list[tuple[str, Optional[str]]] = []
+        jobs: list[tuple[str, Any]] = []
+        db = None
+        for key, group in todo.items():
             try:
                 store = self.memory.level(*key)
-                return store._run(embeddings_plan(store.plans, [m.memory.node_id for m in todo[key]]))
             except Exception as exc:
                 logger.warning("traversal graph: embeddings of %s unavailable: %s", key[0], exc)
-                return None
-
-        keys = list(todo)
-        for key, found in zip(keys, side_by_side(fetch, keys)):
-            if found is None:
+                continue
+            db = store.db
+            keys.append(key)
+            jobs.append((store.plans.graph, embeddings_plan(store.plans, [m.memory.node_id for m in group])))
+        for key, found in zip(keys, run_interleaved(db, jobs) if jobs else []):
+            if isinstance(found, BaseException):
+                logger.warning("traversal graph: embeddings of %s unavailable: %s", key[0], found)
                 continue
             for m in todo[key]:
                 vectors[m.gid] = found.get(m.memory.node_id)

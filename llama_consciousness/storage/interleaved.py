@@ -54,40 +54,84 @@ def run_interleaved(db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int |
     graph that does not exist reads as empty, as in ``LevelGraphStore``.
     ``timeout_ms`` is the server-side limit of every query.
     """
-    pool = db.connection.connection_pool
-    state = [_Job(db.select_graph(name), plan) for name, plan in jobs]
-    try:
-        for job in state:
-            _advance(pool, job, None, first=True, timeout_ms=timeout_ms)
-        while True:
-            waiting = [job for job in state if job.sent]
-            if not waiting:
-                break
-            # the first reply that is ready, else wait for the oldest query
-            job = next((j for j in waiting if j.connection.can_read(timeout=0)), waiting[0])
-            job.sent = False
-            try:
-                response = job.connection.read_response()
-                rows = replies.result_rows(job.graph, response)
-            except ResponseError as exc:
-                if not _missing_graph(exc):
+    return Interleaved(db, jobs, timeout_ms).results()
+
+
+class Interleaved:
+    """``run_interleaved`` in two halves, so that the caller can work in between.
+
+    Creating it sends every plan's first query; :meth:`results` reads the
+    replies (sending any further queries) and returns the results.  Between
+    the two the server runs the queries while this thread does something
+    else: a retrieval starts reading the neighbourhood of its memories
+    before it ranks and tiers them.  Call :meth:`results` (or
+    :meth:`discard`) exactly once: the connections go back to the pool then.
+    """
+
+    def __init__(self, db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int | None = None) -> None:
+        self._pool = db.connection.connection_pool
+        self._timeout_ms = timeout_ms
+        self._state = [_Job(db.select_graph(name), plan) for name, plan in jobs]
+        self._closed = False
+        try:
+            for job in self._state:
+                _advance(self._pool, job, None, first=True, timeout_ms=timeout_ms)
+        except BaseException:
+            self._close()
+            raise
+
+    @classmethod
+    def empty(cls) -> Interleaved:
+        """Nothing to run (no connection is taken)."""
+        out = cls.__new__(cls)
+        out._pool, out._timeout_ms, out._state, out._closed = None, None, [], False
+        return out
+
+    def results(self) -> list[Any]:
+        """Every job's result (or exception), in the order of the jobs."""
+        if self._closed:
+            raise RuntimeError("the results of these plans were already taken")
+        try:
+            while True:
+                waiting = [job for job in self._state if job.sent]
+                if not waiting:
+                    break
+                # the first reply that is ready, else wait for the oldest query
+                job = next((j for j in waiting if j.connection.can_read(timeout=0)), waiting[0])
+                job.sent = False
+                try:
+                    response = job.connection.read_response()
+                    rows = replies.result_rows(job.graph, response)
+                except ResponseError as exc:
+                    if not _missing_graph(exc):
+                        _fail(job, exc)
+                        continue
+                    rows = []
+                except Exception as exc:  # connection lost: this job fails, the others go on
+                    job.connection.disconnect()
                     _fail(job, exc)
                     continue
-                rows = []
-            except Exception as exc:  # connection lost: this job fails, the others go on
-                job.connection.disconnect()
-                _fail(job, exc)
-                continue
-            _advance(pool, job, rows, first=False, timeout_ms=timeout_ms)
-    finally:
-        for job in state:
+                _advance(self._pool, job, rows, first=False, timeout_ms=self._timeout_ms)
+        finally:
+            self._close()
+        return [job.result for job in self._state]
+
+    def discard(self) -> None:
+        """Give up on the results (their connections are dropped, not reused)."""
+        if not self._closed:
+            self._close()
+
+    def _close(self) -> None:
+        self._closed = True
+        for job in self._state:
             if job.connection is not None:
-                if job.sent:  # interrupted with a reply unread: the connection is not reusable
+                if job.sent:  # a reply left unread: the connection is not reusable
                     job.connection.disconnect()
-                pool.release(job.connection)
+                    job.sent = False
+                self._pool.release(job.connection)
+                job.connection = None
             if not job.done:
                 job.plan.close()
-    return [job.result for job in state]
 
 
 def _fail(job: _Job, exc: BaseException) -> None:
