@@ -1,0 +1,119 @@
+"""Plans run interleaved on one thread, the stream's early reads, and retrieved nodes built without revalidation."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from llama_consciousness.errors import StorageError
+from llama_consciousness.ingestion import demo_memory_file
+from llama_consciousness.postprocessors import default_postprocessors
+from llama_consciousness.postprocessors.pipeline import complete_stream
+from llama_consciousness.postprocessors.tiers import ActivationTierPostprocessor
+from llama_consciousness.postprocessors.traversal_paths import TraversalPathPostprocessor
+from llama_consciousness.schema import ConsciousnessNode, MemoryNode, RetrievalIntention
+from llama_consciousness.storage import replies
+from llama_consciousness.storage.interleaved import Interleaved, run_interleaved
+from llama_consciousness.storage.level_store import Query, retrieved_node
+
+
+def _memory(node_id: str) -> MemoryNode:
+    return MemoryNode(node_id=node_id, level="N2", node_type="Memory", name=node_id, description=f"about {node_id}",
+                      energy=0.5, confidence=0.7, emotion_vector={"curiosity": 0.6})
+
+
+def _two_step(value: str):
+    first = yield Query("RETURN $v", {"v": value}, read_only=True)
+    second = yield Query("RETURN $v + '!'", {"v": first[0][0]}, read_only=True)
+    return second[0][0]
+
+
+def _bad():
+    yield Query("RETURN nosuchfunction(1)", read_only=True)
+    return "never"
+
+
+def test_plans_run_side_by_side_with_their_results_in_order(memory, fresh_graph) -> None:
+    a, b = fresh_graph(), fresh_graph()
+    a.upsert([_memory("m1")])
+    jobs = [(a.plans.graph, _two_step("x")), (b.plans.graph, _bad()), (a.plans.graph, a.plans.get_nodes(["m1"])),
+            (f"never_{uuid.uuid4().hex[:8]}", b.plans.get_nodes(["m1"]))]
+    first, failed, nodes, missing = run_interleaved(memory.db, jobs, timeout_ms=5000)
+    assert first == "x!"  # the second query saw the first's rows
+    assert isinstance(failed, StorageError) and "nosuchfunction" in str(failed).lower()
+    assert [n.node_id for n in nodes] == ["m1"]
+    assert missing == []  # a graph never written reads as empty, as in LevelGraphStore
+    # every connection went back to the pool in a reusable state
+    assert run_interleaved(memory.db, [(a.plans.graph, _two_step("y"))]) == ["y!"]
+
+
+def test_interleaved_halves_and_discard(memory, fresh_graph) -> None:
+    a = fresh_graph()
+    running = Interleaved(memory.db, [(a.plans.graph, _two_step("p"))])
+    assert running.results() == ["p!"]
+    with pytest.raises(RuntimeError):
+        running.results()
+    dropped = Interleaved(memory.db, [(a.plans.graph, _two_step("q"))])
+    dropped.discard()  # the unread reply's connection is dropped, not reused
+    assert run_interleaved(memory.db, [(a.plans.graph, _two_step("r"))]) == ["r!"]
+    assert Interleaved.empty().results() == []
+
+
+def test_retrieved_node_equals_a_validated_one() -> None:
+    node = _memory("m2").model_copy(update={"embedding": [0.1, 0.2]})
+    fast = retrieved_node(node, "N2_vector", 0.25)
+    slow = ConsciousnessNode.model_validate({**node.model_dump(exclude={"embedding"}),
+                                             "retrieval_source": "N2_vector", "relevance_score": 0.25})
+    assert type(fast) is ConsciousnessNode and fast == slow
+    assert fast.embedding is None and fast.model_dump() == slow.model_dump()
+
+    class Richer(MemoryNode):
+        note: str = "x"
+
+    rich = Richer(**_memory("m3").model_dump())
+    assert retrieved_node(rich, "N2_graph", 0.5).relevance_score == 0.5  # subclasses are validated instead
+
+
+def test_keeps_nodes_answers_what_the_step_will_do() -> None:
+    tiers = ActivationTierPostprocessor()
+    limit = tiers.focus + tiers.peripheral + tiers.background
+    assert tiers.keeps_nodes([object()] * limit) and not tiers.keeps_nodes([object()] * (limit + 1))
+    assert not ActivationTierPostprocessor(drop_background=True).keeps_nodes([])
+
+
+def test_stream_reads_the_neighbourhood_early_and_once(memory, monkeypatch) -> None:
+    memory.ingest(demo_memory_file())
+    intention = RetrievalIntention(query_text="FalkorDB capabilities and the team", citizen_id="ada",
+                                   query_levels=["N1", "N2"])
+    retriever = memory.retriever("ada")
+    stream, nodes = retriever._retrieve_both(intention)
+    steps = default_postprocessors(memory)
+    traversal = next(s for s in steps if isinstance(s, TraversalPathPostprocessor))
+    expected = traversal.model_copy().build_graph(nodes)  # a fresh copy reads on its own
+
+    calls: list[str] = []
+    prefetch = TraversalPathPostprocessor.prefetch
+
+    def spy(self, nodes, intention=None):
+        calls.append("prefetch")
+        return prefetch(self, nodes, intention)
+
+    sent: list[str] = []
+    command = replies.command
+
+    def count(graph, text, read_only, timeout_ms):
+        if "min_links" in text:
+            sent.append(text)
+        return command(graph, text, read_only, timeout_ms)
+
+    monkeypatch.setattr(TraversalPathPostprocessor, "prefetch", spy)
+    monkeypatch.setattr(replies, "command", count)
+    full, _ = complete_stream(stream, [n.model_copy(deep=True) for n in nodes], intention, steps)
+    assert calls == ["prefetch"]
+    levels = {n.node.metadata["level"] for n in nodes}
+    assert len(sent) == len(levels)  # connectors read once per level: the prefetch was collected
+    assert traversal._pending is None
+    got = full.traversal_graph
+    assert {n.node_id for n in got.nodes} == {n.node_id for n in expected.nodes}
+    assert {e.edge_id for e in got.edges} == {e.edge_id for e in expected.edges}
