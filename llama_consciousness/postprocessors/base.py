@@ -23,29 +23,33 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessStream, MemoryNode
 
 _MEMORY_FIELDS = set(MemoryNode.model_fields) - {"embedding"}
+_FIELD_ORDER = tuple(sorted(_MEMORY_FIELDS))
 
 
 # Postprocessors of one stream read the same nodes' memories several times;
 # validation is most of that cost.  Remembered per node object, and reused
-# only while the node's memory fields are unchanged.
-_PARSED: dict[int, tuple[Any, dict[str, Any], MemoryNode]] = {}
+# only while the node's memory fields (and text and id) are unchanged.
+_PARSED: dict[int, tuple[Any, tuple[Any, ...], MemoryNode]] = {}
 _PARSED_MAX = 4096
 
 
 def memory_of(node: NodeWithScore) -> MemoryNode:
     """The memory a retrieved node carries (from its metadata)."""
-    meta = node.node.metadata
-    data = {k: meta[k] for k in _MEMORY_FIELDS if k in meta and meta[k] is not None}
-    data.setdefault("node_id", meta.get("node_id", node.node.node_id))
-    data.setdefault("description", node.node.get_content(metadata_mode="none"))
-    known = _PARSED.get(id(node.node))
-    if known is not None and known[0]() is node.node and known[1] == data:
+    text_node = node.node
+    meta = text_node.metadata
+    # the fields as one tuple, read at C speed: comparing it is the whole cost of a repeat visit
+    seen = (tuple(map(meta.get, _FIELD_ORDER)), text_node.node_id, getattr(text_node, "text", None))
+    known = _PARSED.get(id(text_node))
+    if known is not None and known[0]() is text_node and known[1] == seen:
         return known[2].model_copy()
+    data = {k: v for k, v in zip(_FIELD_ORDER, seen[0]) if v is not None}
+    data.setdefault("node_id", meta.get("node_id", text_node.node_id))
+    data.setdefault("description", text_node.get_content(metadata_mode="none"))
     memory = MemoryNode.model_validate(data)
     if len(_PARSED) >= _PARSED_MAX:
         _PARSED.clear()
     try:
-        _PARSED[id(node.node)] = (weakref.ref(node.node), data, memory)
+        _PARSED[id(text_node)] = (weakref.ref(text_node), seen, memory)
     except TypeError:  # a node class without weak references is simply not remembered
         pass
     return memory.model_copy()
@@ -53,13 +57,11 @@ def memory_of(node: NodeWithScore) -> MemoryNode:
 
 def consciousness_node_of(node: NodeWithScore) -> ConsciousnessNode:
     """The spec's retrieved node: the memory plus source and relevance."""
+    from llama_consciousness.storage.level_store import retrieved_node
+
     meta = node.node.metadata
-    data = memory_of(node).model_dump(exclude={"embedding"})
-    return ConsciousnessNode(
-        **data,
-        retrieval_source=str(meta.get("retrieval_source", "unknown")),
-        relevance_score=float(node.score if node.score is not None else meta.get("relevance_score", 0.0)),
-    )
+    return retrieved_node(memory_of(node), str(meta.get("retrieval_source", "unknown")),
+                          float(node.score if node.score is not None else meta.get("relevance_score", 0.0)))
 
 
 def query_text(query_bundle: QueryBundle | None) -> str:
