@@ -650,3 +650,43 @@ def test_postprocessor_fields_are_validated(memory):
         TraversalPathPostprocessor(memory=memory, temporal_mode="point_in_time")
     assert TraversalPathPostprocessor(memory=memory, temporal_mode="full_history").temporal_mode == "full_history"
     assert "memory" not in TraversalPathPostprocessor(memory=memory).model_dump()
+
+
+def test_pair_similarities_equal_the_cosine_of_the_stored_vectors(memory, citizen, pipeline_story):
+    from llama_consciousness.storage.neighbourhood import pair_similarities
+    from llama_consciousness.scoring.traversal import _vector_cosine, coherence_of_similarities
+
+    store = memory.level("N1", citizen)
+    vectors = store._run(embeddings(store.plans, ["problem", "evidence", "conclusion"]))
+    found = store._run(pair_similarities(store.plans, [("problem", "evidence"), ("evidence", "conclusion"),
+                                                       ("problem", "missing")]))
+    assert set(found) == {("problem", "evidence"), ("evidence", "conclusion")}  # a missing memory: absent
+    for (a, b), cos in found.items():
+        assert cos == pytest.approx(_vector_cosine(vectors[a], vectors[b]), abs=1e-5)
+    # the path's coherence is the vectors' coherence
+    path = [vectors["problem"], vectors["evidence"], vectors["conclusion"]]
+    assert coherence_of_similarities(list(found.values())) == pytest.approx(semantic_coherence(path), abs=1e-5)
+
+
+def test_coherence_of_similarities_edge_cases():
+    from llama_consciousness.scoring.traversal import coherence_of_similarities
+
+    assert coherence_of_similarities([]) == 1.0
+    assert coherence_of_similarities([None, float("nan")]) == 0.5  # no usable pair: neutral
+    assert coherence_of_similarities([1.0, -0.4]) == pytest.approx(0.5)  # clamped to [0, 1] first
+    assert coherence_of_similarities([0.8, None]) == pytest.approx(0.65)
+
+
+def test_path_coherence_comes_from_the_stored_vectors(memory, citizen, pipeline_story):
+    _, nodes = pipeline_story
+    pp = TraversalPathPostprocessor(memory=memory)
+    pp.postprocess_nodes(nodes)
+    paths = pp.last_graph.suggested_paths
+    assert paths
+    store = memory.level("N1", citizen)
+    ids = {g.split(":", 1)[1] for p in paths for g in p.path_nodes}
+    vectors = store._run(embeddings(store.plans, sorted(ids)))
+    for p in paths:
+        expected = semantic_coherence([vectors.get(g.split(":", 1)[1]) for g in p.path_nodes])
+        assert p.semantic_coherence == pytest.approx(expected, abs=1e-5)
+    assert any(p.semantic_coherence != 0.5 for p in paths)

@@ -73,11 +73,11 @@ from llama_consciousness.scoring.traversal import (
     generate_traversal_paths,
     graph_density,
     hub_nodes,
-    semantic_coherence,
+    coherence_of_similarities,
     traversal_band,
 )
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.neighbourhood import embeddings as embeddings_plan
+from llama_consciousness.storage.neighbourhood import pair_similarities
 from llama_consciousness.storage.neighbourhood import neighbourhood
 from llama_consciousness.storage.interleaved import Interleaved, run_interleaved
 from llama_consciousness.temporal import TemporalWindow
@@ -119,7 +119,7 @@ class _Memo:
     at: float
     connectors: list[tuple[str, Optional[str], MemoryNode]]
     relationships: list[tuple[str, Any]]
-    vectors: dict[str, Optional[list[float]]]
+    similarities: dict[tuple[str, str], Optional[float]]
 
 
 class TraversalPathPostprocessor(StreamPostprocessor):
@@ -469,23 +469,29 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         )
 
     def _with_coherence(self, paths: list[TraversalPath], members: dict[str, _Member]) -> list[TraversalPath]:
-        """Semantic coherence from the embeddings stored in FalkorDB (pgvector levels: neutral)."""
+        """Semantic coherence from the embeddings stored in FalkorDB (pgvector levels: neutral).
+
+        The cosine of each step is computed by the server, where the vectors
+        are (``neighbourhood.pair_similarities``); steps read by an earlier
+        run on the same nodes are reused (see ``_neighbourhoods``).
+        """
         if not paths:
             return paths
-        wanted: dict[tuple[str, Optional[str]], list[_Member]] = {}
-        for gid in dict.fromkeys(g for p in paths for g in p.path_nodes):
-            m = members.get(gid)
-            if m is not None and self._vectors_in_falkordb(m.level):
-                wanted.setdefault((m.level, m.citizen_id), []).append(m)
-        # embeddings read by an earlier run on the same nodes are reused (see _neighbourhoods)
-        vectors: dict[str, Optional[list[float]]] = self._memo.vectors if self._memo is not None else {}
-        todo = {key: [m for m in group if m.gid not in vectors] for key, group in wanted.items()}
-        todo = {key: group for key, group in todo.items() if group}
-
+        known: dict[tuple[str, str], Optional[float]] = self._memo.similarities if self._memo is not None else {}
+        wanted: dict[tuple[str, Optional[str]], list[tuple[str, str]]] = {}
+        for p in paths:
+            for a, b in zip(p.path_nodes, p.path_nodes[1:]):
+                ma, mb = members.get(a), members.get(b)
+                if (a, b) in known or ma is None or mb is None:
+                    continue
+                if (ma.level, ma.citizen_id) != (mb.level, mb.citizen_id) or not self._vectors_in_falkordb(ma.level):
+                    known[(a, b)] = None  # vectors in two graphs, or not in FalkorDB: neutral
+                    continue
+                wanted.setdefault((ma.level, ma.citizen_id), []).append((a, b))
         keys: list[tuple[str, Optional[str]]] = []
         jobs: list[tuple[str, Any]] = []
         db = None
-        for key, group in todo.items():
+        for key, steps in wanted.items():
             try:
                 store = self.memory.level(*key)
             except Exception as exc:
@@ -493,14 +499,16 @@ class TraversalPathPostprocessor(StreamPostprocessor):
                 continue
             db = store.db
             keys.append(key)
-            jobs.append((store.plans.graph, embeddings_plan(store.plans, [m.memory.node_id for m in group])))
+            jobs.append((store.plans.graph, pair_similarities(
+                store.plans, [(members[a].memory.node_id, members[b].memory.node_id) for a, b in steps])))
         for key, found in zip(keys, run_interleaved(db, jobs) if jobs else []):
             if isinstance(found, BaseException):
                 logger.warning("traversal graph: embeddings of %s unavailable: %s", key[0], found)
                 continue
-            for m in todo[key]:
-                vectors[m.gid] = found.get(m.memory.node_id)
-        return [p.model_copy(update={"semantic_coherence": semantic_coherence([vectors.get(g) for g in p.path_nodes])})
+            for a, b in wanted[key]:
+                known[(a, b)] = found.get((members[a].memory.node_id, members[b].memory.node_id))
+        return [p.model_copy(update={"semantic_coherence": coherence_of_similarities(
+                    [known.get(step) for step in zip(p.path_nodes, p.path_nodes[1:])])})
                 for p in paths]
 
     def _vectors_in_falkordb(self, level: str) -> bool:

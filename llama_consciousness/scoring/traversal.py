@@ -363,10 +363,19 @@ def semantic_coherence(vectors: Sequence[Sequence[float] | None]) -> float:
     """
     if len(vectors) < 2:
         return 1.0
-    scores = []
-    for a, b in zip(vectors, vectors[1:]):
-        cos = _vector_cosine(a, b)
-        scores.append(NEUTRAL if cos is None else max(0.0, min(1.0, cos)))
+    return coherence_of_similarities([_vector_cosine(a, b) for a, b in zip(vectors, vectors[1:])])
+
+
+def coherence_of_similarities(similarities: Sequence[float | None]) -> float:
+    """``semantic_coherence`` from the cosines of the consecutive pairs themselves.
+
+    For cosines computed where the vectors live (the graph server), so that
+    the vectors need not travel: None (or NaN) is a pair without two usable
+    vectors and counts as the neutral 0.5; no pair at all is 1.0.
+    """
+    if not similarities:
+        return 1.0
+    scores = [NEUTRAL if cos is None or not math.isfinite(cos) else max(0.0, min(1.0, cos)) for cos in similarities]
     return max(0.0, min(1.0, sum(scores) / len(scores)))
 
 

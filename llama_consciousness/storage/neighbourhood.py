@@ -22,7 +22,7 @@ from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import EDGE_TYPE, NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query
 from llama_consciousness.temporal import cypher_predicate
 
-__all__ = ["Connector", "Neighbourhood", "connectors", "embeddings", "neighbourhood"]
+__all__ = ["Connector", "Neighbourhood", "connectors", "embeddings", "neighbourhood", "pair_similarities"]
 
 _NODE = records.projection("c", records.NODE_READ_PROPS)
 MAX_CONNECTORS = 1000
@@ -121,6 +121,26 @@ def embeddings(plans: LevelPlans, node_ids: Sequence[str]) -> Plan:
         read_only=True,
     )
     return {node_id: _floats(vector) for node_id, vector in rows if vector is not None}
+
+
+def pair_similarities(plans: LevelPlans, pairs: Sequence[tuple[str, str]]) -> Plan:
+    """``{(a, b): cosine}`` of the stored embeddings of memory pairs, computed on the server.
+
+    A path's coherence needs one number per step, not two vectors of a few
+    hundred floats each: the reply is a few bytes per pair.  A pair whose
+    memory or embedding is missing is absent (or None).
+    """
+    wanted = list(dict.fromkeys((str(a), str(b)) for a, b in pairs))
+    if not plans.store_vectors or not wanted:
+        return {}
+    rows = yield Query(
+        f"UNWIND $pairs AS pair MATCH (a:{NODE_LABEL} {{node_id: pair[0]}}) MATCH (b:{NODE_LABEL} {{node_id: pair[1]}}) "
+        f"WHERE a.{VECTOR_PROPERTY} IS NOT NULL AND b.{VECTOR_PROPERTY} IS NOT NULL "
+        f"RETURN pair[0], pair[1], 1.0 - vec.cosineDistance(a.{VECTOR_PROPERTY}, b.{VECTOR_PROPERTY})",
+        {"pairs": [list(pair) for pair in wanted]},
+        read_only=True,
+    )
+    return {(a, b): (None if cos is None else float(cos)) for a, b, cos in rows}
 
 
 def _floats(vector: Any) -> list[float]:
