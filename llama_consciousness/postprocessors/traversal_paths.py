@@ -304,7 +304,7 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         for node in nodes:
             meta = node.node.metadata
             try:
-                memory = memory_of(node)
+                memory = memory_of(node, copy=False)  # read only
             except ValidationError:
                 logger.debug("node %s carries no memory; left out of the traversal graph", node.node.node_id)
                 continue
