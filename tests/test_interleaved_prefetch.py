@@ -100,17 +100,27 @@ def test_stream_reads_the_neighbourhood_early_and_once(memory, monkeypatch) -> N
         return prefetch(self, nodes, intention)
 
     sent: list[str] = []
+    linked: list[str] = []
     command = replies.command
 
     def count(graph, text, read_only, timeout_ms):
         if "min_links" in text:
             sent.append(text)
+        if "r.relation_type = $type" in text:
+            linked.append(text)
         return command(graph, text, read_only, timeout_ms)
 
     monkeypatch.setattr(TraversalPathPostprocessor, "prefetch", spy)
     monkeypatch.setattr(replies, "command", count)
-    full, _ = complete_stream(stream, [n.model_copy(deep=True) for n in nodes], intention, steps)
+    full, full_nodes = complete_stream(stream, [n.model_copy(deep=True) for n in nodes], intention, steps)
     assert calls == ["prefetch"]
+    constellation = steps[-1]
+    assert len(linked) == 4 and constellation._pending is None  # 2 relations x 2 directions, asked once
+    reference = constellation.model_copy()
+    reference._pending = None
+    again = reference.build(list(full_nodes))
+    assert again.primary == constellation.last_constellation.primary
+    assert [m.node_id for m in again.supporting] == [m.node_id for m in constellation.last_constellation.supporting]
     levels = {n.node.metadata["level"] for n in nodes}
     assert len(sent) == len(levels)  # connectors read once per level: the prefetch was collected
     assert traversal._pending is None

@@ -29,6 +29,7 @@ last run is :attr:`last_constellation` (and :meth:`build` returns it).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Optional
 
@@ -41,6 +42,7 @@ from llama_consciousness.postprocessors.base import StreamPostprocessor
 from llama_consciousness.schema import ConsciousnessStream
 from llama_consciousness.schema.constellation import ConstellationMember, MemoryConstellation
 from llama_consciousness.storage.filters import MemoryFilter
+from llama_consciousness.storage.interleaved import Interleaved
 from llama_consciousness.storage.level_store import AsyncLevelGraphStore, Plan
 from llama_consciousness.storage.links import LinkedMemory, linked_memories
 from llama_consciousness.temporal import TemporalWindow
@@ -106,6 +108,7 @@ class ConstellationPostprocessor(StreamPostprocessor):
 
     _last_constellation: Optional[MemoryConstellation] = PrivateAttr(default=None)
     _last_ids: Optional[tuple[str, ...]] = PrivateAttr(default=None)
+    _pending: Optional[tuple[tuple, Interleaved]] = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -196,12 +199,51 @@ class ConstellationPostprocessor(StreamPostprocessor):
 
     # -- entry points ---------------------------------------------------------------
 
+    def prefetch(self, nodes: list[NodeWithScore], intention: Any = None) -> None:
+        """Start the lookup ``postprocess_nodes`` will make for ``nodes`` (``complete_stream`` calls this).
+
+        The next :meth:`build` on the same nodes (in the same order) reads
+        the reply instead of asking again; any other build asks afresh.
+        """
+        self.discard_prefetch()
+        if not nodes:
+            return
+        try:
+            plan = self._plan(nodes, None)
+            if plan is None:
+                return
+            level, citizen, _ = _key_of(nodes[0])
+            store = self.memory.level(level, citizen)
+            self._pending = (self._prefetch_key(nodes, None), Interleaved(store.db, [(store.plans.graph, plan)]))
+        except Exception as exc:  # the build asks (and reports) again
+            logger.debug("constellation: prefetch failed: %s", exc)
+
+    def discard_prefetch(self) -> None:
+        """Drop a lookup started by :meth:`prefetch` that no build collected."""
+        if self._pending is not None:
+            self._pending[1].discard()
+            self._pending = None
+
+    def _prefetch_key(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow]) -> tuple:
+        effective = window or self.temporal_window
+        when = None if effective is None else (effective.mode, effective.as_of_time, effective.time_range_start,
+                                               effective.time_range_end)
+        return tuple(map(_key_of, nodes)), when
+
     def build(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow] = None) -> MemoryConstellation:
         """The constellation of ``nodes`` (roles are written on them); also kept as ``last_constellation``."""
+        pending, self._pending = self._pending, None
+        if pending is not None and (not nodes or pending[0] != self._prefetch_key(nodes, window)):
+            pending[1].discard()
+            pending = None
         if not nodes:
             return self._remember(nodes, MemoryConstellation())
-        plan = self._plan(nodes, window)
         linked: dict[str, list[LinkedMemory]] = {}
+        if pending is not None:
+            found = pending[1].results()[0]
+            linked = self._failed(nodes, found) if isinstance(found, BaseException) else found
+            return self._remember(nodes, self._assemble(nodes, linked))
+        plan = self._plan(nodes, window)
         if plan is not None:
             level, citizen, _ = _key_of(nodes[0])
             try:
@@ -212,10 +254,18 @@ class ConstellationPostprocessor(StreamPostprocessor):
 
     async def abuild(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow] = None) -> MemoryConstellation:
         """:meth:`build` on the asyncio FalkorDB client."""
+        pending, self._pending = self._pending, None
+        if pending is not None and (not nodes or pending[0] != self._prefetch_key(nodes, window)):
+            pending[1].discard()
+            pending = None
         if not nodes:
             return self._remember(nodes, MemoryConstellation())
-        plan = self._plan(nodes, window)
         linked: dict[str, list[LinkedMemory]] = {}
+        if pending is not None:  # a prefetch's reply, read off the event loop
+            found = (await asyncio.to_thread(pending[1].results))[0]
+            linked = self._failed(nodes, found) if isinstance(found, BaseException) else found
+            return self._remember(nodes, self._assemble(nodes, linked))
+        plan = self._plan(nodes, window)
         if plan is not None:
             level, citizen, _ = _key_of(nodes[0])
             try:
