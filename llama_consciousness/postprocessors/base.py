@@ -93,3 +93,7 @@ class StreamPostprocessor(BaseNodePostprocessor):
         steps that keep the nodes; the default (False) is the safe answer.
         """
         return False
+
+    def keeps_order(self, nodes: list[NodeWithScore]) -> bool:
+        """Whether the nodes ``postprocess_nodes`` keeps stay in their order (a ranker reorders)."""
+        return False

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -117,6 +117,9 @@ class ConstellationPostprocessor(StreamPostprocessor):
     def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
         return True
 
+    def keeps_order(self, nodes: list[Any]) -> bool:
+        return True
+
     @property
     def last_constellation(self) -> Optional[MemoryConstellation]:
         """The constellation of the last run (None before the first)."""
@@ -198,6 +201,8 @@ class ConstellationPostprocessor(StreamPostprocessor):
         return {}
 
     # -- entry points ---------------------------------------------------------------
+
+    prefetch_needs_order: ClassVar[bool] = True  # the lookup is about the top memory
 
     def prefetch(self, nodes: list[NodeWithScore], intention: Any = None) -> None:
         """Start the lookup ``postprocess_nodes`` will make for ``nodes`` (``complete_stream`` calls this).

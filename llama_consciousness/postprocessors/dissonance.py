@@ -84,6 +84,9 @@ class TemporalDissonancePostprocessor(StreamPostprocessor):
     def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
         return True
 
+    def keeps_order(self, nodes: list[Any]) -> bool:
+        return True
+
     @property
     def last_dissonances(self) -> list[TemporalDissonance]:
         """The dissonances found by the last run (postprocess or extend_stream)."""

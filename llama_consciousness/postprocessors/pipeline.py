@@ -93,16 +93,24 @@ async def acomplete_stream(
 
 def _prefetch(postprocessors: Sequence[StreamPostprocessor], done: int, nodes: list[NodeWithScore], intention: Any,
               started: set[int]) -> None:
-    """Start the reads of later steps that will see exactly ``nodes`` (steps up to ``done`` have run)."""
+    """Start the reads of later steps that will see exactly ``nodes`` (steps up to ``done`` have run).
+
+    A step whose reads depend on the order of the nodes (``prefetch_needs_order``,
+    e.g. the constellation of the top memory) waits until no earlier step
+    will reorder them.
+    """
+    in_order = True
     for j in range(done + 1, len(postprocessors)):
         step = postprocessors[j]
         prefetch = getattr(step, "prefetch", None)
-        if prefetch is not None and j not in started:
+        if prefetch is not None and j not in started and (in_order or not getattr(step, "prefetch_needs_order", False)):
             started.add(j)
             prefetch(nodes, intention)
         keeps = getattr(step, "keeps_nodes", None)
         if keeps is None or not keeps(nodes):
             return  # past a step that may drop nodes, later steps' nodes are not known yet
+        keeps_order = getattr(step, "keeps_order", None)
+        in_order = in_order and keeps_order is not None and keeps_order(nodes)
 
 
 def _discard(postprocessors: Sequence[StreamPostprocessor]) -> None:

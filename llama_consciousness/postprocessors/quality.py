@@ -108,6 +108,9 @@ class MetadataQualityPostprocessor(StreamPostprocessor):
     def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
         return not self.drop_invalid
 
+    def keeps_order(self, nodes: list[Any]) -> bool:
+        return True
+
     @property
     def last_report(self) -> Optional[MetadataValidationReport]:
         """The report of the last run (None before the first)."""

@@ -59,6 +59,9 @@ class ActivationTierPostprocessor(StreamPostprocessor):
     def keeps_nodes(self, nodes: list[Any]) -> bool:
         return not self.drop_background and len(nodes) <= self.focus + self.peripheral + self.background
 
+    def keeps_order(self, nodes: list[Any]) -> bool:
+        return True
+
     def tiers(self, nodes: list[Any]) -> dict[str, list[Any]]:
         """``nodes`` (ranked) split into the tiers; nodes past the last tier are in none."""
         return activation_tiers(nodes, self.focus, self.peripheral, self.background)

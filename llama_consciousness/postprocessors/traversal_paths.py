@@ -163,6 +163,9 @@ class TraversalPathPostprocessor(StreamPostprocessor):
     def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
         return True
 
+    def keeps_order(self, nodes: list[Any]) -> bool:
+        return True
+
     @property
     def last_graph(self) -> Optional[TraversalGraph]:
         """The traversal graph of the last run (postprocess or extend_stream)."""
