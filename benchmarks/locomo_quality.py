@@ -82,6 +82,10 @@ from locomo_data import (  # noqa: E402
 
 from llama_consciousness.storage.channels import QUERY_STOP, keyword_terms  # noqa: E402
 
+# The short stop list of the package's first full-text channel, kept as a variant to compare against QUERY_STOP.
+SHORT_STOP = frozenset("a an and are as at be by for from has have how i in is it of on or that the to was were what "
+                       "when where which who why with you".split())
+
 TOP_K = 20
 LEVELS = ["N1"]
 
@@ -449,11 +453,9 @@ def variants() -> dict[str, tuple[str, Callable[[], Ranker]]]:
         "keyword-bm25 nonorm": ("same, no length normalisation",
                                 lambda: six_way(RetrievalConfig(channels=("keyword",)), patch=patch_keyword(avgdl=None))),
     }
-    from llama_consciousness.storage.channels import _FT_STOP
-
-    out["keyword-bm25 nonorm ft-stop"] = ("patched keyword, no length norm, the package's short stop list",
+    out["keyword-bm25 nonorm ft-stop"] = ("patched keyword, no length norm, a short full-text stop list",
                                           lambda: six_way(RetrievalConfig(channels=("keyword",)),
-                                                          patch=patch_keyword(avgdl=None, stop=_FT_STOP)))
+                                                          patch=patch_keyword(avgdl=None, stop=SHORT_STOP)))
     for b in (0.3, 0.5):
         out[f"keyword-bm25 b{b}"] = (f"patched keyword channel alone, b={b}",
                                      lambda b=b: six_way(RetrievalConfig(channels=("keyword",)), patch=patch_keyword(b=b)))

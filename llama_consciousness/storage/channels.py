@@ -30,9 +30,6 @@ from llama_consciousness.temporal import cypher_predicate
 MAX_DEPTH = 4
 _NODE = records.projection("c", records.NODE_READ_PROPS)
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
-# Full-text stop words: RediSearch drops them itself, but an all-stop-word
-# query would then be empty and raise.
-_FT_STOP = frozenset("a an and are as at be by for from has have how i in is it of on or that the to was were what when where which who why with you".split())
 
 
 @dataclass(frozen=True)
@@ -52,23 +49,6 @@ class KeywordHit:
     node: MemoryNode
     rank: int
     score: float
-
-
-def fulltext_query(text: str, max_terms: int = 24) -> str | None:
-    """User text as a safe RediSearch query: words OR-ed, no operators.
-
-    The text is a bound parameter, so it cannot change the Cypher; but
-    RediSearch has its own syntax (``|``, ``-``, ``@``, quotes...), and a
-    stray character would be a syntax error.  Only word characters survive.
-    """
-    words = []
-    for word in _WORD.findall(text.lower()):
-        word = word.replace("'", "").replace("’", "")
-        if word and word not in _FT_STOP and word not in words:
-            words.append(word)
-        if len(words) >= max_terms:
-            break
-    return "|".join(words) if words else None
 
 
 def ensure_fulltext(plans: LevelPlans) -> Plan:
