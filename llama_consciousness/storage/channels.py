@@ -208,6 +208,28 @@ def keyword_search(plans: LevelPlans, text: str, k: int, memory_filter: MemoryFi
             for rank, (props, score) in enumerate(rows, start=1)]
 
 
+def links_of_ids(link: str, *, where: str = "", end: str = "c", directed: bool = False) -> str:
+    """Cypher MATCH from the memories in ``$ids`` one link to ``end``, the link ``p`` visible by ``link``.
+
+    ``link`` is a predicate over ``r``; ``where`` adds conditions before it.
+    Two FalkorDB planner traps are avoided here, once for every caller:
+
+    * the memories are found by node_id first, with a WITH before the link
+      MATCH: otherwise the planner answers either step through the temporal
+      range indexes (a scan of every memory, or of links per memory, ten
+      times the cost);
+    * the link is tested through the path variable
+      (``all(r IN relationships(p) ...)``): a predicate on an undirected
+      ``(s)-[r]-(c)`` comparing an indexed property of ``r`` becomes an edge
+      index scan that returns only the outgoing direction.
+    """
+    arrow = "->" if directed else "-"
+    condition = f"{where} AND " if where else ""
+    return (f"MATCH (s:{NODE_LABEL}) WHERE s.node_id IN $ids WITH s "
+            f"MATCH p = (s)-[:{EDGE_TYPE}]{arrow}({end}:{NODE_LABEL}) "
+            f"WHERE {condition}all(r IN relationships(p) WHERE {link}) ")
+
+
 def neighbours(plans: LevelPlans, node_ids: Sequence[str], memory_filter: MemoryFilter, per_memory: int = 2) -> Plan:
     """``{node_id: [neighbour memories]}``: the memories one link away from each given one.
 
@@ -222,11 +244,8 @@ def neighbours(plans: LevelPlans, node_ids: Sequence[str], memory_filter: Memory
     pred = memory_filter.cypher("c", "fn_")
     link = cypher_predicate(memory_filter.window, "r", "fl_")
     rows = yield Query(
-        # by node_id first, links through a path variable (see relationships_among)
-        f"MATCH (s:{NODE_LABEL}) WHERE s.node_id IN $ids WITH s "
-        f"MATCH p = (s)-[:{EDGE_TYPE}]-(c:{NODE_LABEL}) "
-        f"WHERE NOT c.node_id IN $ids AND {pred.text} AND all(r IN relationships(p) WHERE {link.text}) "
-        "WITH s, c, head(relationships(p)) AS r "
+        links_of_ids(link.text, where=f"NOT c.node_id IN $ids AND {pred.text}")
+        + "WITH s, c, head(relationships(p)) AS r "
         "ORDER BY coalesce(r.energy, 0.0) DESC, coalesce(r.confidence, 0.0) DESC, c.node_id ASC "
         "WITH s, collect(DISTINCT c)[0..$per] AS near "
         f"UNWIND near AS c RETURN s.node_id, {_NODE}",
@@ -250,15 +269,8 @@ def relationships_among(plans: LevelPlans, node_ids: Sequence[str], memory_filte
         return []
     link = cypher_predicate(memory_filter.window, "r", "fr_")
     rows = yield Query(
-        # From the given memories by node_id, then their links: the WITH keeps
-        # the planner from answering either step through the temporal range
-        # indexes (an index scan of links per memory costs ten times more).
-        # The link is reached through a path variable: a predicate on ``r``
-        # itself is still turned into such a scan.
-        f"MATCH (s:{NODE_LABEL}) WHERE s.node_id IN $ids WITH s "
-        f"MATCH p = (s)-[:{EDGE_TYPE}]->(t:{NODE_LABEL}) "
-        f"WHERE t.node_id IN $ids AND all(r IN relationships(p) WHERE {link.text}) "
-        "WITH head(relationships(p)) AS r "
+        links_of_ids(link.text, where="t.node_id IN $ids", end="t", directed=True)
+        + "WITH head(relationships(p)) AS r "
         f"RETURN {records.projection('r', records.EDGE_READ_PROPS)}",
         {**link.params, "ids": list(node_ids)},
         read_only=True,

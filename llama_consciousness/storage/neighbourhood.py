@@ -17,9 +17,9 @@ from typing import Any
 
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage import records
-from llama_consciousness.storage.channels import relationships_among
+from llama_consciousness.storage.channels import links_of_ids, relationships_among
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.level_store import EDGE_TYPE, NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query
+from llama_consciousness.storage.level_store import NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query
 from llama_consciousness.temporal import cypher_predicate
 
 __all__ = ["Connector", "Neighbourhood", "connectors", "embeddings", "neighbourhood", "pair_similarities"]
@@ -65,20 +65,9 @@ def connectors(
         return []
     pred = memory_filter.cypher("c", "fc_")
     link = cypher_predicate(memory_filter.window, "r", "fr_")
-    # The link is reached through a path variable, as in ``channels.traverse``:
-    # FalkorDB answers nothing for the incoming direction of an undirected
-    # ``(s)-[r]-(c)`` whose WHERE compares an indexed property of ``r`` to a
-    # value (the edge range index on ``created_at``, used by the temporal
-    # predicate); ``all(r IN relationships(p) WHERE ...)`` is not rewritten
-    # into an index scan and sees both directions.
     rows = yield Query(
-        # Start from the retrieved memories by node_id (a WITH between the
-        # MATCHes), or the planner scans every memory through the temporal
-        # range indexes of `c`.
-        f"MATCH (s:{NODE_LABEL}) WHERE s.node_id IN $ids WITH s "
-        f"MATCH p = (s)-[:{EDGE_TYPE}]-(c:{NODE_LABEL}) "
-        f"WHERE all(r IN relationships(p) WHERE {link.text}) "
-        "WITH c, s, head(relationships(p)) AS r "
+        links_of_ids(link.text)
+        + "WITH c, s, head(relationships(p)) AS r "
         "WITH c, count(DISTINCT s) AS linked, sum(coalesce(r.energy, 0.0)) AS energy "
         # the connector's own tests (a property of c alone) on the few memories
         # linked often enough, not on every link walked: same answer, a
