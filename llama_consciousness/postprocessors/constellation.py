@@ -235,19 +235,27 @@ class ConstellationPostprocessor(StreamPostprocessor):
                                                effective.time_range_end)
         return tuple(map(_key_of, nodes)), when
 
+    def _claim_prefetch(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow]) -> Optional[Interleaved]:
+        """The lookup :meth:`prefetch` started for exactly these nodes and window (any other is dropped)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return None
+        if nodes and pending[0] == self._prefetch_key(nodes, window):
+            return pending[1]
+        pending[1].discard()
+        return None
+
+    def _received(self, nodes: list[NodeWithScore], found: Any) -> dict[str, list[LinkedMemory]]:
+        return self._failed(nodes, found) if isinstance(found, BaseException) else found
+
     def build(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow] = None) -> MemoryConstellation:
         """The constellation of ``nodes`` (roles are written on them); also kept as ``last_constellation``."""
-        pending, self._pending = self._pending, None
-        if pending is not None and (not nodes or pending[0] != self._prefetch_key(nodes, window)):
-            pending[1].discard()
-            pending = None
+        running = self._claim_prefetch(nodes, window)
         if not nodes:
             return self._remember(nodes, MemoryConstellation())
         linked: dict[str, list[LinkedMemory]] = {}
-        if pending is not None:
-            found = pending[1].results()[0]
-            linked = self._failed(nodes, found) if isinstance(found, BaseException) else found
-            return self._remember(nodes, self._assemble(nodes, linked))
+        if running is not None:
+            return self._remember(nodes, self._assemble(nodes, self._received(nodes, running.results()[0])))
         plan = self._plan(nodes, window)
         if plan is not None:
             level, citizen, _ = _key_of(nodes[0])
@@ -259,17 +267,13 @@ class ConstellationPostprocessor(StreamPostprocessor):
 
     async def abuild(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow] = None) -> MemoryConstellation:
         """:meth:`build` on the asyncio FalkorDB client."""
-        pending, self._pending = self._pending, None
-        if pending is not None and (not nodes or pending[0] != self._prefetch_key(nodes, window)):
-            pending[1].discard()
-            pending = None
+        running = self._claim_prefetch(nodes, window)
         if not nodes:
             return self._remember(nodes, MemoryConstellation())
         linked: dict[str, list[LinkedMemory]] = {}
-        if pending is not None:  # a prefetch's reply, read off the event loop
-            found = (await asyncio.to_thread(pending[1].results))[0]
-            linked = self._failed(nodes, found) if isinstance(found, BaseException) else found
-            return self._remember(nodes, self._assemble(nodes, linked))
+        if running is not None:  # a prefetch's reply, read off the event loop
+            found = (await asyncio.to_thread(running.results))[0]
+            return self._remember(nodes, self._assemble(nodes, self._received(nodes, found)))
         plan = self._plan(nodes, window)
         if plan is not None:
             level, citizen, _ = _key_of(nodes[0])
