@@ -53,7 +53,7 @@ import html
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -79,7 +79,7 @@ from llama_consciousness.scoring.traversal import (
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.neighbourhood import pair_similarities
 from llama_consciousness.storage.neighbourhood import neighbourhood
-from llama_consciousness.storage.interleaved import Interleaved, run_interleaved
+from llama_consciousness.storage.interleaved import Interleaved
 from llama_consciousness.temporal import TemporalWindow
 
 logger = logging.getLogger(__name__)
@@ -91,6 +91,11 @@ FOCUS_SIZE = 5
 PERIPHERAL_SIZE = 20
 TIERS = ("focus", "peripheral", "background")
 MEMO_TTL_S = 5.0
+
+
+def _unavailable(what: str, key: tuple[str, Optional[str]], exc: BaseException) -> None:
+    level, citizen = key
+    logger.warning("traversal graph: %s of %s%s unavailable: %s", what, level, f" ({citizen})" if citizen else "", exc)
 
 
 def graph_id(level: str, node_id: str) -> str:
@@ -392,39 +397,55 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         return groups
 
     def _start_fetch(self, groups: dict[tuple[str, Optional[str]], list[_Member]], window: TemporalWindow
-                     ) -> tuple[list, Interleaved]:
+                     ) -> tuple[list[tuple[str, Optional[str]]], Interleaved]:
         """Send the neighbourhood queries of every level graph (``_collect`` reads them)."""
         memory_filter = MemoryFilter(window, include_entities=True)
-        keys: list[tuple[str, Optional[str]]] = []
-        jobs: list[tuple[str, Any]] = []
-        db = None
-        for (level, citizen), group in groups.items():
-            try:
-                store = self.memory.level(level, citizen)
-            except Exception as exc:  # one level's failure leaves its memories unlinked, not the graph unbuilt
-                logger.warning("traversal graph: links of %s%s unavailable: %s", level,
-                               f" ({citizen})" if citizen else "", exc)
-                continue
-            db = store.db
-            keys.append((level, citizen))
-            jobs.append((store.plans.graph, neighbourhood(store.plans, [m.memory.node_id for m in group],
-                                                          memory_filter,
-                                                          self.max_connectors if self.include_connectors else 0)))
-        return keys, Interleaved(db, jobs) if jobs else Interleaved.empty()
+        connectors = self.max_connectors if self.include_connectors else 0
+        return self._level_jobs("links", {
+            key: (lambda plans, group=group: neighbourhood(plans, [m.memory.node_id for m in group], memory_filter,
+                                                          connectors))
+            for key, group in groups.items()})
 
-    @staticmethod
-    def _collect(keys: list[tuple[str, Optional[str]]], running: Interleaved
+    @classmethod
+    def _collect(cls, keys: list[tuple[str, Optional[str]]], running: Interleaved
                  ) -> tuple[list[tuple[str, Optional[str], MemoryNode]], list[tuple[str, Any]]]:
         found_connectors: list[tuple[str, Optional[str], MemoryNode]] = []
         found: list[tuple[str, Any]] = []
-        for (level, citizen), result in zip(keys, running.results()):
-            if isinstance(result, BaseException):
-                logger.warning("traversal graph: links of %s%s unavailable: %s", level,
-                               f" ({citizen})" if citizen else "", result)
-                continue
+        for (level, citizen), result in cls._answers("links", keys, running):
             found_connectors.extend((level, citizen, c.node) for c in result.connectors)
             found.extend((level, rel) for rel in result.relationships)
         return found_connectors, found
+
+    def _level_jobs(self, what: str, work: dict[tuple[str, Optional[str]], Callable[[Any], Any]]
+                    ) -> tuple[list[tuple[str, Optional[str]]], Interleaved]:
+        """Start ``work[(level, citizen)](plans)`` on every level graph at once.
+
+        A level whose store cannot be had is left out with a warning: its
+        memories stay unlinked (or neutral), the graph is still built.
+        """
+        keys: list[tuple[str, Optional[str]]] = []
+        jobs: list[tuple[str, Any]] = []
+        db = None
+        for key, make in work.items():
+            try:
+                store = self.memory.level(*key)
+            except Exception as exc:
+                _unavailable(what, key, exc)
+                continue
+            db = store.db
+            keys.append(key)
+            jobs.append((store.plans.graph, make(store.plans)))
+        return keys, Interleaved(db, jobs) if jobs else Interleaved.empty()
+
+    @staticmethod
+    def _answers(what: str, keys: list[tuple[str, Optional[str]]], running: Interleaved
+                 ) -> Iterator[tuple[tuple[str, Optional[str]], Any]]:
+        """``(level key, result)`` of the jobs that answered (the others are warned about)."""
+        for key, result in zip(keys, running.results()):
+            if isinstance(result, BaseException):
+                _unavailable(what, key, result)
+                continue
+            yield key, result
 
     @staticmethod
     def _edges(relationships: list[tuple[str, Any]], members: dict[str, _Member], goal: Optional[str],
@@ -491,23 +512,11 @@ class TraversalPathPostprocessor(StreamPostprocessor):
                     known[(a, b)] = None  # vectors in two graphs, or not in FalkorDB: neutral
                     continue
                 wanted.setdefault((ma.level, ma.citizen_id), []).append((a, b))
-        keys: list[tuple[str, Optional[str]]] = []
-        jobs: list[tuple[str, Any]] = []
-        db = None
-        for key, steps in wanted.items():
-            try:
-                store = self.memory.level(*key)
-            except Exception as exc:
-                logger.warning("traversal graph: embeddings of %s unavailable: %s", key[0], exc)
-                continue
-            db = store.db
-            keys.append(key)
-            jobs.append((store.plans.graph, pair_similarities(
-                store.plans, [(members[a].memory.node_id, members[b].memory.node_id) for a, b in steps])))
-        for key, found in zip(keys, run_interleaved(db, jobs) if jobs else []):
-            if isinstance(found, BaseException):
-                logger.warning("traversal graph: embeddings of %s unavailable: %s", key[0], found)
-                continue
+        keys, running = self._level_jobs("embeddings", {
+            key: (lambda plans, steps=steps: pair_similarities(
+                plans, [(members[a].memory.node_id, members[b].memory.node_id) for a, b in steps]))
+            for key, steps in wanted.items()})
+        for key, found in self._answers("embeddings", keys, running):
             for a, b in wanted[key]:
                 known[(a, b)] = found.get((members[a].memory.node_id, members[b].memory.node_id))
         return [p.model_copy(update={"semantic_coherence": coherence_of_similarities(
