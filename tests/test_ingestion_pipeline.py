@@ -644,12 +644,15 @@ def _portable(store) -> tuple[dict, dict]:
             {k: (s, t, strip(props)) for k, (s, t, props) in edges.items()})
 
 
-def test_small_chunks_write_what_one_chunk_writes(memory, tmp_path) -> None:
-    """Chunks are written two in flight (pure steps of the next beside the writer
-    of the previous): the graph must not depend on where the chunks fall."""
+@pytest.mark.parametrize("worker", ["off", "on"])
+def test_small_chunks_write_what_one_chunk_writes(memory, tmp_path, worker) -> None:
+    """Chunks are written with others in flight (pure steps of the next ones,
+    here or in the worker process, beside the writer of the previous): the
+    graph must not depend on where the chunks fall, nor on where they ran."""
     one, many = "c1" + uuid.uuid4().hex[:10], "c3" + uuid.uuid4().hex[:10]
     whole = memory.ingest(write_file(tmp_path / "one.jsonl", _chunking_records(one)), chunk_size=1000)
-    parts = memory.ingest(write_file(tmp_path / "many.jsonl", _chunking_records(many)), chunk_size=3)
+    parts = memory.ingest(write_file(tmp_path / "many.jsonl", _chunking_records(many)), chunk_size=3,
+                          worker=worker)
     for report in (whole, parts):
         assert (report.inserted, report.superseded, report.duplicates, report.relationships_inserted) == (11, 1, 1, 1)
         assert report.rejected == []
@@ -657,7 +660,8 @@ def test_small_chunks_write_what_one_chunk_writes(memory, tmp_path) -> None:
     assert memory.get_node("plan_v1", "N1", many).superseded_by == "plan_v2"
 
 
-def test_a_bad_record_in_a_later_chunk_stops_after_the_chunks_before_it(memory, tmp_path) -> None:
+@pytest.mark.parametrize("worker", ["off", "on"])
+def test_a_bad_record_in_a_later_chunk_stops_after_the_chunks_before_it(memory, tmp_path, worker) -> None:
     cit = "bad" + uuid.uuid4().hex[:10]
     records = [mem(f"ok_{i}", cit, f"Fine {i}", f"Reading {i} of the flow meter.", created_at=iso(T0))
                for i in range(6)]
@@ -665,12 +669,13 @@ def test_a_bad_record_in_a_later_chunk_stops_after_the_chunks_before_it(memory, 
     records += [mem(f"late_{i}", cit, f"Late {i}", f"Reading {i} after the fault.", created_at=iso(T0))
                 for i in range(3)]
     path = write_file(tmp_path / "bad.jsonl", records)
-    with pytest.raises(MemoryValidationError, match="energy"):
-        memory.ingest(path, chunk_size=3, duplicates="off")
+    with pytest.raises(MemoryValidationError, match="energy") as raised:
+        memory.ingest(path, chunk_size=3, duplicates="off", worker=worker)
+    assert (raised.value.item_id, raised.value.line) == ("broken", 7)
     # chunks 1 and 2 are written whole (the second was in flight when the third failed)
     ids = [r["node_id"] for r in records]
     assert {n.node_id for n in memory.get_nodes(ids, "N1", cit)} == {f"ok_{i}" for i in range(6)}
-    report = memory.ingest(path, chunk_size=3, duplicates="off", on_invalid="drop")
+    report = memory.ingest(path, chunk_size=3, duplicates="off", on_invalid="drop", worker=worker)
     assert report.inserted == 3 and report.unchanged == 6 and [r.item_id for r in report.rejected] == ["broken"]
 
 

@@ -13,6 +13,7 @@ record is rejected before any work is spent on it.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -44,7 +45,11 @@ class IngestOptions:
     (``raise``: all or nothing) or is skipped and reported (``skip``: the
     rest is ingested).  ``pii``, ``injection`` (``flag`` / ``quarantine`` /
     ``drop`` / ``off``), ``duplicates`` (``link`` / ``skip`` / ``off``),
-    ``entities`` and ``concepts`` switch the transforms.
+    ``entities`` and ``concepts`` switch the transforms.  ``worker``: run
+    the pure steps of all chunks after the first in a second process
+    (``ingestion.worker``) while this one writes; ``auto`` does so for
+    inputs of more than ``WORKER_THRESHOLD`` records, where the start of
+    the process (about a second of imports, beside the first chunk) pays.
     """
 
     on_invalid: Literal["raise", "drop"] = "raise"
@@ -57,6 +62,13 @@ class IngestOptions:
     concepts: bool = True
     batch_size: int = 500
     chunk_size: int = 1000
+    worker: Literal["auto", "on", "off"] = "auto"
+
+    def __post_init__(self) -> None:
+        if self.worker not in ("auto", "on", "off"):
+            raise ValueError(f"worker must be 'auto', 'on' or 'off', not {self.worker!r}")
+        if self.chunk_size < 1 or self.batch_size < 1:
+            raise ValueError("chunk_size and batch_size must be at least 1")
 
 
 def build_pipeline(memory: Any, options: IngestOptions | None = None) -> IngestionPipeline:
@@ -69,6 +81,11 @@ def build_pipeline(memory: Any, options: IngestOptions | None = None) -> Ingesti
 
 def _steps(memory: Any, o: IngestOptions) -> list[Any]:
     """The default steps, in order (see the module docstring)."""
+    return pure_steps(o) + _store_steps(memory, o)
+
+
+def pure_steps(o: IngestOptions) -> list[Any]:
+    """The steps that read nothing but their records (they may run in a worker process)."""
     steps: list[Any] = [ConsciousnessMetadataValidator(mode=o.on_invalid)]
     if o.pii:
         steps.append(PIIScrubber())
@@ -80,6 +97,16 @@ def _steps(memory: Any, o: IngestOptions) -> list[Any]:
         # Names only: the concepts are already stored as the memory's
         # ``concepts``; as entities they would link every memory to "asked".
         steps.append(EntityExtractor(use_concepts=False))
+    return steps
+
+
+def pure_pipeline(o: IngestOptions) -> IngestionPipeline:
+    return IngestionPipeline(transformations=pure_steps(o), disable_cache=True)
+
+
+def _store_steps(memory: Any, o: IngestOptions) -> list[Any]:
+    """The steps that read or write the level graphs: near-duplicates, the writer."""
+    steps: list[Any] = []
     if o.duplicates != "off":
         steps.append(NearDuplicateFilter(memory=memory, action=o.duplicates, threshold=o.duplicate_threshold))
     steps.append(
@@ -89,27 +116,17 @@ def _steps(memory: Any, o: IngestOptions) -> list[Any]:
     return steps
 
 
-def _stages(memory: Any, o: IngestOptions) -> tuple[IngestionPipeline, IngestionPipeline]:
-    """The default steps cut in two: those that read only their records, and
-    those that read or write the store (near-duplicates, the writer).
+KEEP_PARSED_BYTES = 64 * 2**20
+"""Files up to this size are parsed once and kept; larger ones are read twice."""
 
-    The first stage of one chunk can then run while the second stage of the
-    previous chunk waits on the server.
-    """
-    steps = _steps(memory, o)
-    cut = next(i for i, step in enumerate(steps) if isinstance(step, STORE_STEPS))
-    return (IngestionPipeline(transformations=steps[:cut], disable_cache=True),
-            IngestionPipeline(transformations=steps[cut:], disable_cache=True))
-
-
-STORE_STEPS = (NearDuplicateFilter, ConsciousnessGraphWriter)
-"""Steps that read or write the level graphs (everything before them is pure)."""
+WORKER_THRESHOLD = 3000
+"""Records above which ``worker="auto"`` runs the pure steps in a worker process."""
 
 
 def _run(pipeline: IngestionPipeline, nodes: list[BaseNode], report: IngestReport) -> list[BaseNode]:
     """Run one chunk through ``pipeline``; fold what every step reported into ``report``."""
     out = pipeline.run(nodes=nodes)
-    _collect_reports(pipeline, report)
+    collect_reports(pipeline, report)
     return out
 
 
@@ -121,7 +138,7 @@ def _warn_injections(out: Sequence[BaseNode], report: IngestReport) -> None:
             report.warn(node.node_id, f"{state} as a possible prompt injection: {', '.join(map(str, matches))}")
 
 
-def _collect_reports(pipeline: IngestionPipeline, report: IngestReport) -> None:
+def collect_reports(pipeline: IngestionPipeline, report: IngestReport) -> None:
     """Fold the reports of every step into one."""
     for step in pipeline.transformations:
         part = getattr(step, "report", None)
@@ -180,22 +197,36 @@ def _raw_text_node(obj: dict[str, Any], line: int) -> BaseNode:
     return node
 
 
-def _pipelined(memory: Any, o: IngestOptions, chunks: Iterable[list[BaseNode]], report: IngestReport) -> None:
-    """Run every chunk through the default steps, two chunks in flight.
+def _pipelined(
+    memory: Any, o: IngestOptions, chunks: Iterable[list[BaseNode]], report: IngestReport, records: int | None = None
+) -> None:
+    """Run every chunk through the default steps, the pure and the store steps side by side.
 
-    The pure steps of chunk k+1 run in this thread while the store steps of
-    chunk k run in one writer thread: the server's work and the embedding
-    release the GIL.  Store steps run in chunk order, and those of a chunk
-    start only when the previous chunk is written, so every read of the
-    store sees all earlier chunks, and a failure stops the run at the same
-    chunk as a sequential run would; no write is left running behind an error.
+    The store steps of chunk k run in one writer thread while the pure
+    steps of later chunks run here, or, for large inputs (``o.worker``), in
+    a worker process (``ingestion.worker``) that keeps up to
+    ``WORKER_LOOKAHEAD`` chunks in hand; the first chunk always runs here,
+    while the worker starts.  Store steps run in chunk order, and those of
+    a chunk start only when the previous chunk is written, so every read of
+    the store sees all earlier chunks, and a failure stops the run at the
+    same chunk as a sequential run would; no write is left running behind
+    an error, and chunks the worker had in hand are discarded with it.
     """
+    worker = None
+    if o.worker == "on" or (o.worker == "auto" and records is not None and records > WORKER_THRESHOLD):
+        from llama_consciousness.ingestion import worker as workers
+
+        worker = workers.acquire()
+    embed_model = memory.embed_model if worker is not None and workers.ships_to_worker(memory.embed_model) else None
+    lookahead = WORKER_LOOKAHEAD if worker is not None else 0
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lc-ingest-writer")
     in_flight: Future | None = None
+    waiting: deque[tuple[list[BaseNode], IngestReport] | int] = deque()  # pure results, or worker tickets
+    healthy = False
 
-    def store_stage(pipeline: IngestionPipeline, ready: list[BaseNode]) -> tuple[list[BaseNode], IngestReport]:
+    def store_stage(ready: list[BaseNode]) -> tuple[list[BaseNode], IngestReport]:
         part = IngestReport()
-        return _run(pipeline, ready, part), part
+        return _run(IngestionPipeline(transformations=_store_steps(memory, o), disable_cache=True), ready, part), part
 
     def finish() -> None:
         nonlocal in_flight
@@ -205,17 +236,48 @@ def _pipelined(memory: Any, o: IngestOptions, chunks: Iterable[list[BaseNode]], 
             report.merge(part)
             _warn_injections(out, report)
 
-    try:
-        for chunk in chunks:
-            pure, store = _stages(memory, o)
-            ready = _run(pure, chunk, report)
-            finish()
-            in_flight = writer.submit(store_stage, store, ready)
+    def hand_over() -> None:
+        nonlocal in_flight
+        entry = waiting.popleft()
+        ready, part = worker.result(entry) if isinstance(entry, int) else entry
+        report.merge(part)
         finish()
+        in_flight = writer.submit(store_stage, ready)
+
+    try:
+        for index, chunk in enumerate(chunks):
+            if worker is None or index == 0:
+                waiting.append(_pure_here(o, chunk))
+            else:
+                waiting.append(worker.submit(o, chunk, embed_model))
+            while len(waiting) > lookahead:
+                hand_over()
+        while waiting:
+            hand_over()
+        finish()
+        healthy = True
     finally:
         if in_flight is not None:
             wait([in_flight])
         writer.shutdown(wait=True)
+        if worker is not None:
+            workers.release(worker, healthy)
+
+
+WORKER_LOOKAHEAD = 2
+"""Chunks the worker process may hold beyond the one being written."""
+
+
+def _pure_here(o: IngestOptions, chunk: list[BaseNode]) -> tuple[list[BaseNode], IngestReport]:
+    from llama_consciousness.ingestion.worker import run_pure
+
+    return run_pure(o, chunk)
+
+
+def _count_lines(path: Path) -> int:
+    """Non-blank lines of a file: the records it holds, at most (cheap, without parsing)."""
+    with path.open("rb") as handle:
+        return sum(1 for line in handle if line.strip())
 
 
 def _chunks(items: Iterable[BaseNode], size: int) -> Iterator[list[BaseNode]]:
@@ -246,14 +308,23 @@ def ingest(
     report = IngestReport()
     if isinstance(source, (str, Path)):
         path = Path(source)
-        if o.on_bad_line == "raise":
-            for _ in _read_lines(path, report, "raise"):  # a full pass: all or nothing
-                pass
-        total = sum(1 for _ in _read_lines(path, IngestReport(), "skip")) if progress else None
-        nodes: Iterable[BaseNode] = _read_lines(path, report, o.on_bad_line)
+        nodes: Iterable[BaseNode]
+        if o.on_bad_line == "raise":  # a full pass first: all or nothing
+            if path.stat().st_size <= KEEP_PARSED_BYTES:  # parsed once, kept
+                parsed = list(iter_json_objects(path))
+                records = len(parsed)
+                nodes = (_raw_text_node(obj, number) for number, obj in parsed)
+            else:
+                records = sum(1 for _ in iter_json_objects(path))
+                nodes = _read_lines(path, report, o.on_bad_line)
+        else:
+            records = _count_lines(path)
+            nodes = _read_lines(path, report, o.on_bad_line)
+        total = records if progress else None
     else:
         nodes = to_text_nodes(source)
-        total = len(nodes) if progress else None
+        records = len(nodes)
+        total = records if progress else None
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -286,7 +357,7 @@ def ingest(
             yield held[start : start + o.chunk_size]
 
     try:
-        _pipelined(memory, o, work(), report)
+        _pipelined(memory, o, work(), report, records)
     finally:
         if bar is not None:
             bar.close()

@@ -42,6 +42,9 @@ class MemoryValidationError(ConsciousnessError, ValueError):
         self.reasons = list(reasons)
         self.line = line
 
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses from the ingestion worker process intact
+        return (type(self), (self.item_id, self.reasons, self.line))
+
 
 def _pydantic_reasons(exc: ValidationError) -> list[str]:
     return [f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}" for e in exc.errors()]

@@ -22,12 +22,14 @@ relationships, and does the work that needs the level graph:
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llama_index.core.schema import BaseNode
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from llama_consciousness.errors import StorageError
 from llama_consciousness.ingestion.cognitive import COMPUTED_KEY
@@ -113,14 +115,38 @@ class ConsciousnessGraphWriter(ReportingTransform):
     on_error: Literal["raise", "drop"] = Field(
         default="raise", description="what to do with a relationship to a memory that does not exist"
     )
+    level_threads: int = Field(
+        default=2, ge=1, le=16, description="level graphs written side by side (their server work overlaps)"
+    )
+
+    _pgvector_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
 
     # -- the transform -------------------------------------------------------
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         self._report = IngestReport()
-        for batch in self._split(nodes).values():
-            self._write_level(batch)
+        batches = list(self._split(nodes).values())
+        if self.level_threads == 1 or len(batches) < 2:
+            for batch in batches:
+                self._write_level(batch, self._report)
+            return list(nodes)
+        # Level graphs are independent: while one waits for the server to
+        # apply its batch, another builds its rows.  Reports are merged in
+        # level order; the first failure (in that order) is raised once the
+        # levels already started have finished, and levels not yet started
+        # are not written.
+        with ThreadPoolExecutor(max_workers=min(self.level_threads, len(batches)),
+                                thread_name_prefix="lc-level-writer") as pool:
+            futures = [pool.submit(self._write_level, batch, IngestReport()) for batch in batches]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            for future in futures:
+                future.cancel()
+        for future in futures:
+            if not future.cancelled():
+                if future.exception() is not None:
+                    raise future.exception()
+                self._report.merge(future.result())
         return list(nodes)
 
 
@@ -262,7 +288,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
         return list(created.values()), list(links.values())
 
     def _check_endpoints(
-        self, store: LevelGraphStore, batch: _LevelBatch, new_ids: set[str]
+        self, store: LevelGraphStore, batch: _LevelBatch, new_ids: set[str], report: IngestReport
     ) -> list[ConsciousnessRelationship]:
         """Refuse (or drop) relationships to memories that exist nowhere."""
         wanted = sorted({i for r in batch.relationships for i in (r.source_id, r.target_id)} - new_ids)
@@ -276,10 +302,10 @@ class ConsciousnessGraphWriter(ReportingTransform):
             message = f"relationship {rel.edge_id!r} refers to missing memories {missing} in graph {batch.graph!r}"
             if self.on_error == "raise":
                 raise StorageError(message)
-            self._report.reject(str(rel.edge_id), "writer", [message])
+            report.reject(str(rel.edge_id), "writer", [message])
         return kept
 
-    def _write_level(self, batch: _LevelBatch) -> None:
+    def _write_level(self, batch: _LevelBatch, report: IngestReport) -> IngestReport:
         mem = self.memory
         store = mem._writable(batch.level, batch.citizen_id)
         changes, supersede_links, base_ids = self._supersessions(store, batch.memories)
@@ -291,8 +317,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
         ]
         all_nodes = batch.memories + entity_nodes
         new_ids = {n.node_id for n in all_nodes}
-        batch.relationships = self._check_endpoints(store, batch, new_ids)
-        self._report.entities += len(mention_links)
+        batch.relationships = self._check_endpoints(store, batch, new_ids, report)
+        report.entities += len(mention_links)
 
         # Memories (with their entities, expiries and derived links) in
         # batches; then the explicit relationships, once all endpoints exist.
@@ -316,23 +342,27 @@ class ConsciousnessGraphWriter(ReportingTransform):
             chunk_changes = [c for m in chunk for c in changes_by_new.get(m.node_id, [])]
             result = store.upsert(to_write, chunk_links, chunk_changes, base_ids,
                                   derived={link.edge_id for link in chunk_links}, volatile=batch.volatile)
-            self._count(result, ids)
+            self._count(result, ids, report)
             if mem.vector_backends[batch.level] == "pgvector":
-                mem.pgvector.upsert(store.plans.graph, to_write)
-                if chunk_changes:  # expired versions must stop matching in Postgres too
-                    mem.pgvector.mirror_validity(store.plans.graph, store.get_nodes([c.old_id for c in chunk_changes]))
+                with self._pgvector_lock:  # one Postgres connection: one transaction at a time
+                    mem.pgvector.upsert(store.plans.graph, to_write)
+                    if chunk_changes:  # expired versions must stop matching in Postgres too
+                        mem.pgvector.mirror_validity(store.plans.graph,
+                                                     store.get_nodes([c.old_id for c in chunk_changes]))
         for start in range(0, len(batch.relationships), self.batch_size):
             result = store.upsert([], batch.relationships[start : start + self.batch_size])
-            self._report.relationships_inserted += result.edges_created
-            self._report.relationships_updated += result.edges_updated
-            self._report.relationships_unchanged += result.edges_unchanged
+            report.relationships_inserted += result.edges_created
+            report.relationships_updated += result.edges_updated
+            report.relationships_unchanged += result.edges_unchanged
         mem.bump_graph(store.plans.graph)
+        return report
 
-    def _count(self, result: Any, ids: set[str]) -> None:
+    @staticmethod
+    def _count(result: Any, ids: set[str], report: IngestReport) -> None:
         """Report the memories of one batch (entity nodes are counted apart)."""
         created = ids.intersection(result.created_ids)
         updated = ids.intersection(result.updated_ids)
-        self._report.inserted += len(created)
-        self._report.updated += len(updated)
-        self._report.unchanged += len(ids) - len(created) - len(updated)
-        self._report.superseded += result.superseded
+        report.inserted += len(created)
+        report.updated += len(updated)
+        report.unchanged += len(ids) - len(created) - len(updated)
+        report.superseded += result.superseded

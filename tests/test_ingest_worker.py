@@ -1,0 +1,113 @@
+"""The ingestion worker process: pure steps of later chunks, run beside the writer.
+
+These tests talk to a real worker process (``python -m
+llama_consciousness.ingestion.worker``); the end-to-end equivalence with
+in-process runs is in ``test_ingestion_pipeline.py`` (``worker="on"``).
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from llama_consciousness.ingestion import worker as workers
+from llama_consciousness.ingestion.nodes import text_node_to_memory
+from llama_consciousness.ingestion.pipeline import IngestOptions, _raw_text_node
+from llama_consciousness.ingestion.validator import MemoryValidationError
+from llama_consciousness.ingestion.worker import IngestWorkerError, PureStageWorker, from_records, to_records
+from llama_consciousness.memory import memory_text
+
+
+def _record(i: int, **fields) -> dict:
+    record = {
+        "node_id": f"w_{i}", "level": "N2", "node_type": "Observation", "name": f"Reading {i}",
+        "description": f"Meter {i} showed {i * 7} litres; mail ops{i}@example.com about it.",
+        "energy": 0.5, "confidence": 0.7, "emotion_vector": {"curiosity": 0.3}, "goal": "measure",
+        "mindstate": "attentive", "formation_trigger": "a test", "created_at": "2019-03-01T09:00:00Z",
+    }
+    record.update(fields)
+    return record
+
+
+def _nodes(start: int, count: int, **fields):
+    return [_raw_text_node(_record(i, **fields), i + 1) for i in range(start, start + count)]
+
+
+def test_records_cross_the_pipe_with_all_the_store_steps_read() -> None:
+    nodes = _nodes(0, 3)
+    nodes[1].embedding = [0.25, -0.5]
+    back = from_records(pickle.loads(pickle.dumps(to_records(nodes))))
+    assert [(n.node_id, n.text, n.metadata, n.embedding) for n in back] == \
+        [(n.node_id, n.text, n.metadata, n.embedding) for n in nodes]
+
+
+def test_a_validation_error_crosses_processes_with_its_fields() -> None:
+    error = pickle.loads(pickle.dumps(MemoryValidationError("m1", ["energy: too high", "goal: missing"], 12)))
+    assert (error.item_id, error.reasons, error.line) == ("m1", ["energy: too high", "goal: missing"], 12)
+    assert "line 12" in str(error)
+
+
+def test_the_worker_answers_in_order_and_raises_the_failing_chunk() -> None:
+    worker = PureStageWorker()
+    try:
+        options = IngestOptions()
+        first = worker.submit(options, _nodes(0, 4))
+        broken = worker.submit(options, _nodes(4, 2, energy=3.0))
+        third = worker.submit(options, _nodes(6, 2))
+        with pytest.raises(ValueError, match="not the next answer"):
+            worker.result(third)
+        out, report = worker.result(first)
+        assert [n.node_id for n in out] == [f"w_{i}" for i in range(4)]
+        # the pure steps ran there: PII scrubbed, completeness scored, concepts found
+        assert all("[REDACTED:email]" in n.text and "@example.com" not in n.text for n in out)
+        assert all(0 < n.metadata["metadata_completeness"] <= 1 and n.metadata["concepts"] for n in out)
+        assert report.rejected == []
+        with pytest.raises(MemoryValidationError, match="energy") as raised:
+            worker.result(broken)
+        assert (raised.value.item_id, raised.value.line) == ("w_4", 5)
+        out, _ = worker.result(third)  # an error does not poison the chunks after it
+        assert [n.node_id for n in out] == ["w_6", "w_7"]
+
+        dropped, report = worker.result(worker.submit(IngestOptions(on_invalid="drop"), _nodes(8, 2, energy=3.0)))
+        assert dropped == [] and [r.item_id for r in report.rejected] == ["w_8", "w_9"]
+    finally:
+        worker.close()
+
+
+def test_the_worker_embeds_exactly_as_this_process(memory) -> None:
+    worker = PureStageWorker()
+    try:
+        out, _ = worker.result(worker.submit(IngestOptions(), _nodes(0, 5), memory.embed_model))
+    finally:
+        worker.close()
+    expected = memory.embed_model.get_text_embedding_batch([memory_text(text_node_to_memory(n)) for n in out])
+    assert all(n.embedding is not None for n in out)
+    np.testing.assert_array_equal(np.array([n.embedding for n in out]), np.array(expected))
+
+
+def test_a_dead_worker_is_a_clear_error_and_is_not_reused() -> None:
+    worker = workers.acquire()
+    assert worker is not None
+    worker._process.kill()
+    worker._process.wait()
+    with pytest.raises(IngestWorkerError):
+        worker.result(worker.submit(IngestOptions(), _nodes(0, 2)))
+    workers.release(worker, healthy=True)  # dead: closed, not kept
+    fresh = workers.acquire()
+    try:
+        assert fresh is not worker and fresh.alive()
+        out, _ = fresh.result(fresh.submit(IngestOptions(), _nodes(0, 2)))
+        assert len(out) == 2
+    finally:
+        workers.release(fresh, healthy=True)
+    again = workers.acquire()  # the healthy one was kept for the next ingestion
+    assert again is fresh
+    workers.release(again, healthy=False)
+    assert not again.alive()
+
+
+def test_unknown_worker_option_is_refused() -> None:
+    with pytest.raises(ValueError, match="worker"):
+        IngestOptions(worker="sometimes")
