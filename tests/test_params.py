@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llama_consciousness.storage.params import header, literal
+from llama_consciousness.storage.params import Rows, header, literal
 
 scalars = (
     st.none()
@@ -68,3 +68,27 @@ def test_vectors_take_the_fast_path_and_bad_input_is_refused() -> None:
         literal(object())
     with pytest.raises(ValueError, match="NUL"):
         literal("a\x00b")
+
+
+row_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=5), max_leaves=10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.lists(row_values, max_size=6), max_size=4))
+def test_bulk_rows_are_read_back_exactly(memory, rows) -> None:
+    """``Rows`` go through the JSON encoder: its escapes must mean to the server what they mean in JSON."""
+    graph = memory.db.select_graph("params_roundtrip")
+    (got,), = graph.query(header({"v": Rows(rows)}) + "RETURN $v").result_set
+    assert _same(got, rows), (rows, got)
+
+
+def test_bulk_rows_fall_back_where_json_escapes_differ(memory) -> None:
+    graph = memory.db.select_graph("params_roundtrip")
+    tricky = [["bell\x07and\x01tab\t", 'quote " and \\ backslash', "C:\\users\\u00e9", "é ✓ \u2028", 1e-07]]
+    assert "\\u" not in literal(Rows(tricky)).replace("\\\\u", "")  # no JSON \u escape reaches the server
+    (got,), = graph.query(header({"v": Rows(tricky)}) + "RETURN $v").result_set
+    assert got == tricky
+    with pytest.raises(ValueError, match="NUL"):
+        literal(Rows([["nul\x00here"]]))
+    with pytest.raises(ValueError, match="non-finite"):
+        literal(Rows([[float("inf")]]))

@@ -9,6 +9,7 @@ import pytest
 from llama_consciousness import StorageError
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage.level_store import Supersession
+from llama_consciousness.storage.records import EDGE_WIRE
 from llama_consciousness.temporal import TemporalWindow
 
 T0 = datetime(2025, 8, 1, 9, 0, tzinfo=timezone.utc)
@@ -83,7 +84,8 @@ def test_a_failing_batch_leaves_the_graph_as_it_was(fresh_graph) -> None:
     query = next(plan)
     while query.params.get("edges") is None:  # skip the pre-check, reach the write
         query = plan.send([])
-    query.params["edges"][0]["times"]["created_at"] = "not a time"  # the server rejects this row
+    row = query.params["edges"][0]
+    row[EDGE_WIRE.index("created_at")] = "not a time"  # the server rejects this row
     with pytest.raises(StorageError, match="query on graph"):
         store._execute(query)
     assert store.counts() == (1, 0)

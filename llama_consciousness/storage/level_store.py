@@ -28,6 +28,7 @@ from typing import Any
 from llama_consciousness.errors import EmbeddingDimensionError, StorageError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage import records, replies
+from llama_consciousness.storage.params import Rows
 from llama_consciousness.storage.params import header as params_header
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.temporal import TemporalWindow, cypher_predicate, cypher_time
@@ -156,41 +157,56 @@ _NODE_PROJECTION = records.projection("n", records.NODE_READ_PROPS)
 _EDGE_PROJECTION = records.projection("r", records.EDGE_READ_PROPS)
 
 
-def _time_sets(var: str, exists: str, superseded: str | None = None) -> str:
+def _at(wire: tuple[str, ...], name: str) -> str:
+    """The Cypher for field ``name`` of a positional wire row (``records.NODE_WIRE``)."""
+    return f"row[{wire.index(name)}]"
+
+
+def _time_sets(var: str, wire: tuple[str, ...], exists: str, superseded: str | None = None) -> str:
     """SET items for the four times.
 
-    Stored times the caller left to defaults are kept (``row.keep_times``);
-    with ``superseded``, an expiry written by a newer version is kept when
-    the record itself does not carry one, so re-ingesting an old version
-    never brings it back to life.
+    Stored times the caller left to defaults are kept (the row's
+    ``keep_times``); with ``superseded``, an expiry written by a newer
+    version is kept when the record itself does not carry one, so
+    re-ingesting an old version never brings it back to life.
     """
     items = []
     for name in records.TIME_FIELDS:
-        fresh = f"localdatetime(row.times.{name})"
+        given = _at(wire, name)
+        fresh = f"localdatetime({given})"
         if name in ("created_at", "valid_at"):
-            fresh = f"CASE WHEN {exists} AND '{name}' IN row.keep_times THEN {var}.{name} ELSE {fresh} END"
+            fresh = f"CASE WHEN {exists} AND '{name}' IN {_at(wire, 'keep_times')} THEN {var}.{name} ELSE {fresh} END"
         elif superseded:
-            fresh = f"CASE WHEN {superseded} AND row.times.{name} IS NULL THEN old_{name} ELSE {fresh} END"
+            fresh = f"CASE WHEN {superseded} AND {given} IS NULL THEN old_{name} ELSE {fresh} END"
         items.append(f"{var}.{name} = {fresh}")
     return ", ".join(items)
 
 
+def _prop_sets(var: str, wire: tuple[str, ...], props: tuple[str, ...]) -> str:
+    """``var.p = row[i]`` for each property (a null removes a stored value, as ``+=`` would)."""
+    return ", ".join(f"{var}.{p} = {_at(wire, p)}" for p in props)
+
+
+_N = records.NODE_WIRE
+_E = records.EDGE_WIRE
+
 _UPSERT_NODES = f"""
 CALL {{
 UNWIND $nodes AS row
-OPTIONAL MATCH (old:{NODE_LABEL} {{node_id: row.node_id}})
+OPTIONAL MATCH (old:{NODE_LABEL} {{node_id: {_at(_N, "node_id")}}})
 WITH row, old.content_hash AS old_hash
-MERGE (n:{NODE_LABEL} {{node_id: row.node_id}})
-WITH n, row, old_hash WHERE old_hash IS NULL OR old_hash <> row.hash
+MERGE (n:{NODE_LABEL} {{node_id: {_at(_N, "node_id")}}})
+WITH n, row, old_hash WHERE old_hash IS NULL OR old_hash <> {_at(_N, "hash")}
 WITH n, row, old_hash, n.superseded_by IS NOT NULL AS sup,
      n.expired_at AS old_expired_at, n.invalid_at AS old_invalid_at, n.invalidation_reason AS old_reason
 REMOVE n.{VECTOR_PROPERTY}
-SET n += row.props, {_time_sets("n", "old_hash IS NOT NULL", "sup")},
-    n.invalidation_reason = CASE WHEN sup AND row.props.invalidation_reason IS NULL
-                                 THEN old_reason ELSE row.props.invalidation_reason END,
-    n.{VECTOR_PROPERTY} = {records.SCALED_VECTOR.format("row.embedding")}, n.content_hash = row.hash
-RETURN collect(CASE WHEN old_hash IS NULL THEN row.node_id END) AS created_ids,
-       collect(CASE WHEN old_hash IS NULL THEN NULL ELSE row.node_id END) AS updated_ids
+SET {_prop_sets("n", _N, tuple(p for p in records.NODE_PROPS if p not in ("node_id", "invalidation_reason")))},
+    {_time_sets("n", _N, "old_hash IS NOT NULL", "sup")},
+    n.invalidation_reason = CASE WHEN sup AND {_at(_N, "invalidation_reason")} IS NULL
+                                 THEN old_reason ELSE {_at(_N, "invalidation_reason")} END,
+    n.{VECTOR_PROPERTY} = {records.SCALED_VECTOR.format(_at(_N, "embedding"))}, n.content_hash = {_at(_N, "hash")}
+RETURN collect(CASE WHEN old_hash IS NULL THEN {_at(_N, "node_id")} END) AS created_ids,
+       collect(CASE WHEN old_hash IS NULL THEN NULL ELSE {_at(_N, "node_id")} END) AS updated_ids
 }}
 """
 
@@ -211,12 +227,13 @@ RETURN sum(CASE WHEN live THEN 1 ELSE 0 END) AS superseded
 _UPSERT_EDGES = f"""
 CALL {{
 UNWIND $edges AS row
-MATCH (s:{NODE_LABEL} {{node_id: row.source_id}}), (t:{NODE_LABEL} {{node_id: row.target_id}})
-OPTIONAL MATCH (s)-[old:{EDGE_TYPE} {{edge_id: row.edge_id}}]->(t)
+MATCH (s:{NODE_LABEL} {{node_id: {_at(_E, "source_id")}}}), (t:{NODE_LABEL} {{node_id: {_at(_E, "target_id")}}})
+OPTIONAL MATCH (s)-[old:{EDGE_TYPE} {{edge_id: {_at(_E, "edge_id")}}}]->(t)
 WITH s, t, row, old.content_hash AS old_hash
-MERGE (s)-[r:{EDGE_TYPE} {{edge_id: row.edge_id}}]->(t)
-WITH r, row, old_hash WHERE old_hash IS NULL OR (old_hash <> row.hash AND NOT row.derived)
-SET r += row.props, {_time_sets("r", "old_hash IS NOT NULL")}, r.content_hash = row.hash
+MERGE (s)-[r:{EDGE_TYPE} {{edge_id: {_at(_E, "edge_id")}}}]->(t)
+WITH r, row, old_hash WHERE old_hash IS NULL OR (old_hash <> {_at(_E, "hash")} AND NOT {_at(_E, "derived")})
+SET {_prop_sets("r", _E, tuple(p for p in records.EDGE_PROPS if p != "edge_id"))},
+    {_time_sets("r", _E, "old_hash IS NOT NULL")}, r.content_hash = {_at(_E, "hash")}
 RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
        sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS edges_updated
 }}
@@ -401,8 +418,6 @@ class LevelPlans:
             for row in node_rows:
                 row["embedding"] = None
         edge_rows = [records.edge_row(e) for e in edges]
-        for row in edge_rows:
-            row["derived"] = row["edge_id"] in derived
         batch_ids = {n.node_id for n in nodes}
         wanted = sorted(
             ({i for e in edges for i in (e.source_id, e.target_id)} | {s.old_id for s in supersessions}) - batch_ids
@@ -434,8 +449,7 @@ class LevelPlans:
                 read_only=True,
             )
             known = dict(stored)
-            node_rows = [r if r["node_id"] in known else records.compact(r)
-                         for r in node_rows if known.get(r["node_id"]) != r["hash"]]
+            node_rows = [r for r in node_rows if known.get(r["node_id"]) != r["hash"]]
         if edge_rows:
             stored = yield Query(
                 f"UNWIND $ids AS id MATCH ()-[r:{EDGE_TYPE} {{edge_id: id}}]->() RETURN id, r.content_hash",
@@ -443,9 +457,13 @@ class LevelPlans:
                 read_only=True,
             )
             known = dict(stored)
-            edge_rows = [r if r["edge_id"] in known else records.compact(r) for r in edge_rows
-                         if known.get(r["edge_id"]) != r["hash"] and not (r["derived"] and r["edge_id"] in known)]
-        params = {"nodes": node_rows, "edges": edge_rows, "expire": [s.row() for s in supersessions]}
+            edge_rows = [r for r in edge_rows
+                         if known.get(r["edge_id"]) != r["hash"] and not (r["edge_id"] in derived and r["edge_id"] in known)]
+        params = {
+            "nodes": Rows(records.node_wire(r) for r in node_rows),
+            "edges": Rows(records.edge_wire(r, r["edge_id"] in derived) for r in edge_rows),
+            "expire": [s.row() for s in supersessions],
+        }
         present = {key for key, value in params.items() if value}
         result = UpsertResult()
         if present:

@@ -36,6 +36,34 @@ class Vector(list):
     """A list of finite floats known to be a vector: sent without per-item checks."""
 
 
+class Rows(list):
+    """Bulk-write rows: lists of strings, numbers, booleans, nulls and lists (no maps).
+
+    Sent through the C JSON encoder, whose output for such values is a
+    Cypher list literal that FalkorDB reads the same way (the escapes it
+    writes, ``\\n \\t \\" \\\\``..., are FalkorDB's too), at a
+    fraction of the cost of ``literal``'s per-value calls.  The one escape
+    FalkorDB does not read, ``\\u``, marks rows that take the slow path.
+    """
+
+
+_encode_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"),
+                                check_circular=False).encode
+
+
+def _rows(rows: Rows) -> str:
+    try:
+        text = _encode_json(rows)
+    except (TypeError, ValueError):  # a NaN, a non-JSON type: the slow path says which
+        text = None
+    if text is None or "\\u" in text:
+        # Control characters and NULs come out as \u escapes (and so may a
+        # harmless backslash before a "u"): per-value quoting sends the
+        # former raw and refuses NULs with a clear error.
+        return literal([list(row) for row in rows])
+    return text
+
+
 _KEYS: dict[str, str] = {}
 
 
@@ -67,6 +95,8 @@ def literal(value: Any) -> str:
         return repr(value)
     if kind is Vector:
         return _encode_numbers(value)
+    if kind is Rows:
+        return _rows(value)
     if kind in (list, tuple):
         # C fast path for vectors (long lists of numbers)
         if len(value) > 8 and type(value[0]) is float and all(map(_is_number, value)):

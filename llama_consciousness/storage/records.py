@@ -182,15 +182,30 @@ def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, 
     }
 
 
-def compact(row: dict[str, Any]) -> dict[str, Any]:
-    """A row for a record that is not stored yet, without its empty fields.
+# The order of ``node_row``'s and ``edge_row``'s properties, which is also
+# their order on the wire (see ``node_wire``).
+NODE_PROPS = NODE_SCALARS + ("base_id",) + NODE_LISTS + EMOTION_PROPS + tuple(JSON_PROPS.values())
+EDGE_PROPS = EDGE_SCALARS + EMOTION_PROPS + ("sensory_details_json",)
 
-    Setting a property to null on a new record stores nothing, so the nulls
-    are only text for the server to parse (a third of a relationship row).
-    A stored record keeps them: there a null removes an old value.
+NODE_WIRE = ("node_id", "hash", "embedding", "keep_times") + TIME_FIELDS + NODE_PROPS
+EDGE_WIRE = ("edge_id", "source_id", "target_id", "hash", "derived", "keep_times") + TIME_FIELDS + EDGE_PROPS
+"""What each position of a wire row holds (``row[i]`` in the upsert queries)."""
+
+
+def node_wire(row: dict[str, Any]) -> list[Any]:
+    """A node row as the positional list the upsert query reads.
+
+    Positional lists of scalars go through the C JSON encoder
+    (``params.Rows``); maps would need a Python call per value.
     """
-    return {**row, "props": {k: v for k, v in row["props"].items() if v is not None},
-            "times": {k: v for k, v in row["times"].items() if v is not None}}
+    return [row["node_id"], row["hash"], row["embedding"], row["keep_times"],
+            *row["times"].values(), *row["props"].values()]
+
+
+def edge_wire(row: dict[str, Any], derived: bool) -> list[Any]:
+    """An edge row as the positional list the upsert query reads (see ``node_wire``)."""
+    return [row["edge_id"], row["source_id"], row["target_id"], row["hash"], derived, row["keep_times"],
+            *row["times"].values(), *row["props"].values()]
 
 
 def edge_row(edge: ConsciousnessRelationship) -> dict[str, Any]:
