@@ -71,6 +71,31 @@ def relationship_to_text_node(relationship: ConsciousnessRelationship) -> TextNo
     return TextNode(id_=f"rel:{relationship.edge_id}", text="", metadata=data)
 
 
+_TEMPLATE = TextNode(id_="template", text="")
+
+
+def record_text_node(node_id: str, text: str, metadata: dict[str, Any], embedding: list[float] | None = None) -> TextNode:
+    """A ``TextNode`` for data this package made itself, without pydantic's checks.
+
+    Why: validating a TextNode copies its metadata and checks every float of
+    its embedding, which for a parsed memory file or a chunk back from the
+    ingestion worker cost more than the step it fed.  The arguments must be
+    what the fields' types say (a ``str`` id and text, a ``dict``, a list of
+    floats); the node is otherwise a normal TextNode, with fresh containers
+    of its own.
+    """
+    node = _TEMPLATE.__copy__()
+    fields = node.__dict__
+    fields["id_"] = node_id
+    fields["text"] = text
+    fields["metadata"] = metadata
+    fields["embedding"] = embedding
+    fields["relationships"] = {}
+    fields["excluded_embed_metadata_keys"] = []
+    fields["excluded_llm_metadata_keys"] = []
+    return node
+
+
 def is_relationship(node: BaseNode) -> bool:
     return node.metadata.get(KIND_KEY) == RELATIONSHIP
 

@@ -28,7 +28,7 @@ from llama_consciousness.ingestion.dedupe import NearDuplicateFilter
 from llama_consciousness.ingestion.entities import EntityExtractor
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.loader import MemoryFileError, iter_json_objects
-from llama_consciousness.ingestion.nodes import memory_to_text_node, relationship_to_text_node
+from llama_consciousness.ingestion.nodes import memory_to_text_node, record_text_node, relationship_to_text_node
 from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.validator import LINE_KEY, ConsciousnessMetadataValidator
 from llama_consciousness.ingestion.writer import ConsciousnessGraphWriter
@@ -180,21 +180,18 @@ def _raw_text_node(obj: dict[str, Any], line: int) -> BaseNode:
     Building the pydantic model here would reject bad records before the
     validator could report them by tier, or drop them in ``drop`` mode.
     """
-    from llama_index.core.schema import TextNode
-
     data = dict(obj)
     kind = data.pop("kind", "memory")
     data[LINE_KEY] = line
     if kind == "relationship":
         data["kind"] = "relationship"
         node_id = f"rel:{data.get('edge_id') or data.get('source_id')}|{data.get('relation_type')}|{data.get('target_id')}"
-        return TextNode(id_=node_id, text="", metadata=data)
+        return record_text_node(node_id, "", data)
     node_id = str(data.pop("node_id", "") or f"line-{line}")
     description = data.pop("description", "") or ""
     data.pop("embedding", None)
-    node = TextNode(id_=node_id, text=str(description), metadata=data)
-    node.metadata["node_id"] = node_id
-    return node
+    data["node_id"] = node_id
+    return record_text_node(node_id, str(description), data)
 
 
 def _pipelined(

@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from llama_index.core.schema import BaseNode, MetadataMode, TextNode
+from llama_index.core.schema import BaseNode, MetadataMode
 
 from llama_consciousness.errors import ConsciousnessError
 from llama_consciousness.ingestion.report import IngestReport
@@ -56,8 +56,9 @@ def to_records(nodes: Sequence[BaseNode]) -> list[Record]:
 
 
 def from_records(records: Sequence[Record]) -> list[BaseNode]:
-    return [TextNode(id_=node_id, text=text, metadata=metadata, embedding=embedding)
-            for node_id, text, metadata, embedding in records]
+    from llama_consciousness.ingestion.nodes import record_text_node
+
+    return [record_text_node(node_id, text, metadata, embedding) for node_id, text, metadata, embedding in records]
 
 
 def run_pure(

@@ -99,8 +99,13 @@ def _json(value: Any) -> str | None:
 
 
 def _digest(payload: dict[str, Any], vector: list[float] | None = None) -> str:
-    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
-    digest = hashlib.sha256(text.encode())
+    """The content hash of a row.
+
+    ``repr`` of the row's dict is canonical here (the rows are built in the
+    fixed order of ``NODE_PROPS`` / ``EDGE_PROPS``, of plain values whose
+    repr round-trips) and costs half of a sorted JSON dump.
+    """
+    digest = hashlib.sha256(repr(payload).encode("utf-8", "surrogatepass"))
     if vector is not None:  # the vector's bytes, not its 256 decimal texts
         digest.update(np.asarray(vector, dtype=np.float32).tobytes())
     return digest.hexdigest()
