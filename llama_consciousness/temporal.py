@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, get_args
 
 from llama_consciousness.schema._time import to_utc, utcnow
@@ -98,11 +99,13 @@ class Predicate:
     params: dict[str, Any]
 
 
+@lru_cache(maxsize=4096)
 def cypher_time(value: datetime) -> str:
     """ISO-8601 text for ``localdatetime($p)``: UTC, whole seconds, no offset.
 
     FalkorDB keeps one-second resolution; truncating here makes what we send
-    compare exactly like what we stored.
+    compare exactly like what we stored.  Cached: a batch repeats the same
+    few times (every link derived from a memory carries the memory's).
     """
     return to_utc(value).replace(microsecond=0, tzinfo=None).isoformat()
 

@@ -247,7 +247,9 @@ def _pipelined(
                 waiting.append(_pure_here(o, chunk))
             else:
                 waiting.append(worker.submit(o, chunk, embed_model))
-            while len(waiting) > lookahead:
+            # A chunk done here goes to the writer at once; the worker may
+            # hold up to ``lookahead`` chunks before we wait for its answers.
+            while waiting and (not isinstance(waiting[0], int) or len(waiting) > lookahead):
                 hand_over()
         while waiting:
             hand_over()

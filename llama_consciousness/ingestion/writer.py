@@ -85,6 +85,9 @@ def _derived_link(
         "source_id": source.node_id,
         "target_id": target_id,
         "relation_type": relation_type,
+        # placed in the source's graph here rather than copied there by the store
+        "level": source.level,
+        "citizen_id": source.citizen_id if source.level == "N1" else None,
         "goal": source.goal or "remember",
         "mindstate": source.mindstate or "recording a memory",
         "energy": source.energy,
@@ -254,6 +257,9 @@ class ConsciousnessGraphWriter(ReportingTransform):
         by_id = {m.node_id: m for m in batch.memories}
         created: dict[str, MemoryNode] = {}
         links: dict[str, ConsciousnessRelationship] = {}
+        # The same few names recur across a batch ("Luca", "FalkorDB"): one
+        # name, one match, which also keeps a batch's mentions consistent.
+        matched: dict[str, str] = {}
         for memory_id, entities in batch.entities.items():
             memory = by_id[memory_id]
             for entity in entities:
@@ -261,10 +267,11 @@ class ConsciousnessGraphWriter(ReportingTransform):
                 key = entity.get("key") or normalize_entity_name(name)
                 if not name or not key:
                     continue
-                best = index.match(name, threshold=self.entity_match_threshold, limit=1)
-                if best:
-                    target = best[0].entity_id
-                else:
+                target = matched.get(name)
+                if target is None:
+                    best = index.match(name, threshold=self.entity_match_threshold, limit=1)
+                    target = best[0].entity_id if best else None
+                if target is None:
                     target = entity_node_id(key)
                     times = {k: getattr(memory, k) for k in ("created_at",) if k in memory.model_fields_set}
                     created[target] = MemoryNode(
@@ -281,6 +288,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
                         **times,
                     )
                     index.add(target, name)
+                matched[name] = target
                 if target == memory_id:
                     continue
                 link = _derived_link(memory, target, "MENTIONS", f"{memory_id} mentions {name}")

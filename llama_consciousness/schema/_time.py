@@ -28,6 +28,8 @@ def to_utc(value: datetime) -> datetime:
     Naive values are read as UTC rather than local time because the stores
     persist UTC and a server's local zone is an accident of deployment.
     """
+    if value.tzinfo is timezone.utc:  # the common case (parsed "Z" times, utcnow): nothing to do
+        return value
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
         return value.replace(tzinfo=timezone.utc)
     return value.astimezone(timezone.utc)
