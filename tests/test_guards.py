@@ -9,6 +9,8 @@ and must stay quiet on benign sentences that share its vocabulary.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from llama_index.core.ingestion import IngestionPipeline
 
 from llama_consciousness.ingestion.guards import (
@@ -336,3 +338,27 @@ def test_guards_then_cognitive_pipeline():
     assert back.concepts[:5] == ["elefante", "always", "absolute", "paths", "avoid"]
     assert not any("example" in concept or "ada" == concept for concept in back.concepts)
     assert "redacted" not in back.concepts and "email" not in back.concepts  # placeholders are not topics
+
+
+def _scrub_without_hints(text: str) -> str:
+    """The rules applied one after the other with no hint gating (the reference)."""
+    from llama_consciousness.ingestion.guards import _RULES
+
+    for rule in _RULES:
+        text = rule.pattern.sub(lambda m, rule=rule: rule.replace(m) or m.group(), text)
+    return text
+
+
+_PII_PIECES = st.sampled_from([
+    "mail ana.lopez@example.org now", "call +44 20 7946 0958", "(555) 123-4567", "card 4111 1111 1111 1111",
+    "DE89 3704 0044 0532 0130 00", "ip 192.168.1.20", "api_key=ab12cd34ef56gh78ij90", "Bearer abcdef0123456789xyz",
+    "password: hunter2", "sk-proj-abcdefghijklmnop1234", "AKIAIOSFODNN7EXAMPLE", "ghp_" + "a1" * 18,
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "version 1.2.3", "in 2025",
+])
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(_PII_PIECES | st.text(max_size=20), max_size=6))
+def test_rule_hints_never_skip_a_match(parts) -> None:
+    text = " ".join(parts)
+    assert scrub_text(text)[0] == _scrub_without_hints(text)

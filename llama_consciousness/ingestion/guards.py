@@ -214,6 +214,29 @@ _RULES: tuple[_Rule, ...] = (
 )
 
 
+def _hint(rule: _Rule) -> re.Pattern[str]:
+    """A cheap search that every match of ``rule`` needs: most texts skip most rules.
+
+    Each hint is a necessary condition of its rule's pattern (an '@' for an
+    email, a digit for numbers, a label word or a vendor prefix for keys), so
+    skipping a rule whose hint fails never misses a match.
+    """
+    if rule.kind == "email":
+        return _AT
+    if rule.kind in ("iban", "credit_card", "ip_address", "phone"):
+        return _DIGIT
+    if "(?P<label>" in rule.pattern.pattern:
+        return _LABEL_HINT
+    return _VENDOR_HINT
+
+
+_AT = re.compile("@")
+_DIGIT = re.compile(r"\d")
+_LABEL_HINT = re.compile(r"key|secret|token|bearer|pass|pwd", re.IGNORECASE)
+_VENDOR_HINT = re.compile(r"PRIVATE KEY|sk-|k_|gh[pousr]_|github_pat_|glpat-|A[KSGIRN][IPDO]A|xox|AIza|hf_|eyJ")
+_HINTS = tuple(_hint(rule) for rule in _RULES)
+
+
 def scrub_text(text: str, kinds: Sequence[str] = PII_KINDS) -> tuple[str, dict[str, int]]:
     """``text`` with the given kinds of PII replaced by ``[REDACTED:<kind>]``, and counts per kind.
 
@@ -224,8 +247,14 @@ def scrub_text(text: str, kinds: Sequence[str] = PII_KINDS) -> tuple[str, dict[s
     """
     wanted = set(kinds)
     counts: dict[str, int] = {}
-    for rule in _RULES:
+    seen: dict[re.Pattern[str], bool] = {}  # hint -> found, for the current text
+    for rule, hint in zip(_RULES, _HINTS):
         if rule.kind not in wanted:
+            continue
+        found = seen.get(hint)
+        if found is None:
+            found = seen[hint] = hint.search(text) is not None
+        if not found:
             continue
 
         def substitute(match: re.Match[str], rule: _Rule = rule) -> str:
@@ -235,7 +264,10 @@ def scrub_text(text: str, kinds: Sequence[str] = PII_KINDS) -> tuple[str, dict[s
             counts[rule.kind] = counts.get(rule.kind, 0) + 1
             return replacement
 
-        text = rule.pattern.sub(substitute, text)
+        scrubbed = rule.pattern.sub(substitute, text)
+        if scrubbed != text:
+            text = scrubbed
+            seen.clear()
     return text, counts
 
 

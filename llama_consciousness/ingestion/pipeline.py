@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -27,11 +27,14 @@ from llama_consciousness.ingestion.cognitive import AuthorityScorer, ConceptExtr
 from llama_consciousness.ingestion.dedupe import NearDuplicateFilter
 from llama_consciousness.ingestion.entities import EntityExtractor
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
+from llama_consciousness.ingestion.lanes import GraphLanes
 from llama_consciousness.ingestion.loader import MemoryFileError, iter_json_objects
 from llama_consciousness.ingestion.nodes import memory_to_text_node, record_text_node, relationship_to_text_node
 from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.validator import LINE_KEY, ConsciousnessMetadataValidator
 from llama_consciousness.ingestion.writer import ConsciousnessGraphWriter
+from llama_consciousness.errors import LevelError
+from llama_consciousness.levels import graph_name
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 
 
@@ -197,17 +200,21 @@ def _raw_text_node(obj: dict[str, Any], line: int) -> BaseNode:
 def _pipelined(
     memory: Any, o: IngestOptions, chunks: Iterable[list[BaseNode]], report: IngestReport, records: int | None = None
 ) -> None:
-    """Run every chunk through the default steps, the pure and the store steps side by side.
+    """Run every chunk through the default steps, pure and store steps side by side.
 
-    The store steps of chunk k run in one writer thread while the pure
-    steps of later chunks run here, or, for large inputs (``o.worker``), in
-    a worker process (``ingestion.worker``) that keeps up to
-    ``WORKER_LOOKAHEAD`` chunks in hand; the first chunk always runs here,
-    while the worker starts.  Store steps run in chunk order, and those of
-    a chunk start only when the previous chunk is written, so every read of
-    the store sees all earlier chunks, and a failure stops the run at the
-    same chunk as a sequential run would; no write is left running behind
-    an error, and chunks the worker had in hand are discarded with it.
+    Pure steps run here, or, for large inputs (``o.worker``), in a worker
+    process (``ingestion.worker``) that keeps up to ``WORKER_LOOKAHEAD``
+    chunks in hand; the first chunk always runs here, while the worker
+    starts.  The store steps of a chunk are cut by level graph and queued
+    on that graph's lane (``ingestion.lanes``): in chunk order within a
+    graph, so every read of a graph sees the chunks before it; side by
+    side across graphs, so one graph's server work overlaps another's
+    client work.  At most ``STORE_DEPTH`` chunks are in the store at once.
+
+    A failure stops the run: no further chunk is handed on, the lanes
+    finish what they hold (each batch is one transaction, so nothing is
+    left half-written), chunks the worker had in hand are discarded with
+    it, and a rerun completes the rest.
     """
     worker = None
     if o.worker == "on" or (o.worker == "auto" and records is not None and records > WORKER_THRESHOLD):
@@ -216,30 +223,28 @@ def _pipelined(
         worker = workers.acquire()
     embed_model = memory.embed_model if worker is not None and workers.ships_to_worker(memory.embed_model) else None
     lookahead = WORKER_LOOKAHEAD if worker is not None else 0
-    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lc-ingest-writer")
-    in_flight: Future | None = None
+    lanes = GraphLanes(STORE_THREADS)
     waiting: deque[tuple[list[BaseNode], IngestReport] | int] = deque()  # pure results, or worker tickets
+    in_store: deque[list[Future]] = deque()  # per chunk, its parts' futures
     healthy = False
 
-    def store_stage(ready: list[BaseNode]) -> tuple[list[BaseNode], IngestReport]:
-        part = IngestReport()
-        return _run(IngestionPipeline(transformations=_store_steps(memory, o), disable_cache=True), ready, part), part
+    def store_part(part: list[BaseNode]) -> tuple[list[BaseNode], IngestReport]:
+        done = IngestReport()
+        return _run(IngestionPipeline(transformations=_store_steps(memory, o), disable_cache=True), part, done), done
 
-    def finish() -> None:
-        nonlocal in_flight
-        if in_flight is not None:
-            done, in_flight = in_flight, None
-            out, part = done.result()
+    def collect() -> None:
+        for future in in_store.popleft():
+            out, part = future.result()
             report.merge(part)
             _warn_injections(out, report)
 
     def hand_over() -> None:
-        nonlocal in_flight
         entry = waiting.popleft()
         ready, part = worker.result(entry) if isinstance(entry, int) else entry
         report.merge(part)
-        finish()
-        in_flight = writer.submit(store_stage, ready)
+        in_store.append([lanes.submit(key, store_part, nodes) for key, nodes in _by_graph(ready).items()])
+        while len(in_store) > STORE_DEPTH:
+            collect()
 
     try:
         for index, chunk in enumerate(chunks):
@@ -247,21 +252,44 @@ def _pipelined(
                 waiting.append(_pure_here(o, chunk))
             else:
                 waiting.append(worker.submit(o, chunk, embed_model))
-            # A chunk done here goes to the writer at once; the worker may
+            # A chunk done here goes to the store at once; the worker may
             # hold up to ``lookahead`` chunks before we wait for its answers.
             while waiting and (not isinstance(waiting[0], int) or len(waiting) > lookahead):
                 hand_over()
         while waiting:
             hand_over()
-        finish()
+        while in_store:
+            collect()
         healthy = True
     finally:
-        if in_flight is not None:
-            wait([in_flight])
-        writer.shutdown(wait=True)
+        lanes.close()
         if worker is not None:
             workers.release(worker, healthy)
 
+
+def _by_graph(nodes: list[BaseNode]) -> dict[str | None, list[BaseNode]]:
+    """A chunk cut by the level graph its records go to (in the chunk's order).
+
+    Records whose graph cannot be told here (no or a bad level) go to one
+    lane of their own, where the writer reports them as usual.
+    """
+    parts: dict[str | None, list[BaseNode]] = {}
+    for node in nodes:
+        level = node.metadata.get("level")
+        citizen = node.metadata.get("citizen_id")
+        try:
+            key = graph_name(str(level), citizen.strip() if isinstance(citizen, str) else citizen)
+        except (LevelError, ValueError):
+            key = None
+        parts.setdefault(key, []).append(node)
+    return parts
+
+
+STORE_THREADS = 3
+"""Threads serving the graph lanes (server waits overlap; the GIL serialises the rest)."""
+
+STORE_DEPTH = 2
+"""Chunks whose store steps may be under way at once."""
 
 WORKER_LOOKAHEAD = 2
 """Chunks the worker process may hold beyond the one being written."""

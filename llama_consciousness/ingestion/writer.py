@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llama_index.core.schema import BaseNode
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
 from llama_consciousness.errors import StorageError
 from llama_consciousness.ingestion.cognitive import COMPUTED_KEY
@@ -47,6 +47,9 @@ QUARANTINE_KEY = "lc_quarantine"
 ENTITIES_KEY = "lc_entities"
 
 _SLUG = re.compile(r"[^a-z0-9]+")
+
+_PGVECTOR_LOCK = threading.Lock()
+"""Writers of several graphs run side by side; the Postgres connection takes one transaction at a time."""
 
 
 def entity_node_id(key: str) -> str:
@@ -122,7 +125,6 @@ class ConsciousnessGraphWriter(ReportingTransform):
         default=2, ge=1, le=16, description="level graphs written side by side (their server work overlaps)"
     )
 
-    _pgvector_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
 
     # -- the transform -------------------------------------------------------
@@ -352,7 +354,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
                                   derived={link.edge_id for link in chunk_links}, volatile=batch.volatile)
             self._count(result, ids, report)
             if mem.vector_backends[batch.level] == "pgvector":
-                with self._pgvector_lock:  # one Postgres connection: one transaction at a time
+                with _PGVECTOR_LOCK:  # one Postgres connection: one transaction at a time
                     mem.pgvector.upsert(store.plans.graph, to_write)
                     if chunk_changes:  # expired versions must stop matching in Postgres too
                         mem.pgvector.mirror_validity(store.plans.graph,

@@ -25,6 +25,8 @@ RESOLUTION_STATES = ("resolved", "in_progress", "blocked")
 
 
 def _unit(value: Any) -> bool:
+    if type(value) is float or type(value) is int:  # the common case, without the ABC check
+        return 0.0 <= value <= 1.0
     return (
         isinstance(value, numbers.Real)
         and not isinstance(value, bool)
