@@ -285,6 +285,9 @@ def _by_graph(nodes: list[BaseNode]) -> dict[str | None, list[BaseNode]]:
     return parts
 
 
+RELATIONSHIP_CHUNK_FACTOR = 4
+"""Relationship chunks hold this many times ``chunk_size`` records."""
+
 STORE_THREADS = 3
 """Threads serving the graph lanes (server waits overlap; the GIL serialises the rest)."""
 
@@ -378,10 +381,13 @@ def ingest(
                 rel.metadata["level"] = level
                 if level == "N1" and rel.metadata.get("citizen_id") is None:
                     rel.metadata["citizen_id"] = citizen
-        for start in range(0, len(held), o.chunk_size):
+        # Relationships are light to check and each chunk costs a few round
+        # trips per graph: they go in larger chunks.
+        size = o.chunk_size * RELATIONSHIP_CHUNK_FACTOR
+        for start in range(0, len(held), size):
             if bar is not None:
-                bar.update(min(o.chunk_size, len(held) - start))
-            yield held[start : start + o.chunk_size]
+                bar.update(min(size, len(held) - start))
+            yield held[start : start + size]
 
     try:
         _pipelined(memory, o, work(), report, records)

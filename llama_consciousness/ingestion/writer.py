@@ -299,8 +299,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
 
     def _check_endpoints(
         self, store: LevelGraphStore, batch: _LevelBatch, new_ids: set[str], report: IngestReport
-    ) -> list[ConsciousnessRelationship]:
-        """Refuse (or drop) relationships to memories that exist nowhere."""
+    ) -> tuple[list[ConsciousnessRelationship], set[str]]:
+        """Refuse (or drop) relationships to memories that exist nowhere; also the stored endpoints."""
         wanted = sorted({i for r in batch.relationships for i in (r.source_id, r.target_id)} - new_ids)
         stored = store.existing_ids(wanted) if wanted else set()
         kept = []
@@ -313,7 +313,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
             if self.on_error == "raise":
                 raise StorageError(message)
             report.reject(str(rel.edge_id), "writer", [message])
-        return kept
+        return kept, stored
 
     def _write_level(self, batch: _LevelBatch, report: IngestReport) -> IngestReport:
         mem = self.memory
@@ -327,7 +327,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
         ]
         all_nodes = batch.memories + entity_nodes
         new_ids = {n.node_id for n in all_nodes}
-        batch.relationships = self._check_endpoints(store, batch, new_ids, report)
+        batch.relationships, stored_endpoints = self._check_endpoints(store, batch, new_ids, report)
         report.entities += len(mention_links)
 
         # Memories (with their entities, expiries and derived links) in
@@ -359,8 +359,10 @@ class ConsciousnessGraphWriter(ReportingTransform):
                     if chunk_changes:  # expired versions must stop matching in Postgres too
                         mem.pgvector.mirror_validity(store.plans.graph,
                                                      store.get_nodes([c.old_id for c in chunk_changes]))
-        for start in range(0, len(batch.relationships), self.batch_size):
-            result = store.upsert([], batch.relationships[start : start + self.batch_size])
+        # Relationship rows are small: several memory batches' worth per transaction.
+        size = self.batch_size * 4
+        for start in range(0, len(batch.relationships), size):
+            result = store.upsert([], batch.relationships[start : start + size], present=stored_endpoints)
             report.relationships_inserted += result.edges_created
             report.relationships_updated += result.edges_updated
             report.relationships_unchanged += result.edges_unchanged

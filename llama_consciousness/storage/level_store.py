@@ -393,6 +393,7 @@ class LevelPlans:
         base_ids: Mapping[str, str] | None = None,
         derived: frozenset[str] | set[str] = frozenset(),
         volatile: Mapping[str, tuple[str, ...]] | None = None,
+        present: frozenset[str] | set[str] = frozenset(),
     ) -> Plan:
         """Write memories, expire the versions they supersede, write relationships.
 
@@ -403,7 +404,8 @@ class LevelPlans:
         identity of some memories (the writer resolves chains of versions).
         Relationships whose ``edge_id`` is in ``derived`` were inferred by the
         writer (SUPERSEDES, MENTIONS): they are created when absent but never
-        overwrite a relationship stated explicitly.
+        overwrite a relationship stated explicitly.  ``present`` are ids the
+        caller has just found stored: they are not looked up again.
         """
         nodes = _dedupe(nodes, "node_id")
         edges = [self._place_edge(e) for e in _dedupe(relationships, "edge_id")]
@@ -420,7 +422,8 @@ class LevelPlans:
         edge_rows = [records.edge_row(e) for e in edges]
         batch_ids = {n.node_id for n in nodes}
         wanted = sorted(
-            ({i for e in edges for i in (e.source_id, e.target_id)} | {s.old_id for s in supersessions}) - batch_ids
+            ({i for e in edges for i in (e.source_id, e.target_id)} | {s.old_id for s in supersessions})
+            - batch_ids - set(present)
         )
         if wanted:
             rows = yield Query(
@@ -714,8 +717,9 @@ class _StoreMethods:
         base_ids: Mapping[str, str] | None = None,
         derived: frozenset[str] | set[str] = frozenset(),
         volatile: Mapping[str, tuple[str, ...]] | None = None,
+        present: frozenset[str] | set[str] = frozenset(),
     ) -> Any:
-        return self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived, volatile))
+        return self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived, volatile, present))
 
     def get_node(self, node_id: str) -> Any:
         return self._run(self.plans.get_node(node_id))
