@@ -111,3 +111,18 @@ def test_a_dead_worker_is_a_clear_error_and_is_not_reused() -> None:
 def test_unknown_worker_option_is_refused() -> None:
     with pytest.raises(ValueError, match="worker"):
         IngestOptions(worker="sometimes")
+
+
+def test_record_text_nodes_equal_validated_ones_with_containers_of_their_own() -> None:
+    from llama_index.core.schema import TextNode
+
+    from llama_consciousness.ingestion.nodes import record_text_node
+
+    fast = record_text_node("m1", "Meter read 7 litres.", {"level": "N2", "energy": 0.5}, [0.25, 0.5])
+    slow = TextNode(id_="m1", text="Meter read 7 litres.", metadata={"level": "N2", "energy": 0.5},
+                    embedding=[0.25, 0.5])
+    assert fast == slow and fast.model_dump() == slow.model_dump() and fast.hash == slow.hash
+    other = record_text_node("m2", "", {})
+    fast.excluded_llm_metadata_keys.append("energy")
+    fast.relationships["x"] = "y"  # not shared with other nodes
+    assert other.excluded_llm_metadata_keys == [] and other.relationships == {}

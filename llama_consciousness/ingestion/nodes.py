@@ -72,6 +72,8 @@ def relationship_to_text_node(relationship: ConsciousnessRelationship) -> TextNo
 
 
 _TEMPLATE = TextNode(id_="template", text="")
+_TEMPLATE_FIELDS = dict(_TEMPLATE.__dict__)
+_set = object.__setattr__
 
 
 def record_text_node(node_id: str, text: str, metadata: dict[str, Any], embedding: list[float] | None = None) -> TextNode:
@@ -84,8 +86,8 @@ def record_text_node(node_id: str, text: str, metadata: dict[str, Any], embeddin
     floats); the node is otherwise a normal TextNode, with fresh containers
     of its own.
     """
-    node = _TEMPLATE.__copy__()
-    fields = node.__dict__
+    node = TextNode.__new__(TextNode)
+    fields = dict(_TEMPLATE_FIELDS)
     fields["id_"] = node_id
     fields["text"] = text
     fields["metadata"] = metadata
@@ -93,6 +95,10 @@ def record_text_node(node_id: str, text: str, metadata: dict[str, Any], embeddin
     fields["relationships"] = {}
     fields["excluded_embed_metadata_keys"] = []
     fields["excluded_llm_metadata_keys"] = []
+    _set(node, "__dict__", fields)
+    _set(node, "__pydantic_fields_set__", set(_TEMPLATE.__pydantic_fields_set__))
+    _set(node, "__pydantic_extra__", _TEMPLATE.__pydantic_extra__)
+    _set(node, "__pydantic_private__", _TEMPLATE.__pydantic_private__)
     return node
 
 

@@ -61,6 +61,8 @@ def _reject_non_numeric_emotions(value: Any) -> Any:
     # True into 1.0 or "0.5" into 0.5 and hide a caller's mistake.
     if isinstance(value, dict):
         for emotion, intensity in value.items():
+            if type(intensity) is float or type(intensity) is int:  # the common case, without the ABC check
+                continue
             if isinstance(intensity, bool) or not isinstance(intensity, numbers.Real):
                 raise ValueError(
                     f"emotion {emotion!r} has non-numeric intensity {intensity!r}; "
