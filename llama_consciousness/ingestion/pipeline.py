@@ -249,6 +249,9 @@ def _pipelined(
 
     try:
         for index, chunk in enumerate(chunks):
+            # The first chunk runs here while the worker starts.  (Running
+            # here also the chunks that find the worker busy measured no
+            # faster: both cores are already in use by then.)
             if worker is None or index == 0:
                 waiting.append(_pure_here(o, chunk))
             else:
