@@ -551,10 +551,10 @@ class LevelPlans:
                 )
         rows = yield Query(
             f"UNWIND $qs AS q CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $k, "
-            f"{records.SCALED_VECTOR.format('q.e')}) "
+            f"{records.SCALED_VECTOR.format('q[1]')}) "
             "YIELD node AS n, score WHERE n.expired_at IS NULL "
-            "RETURN q.id, n.node_id, n.base_id, score",
-            {"qs": [{"id": qid, "e": records.scaled_vector(vector)} for qid, vector in queries], "k": int(k)},
+            "RETURN q[0], n.node_id, n.base_id, score",
+            {"qs": Rows([qid, records.scaled_vector(vector)] for qid, vector in queries), "k": int(k)},
             read_only=True,
         )
         found: dict[str, list[tuple[str, str, float]]] = {}
