@@ -292,8 +292,12 @@ def _by_graph(nodes: list[BaseNode]) -> dict[str | None, list[BaseNode]]:
 RELATIONSHIP_CHUNK_FACTOR = 4
 """Relationship chunks hold this many times ``chunk_size`` records."""
 
-STORE_THREADS = 3
-"""Threads serving the graph lanes (server waits overlap; the GIL serialises the rest)."""
+STORE_THREADS = 6
+"""Threads serving the graph lanes: while some wait for the server, one runs Python.
+
+Measured on 2 cores (4,000 memories over six graphs): 2 threads 3.6 s,
+3 threads 3.5 s, 6 threads 3.25 s for the stock path's job.
+"""
 
 STORE_DEPTH = 2
 """Chunks whose store steps may be under way at once."""

@@ -14,6 +14,7 @@ and stripped of separators, so "Deep_Focus" and "deep focus" still meet.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # canonical name -> words that mean it (adjectives, verbs, near-synonyms)
 EMOTION_SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -55,8 +56,12 @@ for _canonical, _words in EMOTION_SYNONYMS.items():
 _SEPARATORS = re.compile(r"[\s\-]+")
 
 
+@lru_cache(maxsize=4096)
 def canonical_emotion(name: str) -> str:
-    """The canonical form of an emotion name (see :data:`EMOTION_SYNONYMS`)."""
+    """The canonical form of an emotion name (see :data:`EMOTION_SYNONYMS`).
+
+    Cached: a store or a stream names the same few feelings thousands of times.
+    """
     key = _SEPARATORS.sub("_", name.strip().lower())
     return _LOOKUP.get(key, _LOOKUP.get(key.replace("_", " "), key))
 
