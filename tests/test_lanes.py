@@ -1,0 +1,61 @@
+"""``GraphLanes``: in order within a key, side by side across keys, stopped lanes stay stopped."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from llama_consciousness.ingestion.lanes import GraphLanes, LaneStopped
+
+
+def test_tasks_of_one_key_run_in_order_and_one_at_a_time() -> None:
+    lanes = GraphLanes(4)
+    seen: list[int] = []
+    running = []
+
+    def task(i: int) -> int:
+        running.append(i)
+        assert len(running) == 1  # never two tasks of the lane at once
+        time.sleep(0.002)
+        seen.append(i)
+        running.remove(i)
+        return i * 10
+
+    futures = [lanes.submit("g", task, i) for i in range(20)]
+    assert [f.result(5) for f in futures] == [i * 10 for i in range(20)]
+    lanes.close()
+    assert seen == list(range(20))
+
+
+def test_different_keys_run_side_by_side() -> None:
+    lanes = GraphLanes(2)
+    both = threading.Barrier(2, timeout=5)  # breaks unless the two tasks overlap
+    futures = [lanes.submit(key, both.wait) for key in ("a", "b")]
+    assert sorted(f.result(5) for f in futures) == [0, 1]
+    lanes.close()
+
+
+def test_a_failure_stops_its_lane_but_not_the_others() -> None:
+    lanes = GraphLanes(2)
+
+    def boom() -> None:
+        raise ValueError("server gone")
+
+    first = lanes.submit("a", boom)
+    after = lanes.submit("a", lambda: "should not run")
+    other = lanes.submit("b", lambda: "fine")
+    with pytest.raises(ValueError, match="server gone"):
+        first.result(5)
+    with pytest.raises(LaneStopped):
+        after.result(5)
+    assert other.result(5) == "fine"
+    lanes.close()
+
+
+def test_more_lanes_than_threads_never_deadlock() -> None:
+    lanes = GraphLanes(1)
+    futures = [lanes.submit(key, lambda k=key, i=i: (k, i)) for i in range(5) for key in "abcdef"]
+    assert len({f.result(5) for f in futures}) == 30
+    lanes.close()
