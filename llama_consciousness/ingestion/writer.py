@@ -264,6 +264,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
         matched: dict[str, str] = {}
         for memory_id, entities in batch.entities.items():
             memory = by_id[memory_id]
+            first: ConsciousnessRelationship | None = None
             for entity in entities:
                 name = str(entity.get("name", "")).strip()
                 key = entity.get("key") or normalize_entity_name(name)
@@ -293,7 +294,14 @@ class ConsciousnessGraphWriter(ReportingTransform):
                 matched[name] = target
                 if target == memory_id:
                     continue
-                link = _derived_link(memory, target, "MENTIONS", f"{memory_id} mentions {name}")
+                trigger = f"{memory_id} mentions {name}"
+                if first is None:
+                    link = first = _derived_link(memory, target, "MENTIONS", trigger)
+                else:
+                    # A memory's mentions differ only in target and trigger: a
+                    # copy of the first, validated one, instead of validating again.
+                    link = first.model_copy(update={"target_id": target, "formation_trigger": trigger,
+                                                    "edge_id": f"{first.source_id}|MENTIONS|{target}"})
                 links.setdefault(link.edge_id, link)
         return list(created.values()), list(links.values())
 
