@@ -690,3 +690,58 @@ def test_path_coherence_comes_from_the_stored_vectors(memory, citizen, pipeline_
         expected = semantic_coherence([vectors.get(g.split(":", 1)[1]) for g in p.path_nodes])
         assert p.semantic_coherence == pytest.approx(expected, abs=1e-5)
     assert any(p.semantic_coherence != 0.5 for p in paths)
+
+
+def test_neighbourhood_in_one_query_equals_connectors_then_links(memory, citizen, pipeline_story):
+    from llama_consciousness.scoring.traversal import _vector_cosine
+    from llama_consciousness.storage.channels import relationships_among
+    from llama_consciousness.storage.filters import MemoryFilter
+    from llama_consciousness.storage.neighbourhood import neighbourhood
+
+    store = memory.level("N1", citizen)
+    ids = ["problem", "evidence", "conclusion"]
+    for memory_filter, limit in ((MemoryFilter(), 10), (MemoryFilter(include_entities=True), 10),
+                                 (MemoryFilter(), 0), (MemoryFilter(), 1)):
+        merged = store._run(neighbourhood(store.plans, ids, memory_filter, limit))
+        found = store._run(connectors(store.plans, ids, memory_filter, limit)) if limit else []
+        links = store._run(relationships_among(store.plans, ids + [c.node.node_id for c in found], memory_filter))
+        assert merged.connectors == found
+        assert sorted(r.edge_id for r in merged.relationships) == sorted(r.edge_id for r in links)
+        assert {r.edge_id: r for r in merged.relationships} == {r.edge_id: r for r in links}
+        vectors = store._run(embeddings(store.plans, sorted({i for r in links for i in (r.source_id, r.target_id)})))
+        assert set(merged.similarities) == {(r.source_id, r.target_id) for r in links}
+        for (a, b), cos in merged.similarities.items():
+            if a in vectors and b in vectors:
+                assert cos == pytest.approx(_vector_cosine(vectors[a], vectors[b]), abs=1e-5)
+            else:
+                assert cos is None  # a memory without an embedding (an entity)
+    assert store._run(neighbourhood(store.plans, ["problem"], MemoryFilter(), 10)).relationships == []
+
+
+def test_a_graph_build_reads_each_level_once(memory, citizen, pipeline_story, monkeypatch):
+    """Connectors, links and path coherence come back in one query per level graph."""
+    from llama_consciousness.storage import level_store
+
+    _, nodes = pipeline_story
+    sent: list[str] = []
+    real = level_store.LevelGraphStore._execute
+
+    def spy(self, query):
+        sent.append(getattr(query, "cypher", ""))
+        return real(self, query)
+
+    monkeypatch.setattr(level_store.LevelGraphStore, "_execute", spy)
+    from llama_consciousness.storage import interleaved
+
+    real_run = interleaved.Interleaved.__init__
+
+    def spy_jobs(self, db, jobs, *args, **kwargs):
+        jobs = list(jobs)
+        sent.extend(["job"] * len(jobs))
+        return real_run(self, db, jobs, *args, **kwargs)
+
+    monkeypatch.setattr(interleaved.Interleaved, "__init__", spy_jobs)
+    pp = TraversalPathPostprocessor(memory=memory)
+    pp.postprocess_nodes(nodes)
+    assert pp.last_graph.suggested_paths
+    assert len(sent) == 1  # one level graph, one query: no separate similarity read

@@ -363,12 +363,12 @@ class TraversalPathPostprocessor(StreamPostprocessor):
                 pending[2].discard()
         else:
             if pending is not None and pending[0] == key:
-                found_connectors, found = self._collect(pending[1], pending[2])
+                found_connectors, found, similar = self._collect(pending[1], pending[2])
             else:
                 if pending is not None:
                     pending[2].discard()
-                found_connectors, found = self._collect(*self._start_fetch(groups, window))
-            self._memo = _Memo(key, time.monotonic(), found_connectors, found, {})
+                found_connectors, found, similar = self._collect(*self._start_fetch(groups, window))
+            self._memo = _Memo(key, time.monotonic(), found_connectors, found, similar)
         for level, citizen, node in found_connectors:
             gid = graph_id(level, node.node_id)
             if gid not in members:
@@ -408,13 +408,19 @@ class TraversalPathPostprocessor(StreamPostprocessor):
 
     @classmethod
     def _collect(cls, keys: list[tuple[str, Optional[str]]], running: Interleaved
-                 ) -> tuple[list[tuple[str, Optional[str], MemoryNode]], list[tuple[str, Any]]]:
+                 ) -> tuple[list[tuple[str, Optional[str], MemoryNode]], list[tuple[str, Any]],
+                            dict[tuple[str, str], Optional[float]]]:
+        """Connectors, links and the cosine across each link (both ways: it is symmetric)."""
         found_connectors: list[tuple[str, Optional[str], MemoryNode]] = []
         found: list[tuple[str, Any]] = []
+        similar: dict[tuple[str, str], Optional[float]] = {}
         for (level, citizen), result in cls._answers("links", keys, running):
             found_connectors.extend((level, citizen, c.node) for c in result.connectors)
             found.extend((level, rel) for rel in result.relationships)
-        return found_connectors, found
+            for (a, b), cosine in result.similarities.items():
+                ga, gb = graph_id(level, a), graph_id(level, b)
+                similar[(ga, gb)] = similar[(gb, ga)] = cosine
+        return found_connectors, found, similar
 
     def _level_jobs(self, what: str, work: dict[tuple[str, Optional[str]], Callable[[Any], Any]]
                     ) -> tuple[list[tuple[str, Optional[str]]], Interleaved]:
@@ -496,8 +502,10 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         """Semantic coherence from the embeddings stored in FalkorDB (pgvector levels: neutral).
 
         The cosine of each step is computed by the server, where the vectors
-        are (``neighbourhood.pair_similarities``); steps read by an earlier
-        run on the same nodes are reused (see ``_neighbourhoods``).
+        are: the neighbourhood read brings it for every link, so a path along
+        the graph's links needs no further query; other steps are read with
+        ``neighbourhood.pair_similarities``, and kept for the next run on the
+        same nodes (see ``_neighbourhoods``).
         """
         if not paths:
             return paths
