@@ -692,7 +692,7 @@ def test_path_coherence_comes_from_the_stored_vectors(memory, citizen, pipeline_
     assert any(p.semantic_coherence != 0.5 for p in paths)
 
 
-def test_neighbourhood_in_one_query_equals_connectors_then_links(memory, citizen, pipeline_story):
+def test_neighbourhood_equals_connectors_then_links_with_their_cosines(memory, citizen, pipeline_story):
     from llama_consciousness.scoring.traversal import _vector_cosine
     from llama_consciousness.storage.channels import relationships_among
     from llama_consciousness.storage.filters import MemoryFilter
@@ -718,8 +718,8 @@ def test_neighbourhood_in_one_query_equals_connectors_then_links(memory, citizen
     assert store._run(neighbourhood(store.plans, ["problem"], MemoryFilter(), 10)).relationships == []
 
 
-def test_a_graph_build_reads_each_level_once(memory, citizen, pipeline_story, monkeypatch):
-    """Connectors, links and path coherence come back in one query per level graph."""
+def test_a_graph_build_needs_no_separate_similarity_read(memory, citizen, pipeline_story, monkeypatch):
+    """Connectors, links and the cosines of path steps come back in one job per level graph."""
     from llama_consciousness.storage import level_store
 
     _, nodes = pipeline_story
@@ -744,4 +744,4 @@ def test_a_graph_build_reads_each_level_once(memory, citizen, pipeline_story, mo
     pp = TraversalPathPostprocessor(memory=memory)
     pp.postprocess_nodes(nodes)
     assert pp.last_graph.suggested_paths
-    assert len(sent) == 1  # one level graph, one query: no separate similarity read
+    assert len(sent) == 1  # one level graph, one job: no separate similarity read

@@ -19,7 +19,7 @@ from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage import records
 from llama_consciousness.storage.channels import links_of_ids
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.level_store import EDGE_TYPE, NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query
+from llama_consciousness.storage.level_store import NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query
 from llama_consciousness.temporal import cypher_predicate
 
 __all__ = ["Connector", "Neighbourhood", "connectors", "embeddings", "neighbourhood", "pair_similarities"]
@@ -96,58 +96,37 @@ def neighbourhood(
     min_links: int = 2,
 ) -> Plan:
     """Connectors of ``node_ids`` (when ``max_connectors`` > 0), the links among all of them,
-    and the cosine across each link, in ONE query.
+    and the cosine across each link.
 
-    The same answer as ``connectors`` followed by ``relationships_among``
-    on the memories and their connectors, plus the cosines
-    (``pair_similarities`` of every link): a traversal graph waits for one
-    round trip per level instead of three.
+    Two queries: ``connectors``, then the links among the memories and
+    their connectors with the cosine of each link's two stored embeddings
+    computed by the server, so that the coherence of a path along the links
+    needs no third query.  (One query doing both, with the connectors in a
+    subquery, measured slower at 50K: 3.6 ms against 2.4 ms per level.)
     """
-    ids = list(dict.fromkeys(node_ids))
-    find = max_connectors > 0 and len(ids) >= min_links
-    if not find and len(ids) < 2:
-        return Neighbourhood()
+    found: list[Connector] = []
+    if max_connectors > 0:
+        found = yield from connectors(plans, node_ids, memory_filter, max_connectors, min_links=min_links)
+    ids = list(dict.fromkeys([*node_ids, *(c.node.node_id for c in found)]))
+    if len(ids) < 2:
+        return Neighbourhood(found)
     link = cypher_predicate(memory_filter.window, "r", "fr_")
-    params: dict[str, Any] = {**link.params, "ids": ids}
-    if find:
-        pred = memory_filter.cypher("c", "fc_")
-        params.update(pred.params, min_links=int(min_links), limit=min(int(max_connectors), MAX_CONNECTORS))
-        head = ("CALL { "
-                + links_of_ids(link.text)
-                + "WITH c, s, head(relationships(p)) AS r "
-                "WITH c, count(DISTINCT s) AS linked, sum(coalesce(r.energy, 0.0)) AS energy "
-                f"WHERE linked >= $min_links AND NOT c.node_id IN $ids AND {pred.text} "
-                "WITH c, linked, energy ORDER BY linked DESC, energy DESC, c.node_id ASC LIMIT $limit "
-                f"RETURN collect([{_NODE}, linked, energy]) AS found, collect(c.node_id) AS cids }} "
-                "WITH found, $ids + cids AS every ")
-    else:
-        head = "WITH [] AS found, $ids AS every "
     cosine = (f"CASE WHEN s.{VECTOR_PROPERTY} IS NULL OR t.{VECTOR_PROPERTY} IS NULL THEN NULL "
               f"ELSE 1.0 - vec.cosineDistance(s.{VECTOR_PROPERTY}, t.{VECTOR_PROPERTY}) END"
               if plans.store_vectors else "NULL")
     rows = yield Query(
-        head
-        + "CALL { WITH every "
-        # the same two planner precautions as ``links_of_ids``: find the
-        # memories by node_id first, test the link through the path
-        f"MATCH (s:{NODE_LABEL}) WHERE s.node_id IN every WITH s, every "
-        f"MATCH p = (s)-[:{EDGE_TYPE}]->(t:{NODE_LABEL}) "
-        f"WHERE t.node_id IN every AND all(r IN relationships(p) WHERE {link.text}) "
-        "WITH s, t, head(relationships(p)) AS r "
-        f"RETURN collect([{records.projection('r', records.EDGE_READ_PROPS)}, {cosine}]) AS links }} "
-        "RETURN found, links",
-        params,
+        links_of_ids(link.text, where="t.node_id IN $ids", end="t", directed=True)
+        + "WITH s, t, head(relationships(p)) AS r "
+        f"RETURN {records.projection('r', records.EDGE_READ_PROPS)}, {cosine}",
+        {**link.params, "ids": ids},
         read_only=True,
     )
-    if not rows:
-        return Neighbourhood()
-    found, links = rows[0]
-    relationships = [records.edge_from_props(props) for props, _ in links]
+    relationships = [records.edge_from_props(props) for props, _ in rows]
     return Neighbourhood(
-        [Connector(records.node_from_props(props), int(linked), float(energy)) for props, linked, energy in found],
+        found,
         relationships,
         {(rel.source_id, rel.target_id): (None if cos is None else float(cos))
-         for rel, (_, cos) in zip(relationships, links)},
+         for rel, (_, cos) in zip(relationships, rows)},
     )
 
 
