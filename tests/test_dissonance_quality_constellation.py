@@ -555,3 +555,37 @@ def test_three_postprocessors_in_a_retriever_query_engine(memory, citizen) -> No
     assert constellation.last_constellation.primary.node_id == top
     assert sources[top][ROLE_KEY] == "direct_answer"
     assert constellation.last_constellation.synthesis.startswith(f"Primary: {sources[top]['name']}")
+
+
+def test_linked_memories_per_type_strongest_first_each_memory_once(memory, citizen) -> None:
+    """One query answers every type and direction: order, limits and de-duplication per type."""
+    from llama_consciousness.storage.filters import MemoryFilter
+    from llama_consciousness.storage.links import linked_memories
+
+    write_constellation(memory, citizen)
+    memory.ingest([
+        mem("s_weak", level="N1", citizen=citizen, name="Weak support", description="A hunch that agrees"),
+        link("primary", "s_weak", "SUPPORTS", citizen, energy=0.2),
+        link("s_bench", "primary", "SUPPORTS", citizen, energy=0.3),  # s_bench both ways: once, at 0.9
+        link("primary", "c_blog", "CONTRADICTS", citizen, energy=0.1),  # c_blog both ways: once, at 0.7
+    ], entities=False, duplicates="off")
+    store = memory.level("N1", citizen)
+
+    def ids(found):
+        return {t: [(m.node.node_id, m.direction, m.relationship.energy) for m in items] for t, items in found.items()}
+
+    found = store._run(linked_memories(store.plans, "primary", ["supports", "CONTRADICTS", "UNKNOWN"]))
+    assert ids(found) == {
+        "SUPPORTS": [("s_bench", "outgoing", 0.9), ("s_docs", "incoming", 0.6), ("s_weak", "outgoing", 0.2)],
+        "CONTRADICTS": [("c_blog", "incoming", 0.7)],
+        "UNKNOWN": [],
+    }
+    assert ids(store._run(linked_memories(store.plans, "primary", ["SUPPORTS"], limit=2))) == {
+        "SUPPORTS": [("s_bench", "outgoing", 0.9), ("s_docs", "incoming", 0.6)]}
+    assert ids(store._run(linked_memories(store.plans, "primary", ["SUPPORTS", "CONTRADICTS"],
+                                          among=["s_weak", "c_blog"]))) == {
+        "SUPPORTS": [("s_weak", "outgoing", 0.2)], "CONTRADICTS": [("c_blog", "incoming", 0.7)]}
+    evolution = MemoryFilter(TemporalWindow("evolution"))
+    assert [m.node.node_id for m in store._run(linked_memories(store.plans, "primary", ["SUPPORTS"],
+                                                               evolution))["SUPPORTS"]][0] == "s_expired"
+    assert store._run(linked_memories(store.plans, "missing", ["SUPPORTS"])) == {"SUPPORTS": []}

@@ -115,7 +115,7 @@ def test_stream_reads_the_neighbourhood_early_and_once(memory, monkeypatch) -> N
     full, full_nodes = complete_stream(stream, [n.model_copy(deep=True) for n in nodes], intention, steps)
     assert calls == ["prefetch"]
     constellation = steps[-1]
-    assert len(linked) == 4 and constellation._pending is None  # 2 relations x 2 directions, asked once
+    assert len(linked) == 1 and constellation._pending is None  # 2 relations x 2 directions in one query, asked once
     reference = constellation.model_copy()
     reference._pending = None
     again = reference.build(list(full_nodes))

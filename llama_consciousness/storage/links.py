@@ -63,35 +63,41 @@ def linked_memories(
     reach = memory_filter.cypher("c", "fc_")
     link = cypher_predicate(memory_filter.window, "r", "fr_")
     among_clause = " AND c.node_id IN $among" if among is not None else ""
-    # Two directed queries, not one undirected: FalkorDB answers an undirected
-    # pattern filtered on an indexed edge property (relation_type) by an edge
-    # index scan that only returns the outgoing edges.
-    patterns = {
-        "outgoing": f"(a:{NODE_LABEL} {{node_id: $id}})-[r:{EDGE_TYPE}]->(c:{NODE_LABEL})",
-        "incoming": f"(a:{NODE_LABEL} {{node_id: $id}})<-[r:{EDGE_TYPE}]-(c:{NODE_LABEL})",
-    }
-    for relation_type in types:
-        params = {**reach.params, **link.params, "id": node_id, "type": relation_type, "fetch": int(limit)}
-        if among is not None:
-            params["among"] = list(among)
-        found: list[LinkedMemory] = []
-        for direction, pattern in patterns.items():
-            rows = yield Query(
-                # WITH first: it makes the planner start from `a` by node_id;
-                # with the WHERE attached, FalkorDB scans every memory through
-                # the temporal range indexes (3.3 s at 50K, 0 ms this way).
-                f"MATCH {pattern} WITH a, r, c "
-                f"WHERE r.relation_type = $type AND c.node_id <> $id AND {reach.text} AND {link.text}{among_clause} "
-                f"RETURN {_EDGE}, {_NODE} "
-                "ORDER BY r.energy DESC, r.confidence DESC, c.node_id ASC LIMIT $fetch",
-                params,
-                read_only=True,
+    params = {**reach.params, **link.params, "id": node_id, "fetch": int(limit)}
+    if among is not None:
+        params["among"] = list(among)
+    # One query, a branch per relation type and direction, each with its
+    # own order and limit: one round trip instead of four.  Directed
+    # patterns, not one undirected: FalkorDB answers an undirected pattern
+    # filtered on an indexed edge property (relation_type) by an edge index
+    # scan that only returns the outgoing edges.  The anchor is found by
+    # node_id first and handed in: with the WHERE attached to its MATCH,
+    # FalkorDB scans every memory through the temporal range indexes (3.3 s
+    # at 50K, 0 ms this way).
+    arrows = {"outgoing": ("-", "->"), "incoming": ("<-", "-")}
+    branches = []
+    for i, relation_type in enumerate(types):
+        params[f"type{i}"] = relation_type
+        for direction, (left, right) in arrows.items():
+            branches.append(
+                f"WITH a MATCH (a){left}[r:{EDGE_TYPE}]{right}(c:{NODE_LABEL}) WITH r, c "
+                f"WHERE r.relation_type = $type{i} AND c.node_id <> $id AND {reach.text} AND {link.text}{among_clause} "
+                f"RETURN r, c, {i} AS type, '{direction}' AS direction "
+                "ORDER BY r.energy DESC, r.confidence DESC, c.node_id ASC LIMIT $fetch"
             )
-            found += [LinkedMemory(records.node_from_props(n), records.edge_from_props(e), direction)
-                      for e, n in rows]
-        found.sort(key=lambda m: (-m.relationship.energy, -m.relationship.confidence, m.node.node_id))
+    rows = yield Query(
+        f"MATCH (a:{NODE_LABEL} {{node_id: $id}}) WITH a CALL {{ " + " UNION ALL ".join(branches) + " } "
+        f"RETURN {_EDGE}, {_NODE}, type, direction",
+        params,
+        read_only=True,
+    )
+    found: dict[str, list[LinkedMemory]] = {t: [] for t in types}
+    for e, n, i, direction in rows:
+        found[types[int(i)]].append(LinkedMemory(records.node_from_props(n), records.edge_from_props(e), direction))
+    for relation_type, items in found.items():
+        items.sort(key=lambda m: (-m.relationship.energy, -m.relationship.confidence, m.node.node_id))
         seen: set[str] = set()
-        for item in found:
+        for item in items:
             if item.node.node_id in seen:
                 continue  # linked both ways: the strongest link speaks for it
             seen.add(item.node.node_id)
