@@ -126,3 +126,22 @@ def test_record_text_nodes_equal_validated_ones_with_containers_of_their_own() -
     fast.excluded_llm_metadata_keys.append("energy")
     fast.relationships["x"] = "y"  # not shared with other nodes
     assert other.excluded_llm_metadata_keys == [] and other.relationships == {}
+
+
+def test_without_a_worker_process_everything_runs_here(memory, monkeypatch, caplog) -> None:
+    import subprocess
+    import uuid
+
+    def refuse(*args, **kwargs):
+        raise OSError("no processes in this sandbox")
+
+    workers.shutdown()  # no idle worker to fall back on
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    tag = uuid.uuid4().hex[:8]
+    records = [_record(i, node_id=f"nw_{tag}_{i}") for i in range(5)]
+    report = memory.ingest([_raw_text_node(r, 1) for r in records], worker="on", chunk_size=2,
+                           entities=False, duplicates="off")
+    assert report.inserted == 5 and report.rejected == []
+    assert "cannot start an ingestion worker" in caplog.text
+    ids = [r["node_id"] for r in records]
+    assert {n.node_id for n in memory.get_nodes(ids, "N2")} == set(ids)

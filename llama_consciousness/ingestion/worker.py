@@ -127,6 +127,10 @@ class PureStageWorker:
                 [sys.executable, "-m", "llama_consciousness.ingestion.worker", str(to_child_r), str(from_child_w)],
                 pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, env=env, close_fds=True,
             )
+        except BaseException:
+            os.close(to_child_w)
+            os.close(from_child_r)
+            raise
         finally:
             os.close(to_child_r)
             os.close(from_child_w)
@@ -202,7 +206,7 @@ def acquire() -> PureStageWorker | None:
             worker.close()
     try:
         return PureStageWorker()
-    except OSError as exc:  # no fork/exec here: run the steps in this process
+    except (OSError, ValueError) as exc:  # no process or no fd passing here: run the steps in this process
         log.warning("cannot start an ingestion worker process (%s); running every step in this process", exc)
         return None
 
