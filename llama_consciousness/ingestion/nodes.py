@@ -76,15 +76,24 @@ _TEMPLATE_FIELDS = dict(_TEMPLATE.__dict__)
 _set = object.__setattr__
 
 
-def record_text_node(node_id: str, text: str, metadata: dict[str, Any], embedding: list[float] | None = None) -> TextNode:
+def record_text_node(
+    node_id: str,
+    text: str,
+    metadata: dict[str, Any],
+    embedding: list[float] | None = None,
+    *,
+    excluded_embed_metadata_keys: list[str] | None = None,
+    excluded_llm_metadata_keys: list[str] | None = None,
+) -> TextNode:
     """A ``TextNode`` for data this package made itself, without pydantic's checks.
 
     Why: validating a TextNode copies its metadata and checks every float of
     its embedding, which for a parsed memory file or a chunk back from the
     ingestion worker cost more than the step it fed.  The arguments must be
     what the fields' types say (a ``str`` id and text, a ``dict``, a list of
-    floats); the node is otherwise a normal TextNode, with fresh containers
-    of its own.
+    floats, lists of keys); the node is otherwise a normal TextNode, with
+    fresh containers of its own.  The retrievers use it too, for the nodes
+    they build from stored memories.
     """
     node = TextNode.__new__(TextNode)
     fields = dict(_TEMPLATE_FIELDS)
@@ -93,8 +102,8 @@ def record_text_node(node_id: str, text: str, metadata: dict[str, Any], embeddin
     fields["metadata"] = metadata
     fields["embedding"] = embedding
     fields["relationships"] = {}
-    fields["excluded_embed_metadata_keys"] = []
-    fields["excluded_llm_metadata_keys"] = []
+    fields["excluded_embed_metadata_keys"] = list(excluded_embed_metadata_keys or ())
+    fields["excluded_llm_metadata_keys"] = list(excluded_llm_metadata_keys or ())
     _set(node, "__dict__", fields)
     _set(node, "__pydantic_fields_set__", set(_TEMPLATE.__pydantic_fields_set__))
     _set(node, "__pydantic_extra__", _TEMPLATE.__pydantic_extra__)

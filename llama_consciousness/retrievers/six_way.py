@@ -25,9 +25,10 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_consciousness.ingestion.entities import OfflineEntityExtractor
+from llama_consciousness.ingestion.nodes import record_text_node
 from llama_consciousness.retrievers.config import RetrievalConfig
 from llama_consciousness.schema import (
     ConsciousnessLevelResults,
@@ -602,12 +603,12 @@ class SixWayHybridRetriever(BaseRetriever):
             "retrieval_sources": list(entry["sources"]),
             "relevance_score": float(entry["score"]),
         })
-        text_node = TextNode(
+        text_node = record_text_node(
             # Levels are separate graphs: the same node_id in N1 and N2 are two
             # memories.  The plain id stays in metadata["node_id"].
-            id_=f"{entry['level']}:{node.node_id}",
-            text=node.description or node.name,
-            metadata=metadata,
+            f"{entry['level']}:{node.node_id}",
+            node.description or node.name,
+            metadata,
             excluded_embed_metadata_keys=list(metadata),
             excluded_llm_metadata_keys=[k for k in _LLM_HIDDEN if k in metadata],
         )
