@@ -313,9 +313,10 @@ def _classify(word: str, shouting: bool) -> str:
 
 
 def _tokenize(text: str) -> list[_Tok]:
-    letters = [c for c in text if c.isalpha()]
-    upper = sum(1 for c in letters if c.isupper())
-    shouting = len(letters) >= 8 and upper > 0.6 * len(letters)
+    # counted in C loops (map/filter over builtins), not a Python loop per character
+    letters = sum(map(str.isalpha, text))
+    upper = sum(map(str.isupper, filter(str.isalpha, text)))
+    shouting = letters >= 8 and upper > 0.6 * letters
     tokens: list[_Tok] = []
     skip_at = -1
     for match in _TOKEN.finditer(text):
