@@ -112,6 +112,7 @@ def run_ingest(args: argparse.Namespace) -> int:
         "entities": not args.no_entities,
         "concepts": not args.no_concepts,
         "batch_size": args.batch_size,
+        "worker": args.worker,
     }
     if not Path(args.file).is_file():
         raise ValueError(f"no such memory file: {args.file}")
@@ -268,6 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--no-entities", action="store_true", help="do not extract and link entities")
     ing.add_argument("--no-concepts", action="store_true", help="do not compute concepts, surfaces_when, authority")
     ing.add_argument("--batch-size", type=int, default=500, help="memories per transaction")
+    ing.add_argument("--worker", choices=("auto", "on", "off"), default="auto",
+                     help="run validation, scrubbing, extraction and embedding in a second process "
+                          "(auto: above 3,000 records)")
     ing.add_argument("--no-progress", action="store_true", help="no progress bar")
     ing.add_argument("--embed-model", default=None, help="wordllama (default), openai, openai:<model>")
     ing.set_defaults(func=run_ingest)

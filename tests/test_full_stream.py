@@ -87,7 +87,7 @@ def test_cli_stream_and_graph_pictures(demo, tmp_path: Path, capsys: pytest.Capt
     from llama_consciousness.ingestion import demo_memory_file as demo_file
 
     data = tmp_path.parent / "cli_stream"  # short enough; its own server
-    assert main(["ingest", str(demo_file()), "--data-dir", str(data), "--no-progress"]) == 0
+    assert main(["ingest", str(demo_file()), "--data-dir", str(data), "--no-progress", "--worker", "on"]) == 0
     html = tmp_path / "graph.html"
     assert main(["query", QUERY, "--data-dir", str(data), "--citizen", "ada", "--mode", "evolution",
                  "--stream", "--graph", str(html), "-k", "5"]) == 0
