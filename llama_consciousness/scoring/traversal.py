@@ -88,10 +88,19 @@ NARRATIVE_ARROW = " → "
 MAX_EXPANSIONS = 200_000
 
 
+_MISSING = object()
+
+
 def _get(obj: Any, name: str, default: Any = None) -> Any:
+    """A field of a model or a key of a mapping (the common cases first: no ABC check)."""
+    if type(obj) is dict:
+        return obj.get(name, default)
+    value = getattr(obj, name, _MISSING)
+    if value is not _MISSING:
+        return value
     if isinstance(obj, Mapping):
         return obj.get(name, default)
-    return getattr(obj, name, default)
+    return default
 
 
 # -- the formula -------------------------------------------------------------------
