@@ -145,3 +145,31 @@ def test_without_a_worker_process_everything_runs_here(memory, monkeypatch, capl
     assert "cannot start an ingestion worker" in caplog.text
     ids = [r["node_id"] for r in records]
     assert {n.node_id for n in memory.get_nodes(ids, "N2")} == set(ids)
+
+
+def test_a_worker_that_fails_midway_hands_its_chunks_back(memory, monkeypatch, caplog) -> None:
+    """The chunks the worker held, and all later ones, run in this process: nothing is lost."""
+    import uuid
+
+    real = PureStageWorker.result
+    calls = []
+
+    def dies_on_second_answer(self, ticket):
+        calls.append(ticket)
+        if len(calls) == 2:
+            self._process.kill()
+            raise IngestWorkerError("the ingestion worker died (test)")
+        return real(self, ticket)
+
+    monkeypatch.setattr(PureStageWorker, "result", dies_on_second_answer)
+    tag = uuid.uuid4().hex[:8]
+    records = [_record(i, node_id=f"fw_{tag}_{i}") for i in range(9)]
+    report = memory.ingest([_raw_text_node(r, i + 1) for i, r in enumerate(records)], worker="on",
+                           chunk_size=2, entities=False, duplicates="off")
+    assert report.inserted == 9 and report.rejected == []
+    assert len(calls) == 2  # after the failure, no chunk went to a worker again
+    assert "the ingestion worker failed" in caplog.text
+    ids = [r["node_id"] for r in records]
+    stored = memory.get_nodes(ids, "N2")
+    assert {n.node_id for n in stored} == set(ids)
+    assert all("[REDACTED:email]" in n.description for n in stored)  # the pure steps ran for every chunk

@@ -13,6 +13,7 @@ record is rejected before any work is spent on it.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
@@ -120,6 +121,8 @@ def _store_steps(memory: Any, o: IngestOptions) -> list[Any]:
     return steps
 
 
+log = logging.getLogger(__name__)
+
 KEEP_PARSED_BYTES = 64 * 2**20
 """Files up to this size are parsed once and kept; larger ones are read twice."""
 
@@ -215,17 +218,20 @@ def _pipelined(
     A failure stops the run: no further chunk is handed on, the lanes
     finish what they hold (each batch is one transaction, so nothing is
     left half-written), chunks the worker had in hand are discarded with
-    it, and a rerun completes the rest.
+    it, and a rerun completes the rest.  A failure of the worker itself
+    (it died, or could not send an error back) is not a failure of the
+    run: its chunks, and all later ones, run here instead, with a warning.
     """
+    from llama_consciousness.ingestion import worker as workers
+    from llama_consciousness.ingestion.worker import IngestWorkerError
+
     worker = None
     if o.worker == "on" or (o.worker == "auto" and records is not None and records > WORKER_THRESHOLD):
-        from llama_consciousness.ingestion import worker as workers
-
         worker = workers.acquire()
     embed_model = memory.embed_model if worker is not None and workers.ships_to_worker(memory.embed_model) else None
     lookahead = WORKER_LOOKAHEAD if worker is not None else 0
     lanes = GraphLanes(STORE_THREADS)
-    waiting: deque[tuple[list[BaseNode], IngestReport] | int] = deque()  # pure results, or worker tickets
+    waiting: deque[tuple[list[BaseNode], IngestReport] | _Sent] = deque()  # pure results, or chunks sent
     in_store: deque[list[Future]] = deque()  # per chunk, its parts' futures
     healthy = False
 
@@ -239,9 +245,25 @@ def _pipelined(
             report.merge(part)
             _warn_injections(out, report)
 
+    def abandon(exc: BaseException) -> None:
+        """The worker failed: run its chunks, and all later ones, in this process."""
+        nonlocal worker, lookahead
+        log.warning("the ingestion worker failed (%s); running every step in this process", exc)
+        workers.release(worker, healthy=False)
+        worker, lookahead = None, 0
+
+    def pure(entry: tuple[list[BaseNode], IngestReport] | _Sent) -> tuple[list[BaseNode], IngestReport]:
+        if not isinstance(entry, _Sent):
+            return entry
+        if worker is not None:
+            try:
+                return worker.result(entry.ticket)
+            except IngestWorkerError as exc:
+                abandon(exc)
+        return _pure_here(o, entry.chunk)
+
     def hand_over() -> None:
-        entry = waiting.popleft()
-        ready, part = worker.result(entry) if isinstance(entry, int) else entry
+        ready, part = pure(waiting.popleft())
         report.merge(part)
         in_store.append([lanes.submit(key, store_part, nodes) for key, nodes in _by_graph(ready).items()])
         while len(in_store) > STORE_DEPTH:
@@ -255,10 +277,14 @@ def _pipelined(
             if worker is None or index == 0:
                 waiting.append(_pure_here(o, chunk))
             else:
-                waiting.append(worker.submit(o, chunk, embed_model))
+                try:
+                    waiting.append(_Sent(worker.submit(o, chunk, embed_model), chunk))
+                except IngestWorkerError as exc:
+                    abandon(exc)
+                    waiting.append(_Sent(-1, chunk))  # runs here when its turn comes
             # A chunk done here goes to the store at once; the worker may
             # hold up to ``lookahead`` chunks before we wait for its answers.
-            while waiting and (not isinstance(waiting[0], int) or len(waiting) > lookahead):
+            while waiting and (not isinstance(waiting[0], _Sent) or len(waiting) > lookahead):
                 hand_over()
         while waiting:
             hand_over()
@@ -269,6 +295,14 @@ def _pipelined(
         lanes.close()
         if worker is not None:
             workers.release(worker, healthy)
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """A chunk handed to the worker process (kept to run here if the worker fails)."""
+
+    ticket: int
+    chunk: list[BaseNode]
 
 
 def _by_graph(nodes: list[BaseNode]) -> dict[str | None, list[BaseNode]]:

@@ -17,7 +17,9 @@ imports only this package.
 Records travel as plain ``(node_id, text, metadata, embedding)`` tuples:
 pickling ``TextNode`` objects costs more than the steps save.  Replies come
 back in request order; an error in a step comes back as the exception
-itself, raised here for the chunk that failed.
+itself, raised here for the chunk that failed.  If the worker itself fails
+(it dies, or an error cannot cross back), the pipeline runs its chunks in
+its own process instead (``pipeline._pipelined``).
 """
 
 from __future__ import annotations
