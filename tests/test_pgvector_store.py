@@ -314,3 +314,38 @@ def test_repeated_id_in_one_batch_last_wins(pg):
     assert store.upsert(graph, [first, node("other", [0, 1, 0, 0], created_at=at(0)), last]) == 2
     assert store.count(graph) == 2
     assert stored_row(store, graph, "dup")["energy"] == 0.9
+
+
+def test_threads_take_turns_on_the_connection(pg):
+    """One connection, one transaction at a time: another thread's statement waits for it,
+    instead of running inside it (and committing or rolling back half of it)."""
+    import threading
+
+    store, new_graph = pg
+    graph = new_graph()
+    rng = random.Random(5)
+    store.upsert(graph, [node("first", random_vector(rng), created_at=at(0))])
+    inside, release = threading.Event(), threading.Event()
+    counted: list[int] = []
+
+    def writer() -> None:
+        with store._transaction() as cur:
+            cur.execute("DELETE FROM lc_memory_vectors_4 WHERE graph = %s", (graph,))
+            inside.set()
+            release.wait(5)
+            raise RuntimeError("roll this transaction back")
+
+    def reader() -> None:
+        counted.append(store.count(graph))
+
+    w = threading.Thread(target=lambda: pytest.raises(RuntimeError, writer))
+    w.start()
+    inside.wait(5)
+    r = threading.Thread(target=reader)
+    r.start()
+    r.join(0.3)
+    assert r.is_alive()  # waits for the open transaction instead of joining it
+    release.set()
+    w.join(5)
+    r.join(5)
+    assert counted == [1]  # the delete was rolled back as a whole; the count saw none of it

@@ -22,7 +22,6 @@ relationships, and does the work that needs the level graph:
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -47,9 +46,6 @@ QUARANTINE_KEY = "lc_quarantine"
 ENTITIES_KEY = "lc_entities"
 
 _SLUG = re.compile(r"[^a-z0-9]+")
-
-_PGVECTOR_LOCK = threading.Lock()
-"""Writers of several graphs run side by side; the Postgres connection takes one transaction at a time."""
 
 
 def entity_node_id(key: str) -> str:
@@ -362,11 +358,9 @@ class ConsciousnessGraphWriter(ReportingTransform):
                                   derived={link.edge_id for link in chunk_links}, volatile=batch.volatile)
             self._count(result, ids, report)
             if mem.vector_backends[batch.level] == "pgvector":
-                with _PGVECTOR_LOCK:  # one Postgres connection: one transaction at a time
-                    mem.pgvector.upsert(store.plans.graph, to_write)
-                    if chunk_changes:  # expired versions must stop matching in Postgres too
-                        mem.pgvector.mirror_validity(store.plans.graph,
-                                                     store.get_nodes([c.old_id for c in chunk_changes]))
+                mem.pgvector.upsert(store.plans.graph, to_write)
+                if chunk_changes:  # expired versions must stop matching in Postgres too
+                    mem.pgvector.mirror_validity(store.plans.graph, store.get_nodes([c.old_id for c in chunk_changes]))
         # Relationship rows are small: several memory batches' worth per transaction.
         size = self.batch_size * 4
         for start in range(0, len(batch.relationships), size):

@@ -14,7 +14,9 @@ column has one dimension), shared by all level graphs that use Postgres.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -57,6 +59,10 @@ class PgVectorStore:
         self.ef_search = int(ef_search)
         self.table = sql.Identifier(f"lc_memory_vectors_{dimension}")
         self._conn = None
+        # One connection, one transaction at a time: without this, two threads
+        # (the ingestion's graph lanes, a retrieval beside an ingestion) would
+        # run their statements in each other's transactions.
+        self._lock = threading.RLock()
 
     # -- connection -----------------------------------------------------
 
@@ -69,10 +75,19 @@ class PgVectorStore:
                 raise StorageError(f"cannot connect to Postgres: {exc}") from exc
         return self._conn
 
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        """A cursor in a transaction of its own (committed on success, rolled back on error)."""
+        with self._lock:
+            conn = self.conn
+            with conn, conn.cursor() as cur:
+                yield cur
+
     def close(self) -> None:
-        if self._conn is not None and not self._conn.closed:
-            self._conn.close()
-        self._conn = None
+        with self._lock:
+            if self._conn is not None and not self._conn.closed:
+                self._conn.close()
+            self._conn = None
 
     def ensure_schema(self) -> None:
         t = self.table
@@ -100,7 +115,7 @@ class PgVectorStore:
                 i=sql.Identifier(f"lc_memory_vectors_{self.dimension}_time"), t=t
             ),
         ]
-        with self.conn, self.conn.cursor() as cur:
+        with self._transaction() as cur:
             for statement in statements:
                 cur.execute(statement)
 
@@ -163,7 +178,7 @@ class PgVectorStore:
             " %s::text[], %s, %s::boolean, %s::boolean)"
         )
         try:
-            with self.conn, self.conn.cursor() as cur:
+            with self._transaction() as cur:
                 # fetch=True collects RETURNING rows of every page; rowcount
                 # would only count the last page of 500
                 written = psycopg2.extras.execute_values(
@@ -222,7 +237,7 @@ class PgVectorStore:
             "ORDER BY embedding <=> %(q)s::vector LIMIT %(k)s"
         ).format(t=self.table, w=sql.SQL(" AND ").join(clauses))
         try:
-            with self.conn, self.conn.cursor() as cur:
+            with self._transaction() as cur:
                 cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                 cur.execute("SET LOCAL hnsw.ef_search = %s", (self.ef_search,))
                 cur.execute(statement, params)
@@ -250,7 +265,7 @@ class PgVectorStore:
         ).format(t=self.table)
         template = "(%s, %s, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::boolean)"
         try:
-            with self.conn, self.conn.cursor() as cur:
+            with self._transaction() as cur:
                 done = psycopg2.extras.execute_values(
                     cur, statement.as_string(self.conn), rows, template=template, page_size=500, fetch=True
                 )
@@ -259,6 +274,6 @@ class PgVectorStore:
             raise StorageError(f"updating vector rows of graph {graph!r} in Postgres failed: {exc}") from exc
 
     def count(self, graph: str) -> int:
-        with self.conn, self.conn.cursor() as cur:
+        with self._transaction() as cur:
             cur.execute(sql.SQL("SELECT count(*) FROM {t} WHERE graph = %s").format(t=self.table), (graph,))
             return int(cur.fetchone()[0])
