@@ -36,6 +36,7 @@ from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_me
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.levels import graph_name
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+from llama_consciousness.schema.relationship import default_edge_id
 from llama_consciousness.scoring.identity import base_identity
 from llama_consciousness.scoring.names import EntityIndex, normalize_entity_name
 from llama_consciousness.storage.level_store import LevelGraphStore, Supersession
@@ -296,8 +297,9 @@ class ConsciousnessGraphWriter(ReportingTransform):
                 else:
                     # A memory's mentions differ only in target and trigger: a
                     # copy of the first, validated one, instead of validating again.
-                    link = first.model_copy(update={"target_id": target, "formation_trigger": trigger,
-                                                    "edge_id": f"{first.source_id}|MENTIONS|{target}"})
+                    link = first.model_copy(update={
+                        "target_id": target, "formation_trigger": trigger,
+                        "edge_id": default_edge_id(first.source_id, first.relation_type, target)})
                 links.setdefault(link.edge_id, link)
         return list(created.values()), list(links.values())
 

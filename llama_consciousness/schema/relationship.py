@@ -35,6 +35,11 @@ RELATION_TYPE_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
 _RELATION_TYPE_RE = re.compile(RELATION_TYPE_PATTERN)
 
 
+def default_edge_id(source_id: str, relation_type: str, target_id: str) -> str:
+    """The id of a relationship given none: one link of a type between two memories."""
+    return f"{source_id}|{relation_type}|{target_id}"
+
+
 class ConsciousnessRelationship(BaseModel):
     """A typed, bitemporal link carrying its own consciousness metadata.
 
@@ -91,7 +96,7 @@ class ConsciousnessRelationship(BaseModel):
     def _check_relationship(self) -> "ConsciousnessRelationship":
         _apply_bitemporal_rules(self)
         if self.edge_id is None:
-            self.edge_id = f"{self.source_id}|{self.relation_type}|{self.target_id}"
+            self.edge_id = default_edge_id(self.source_id, self.relation_type, self.target_id)
         return self
 
 
