@@ -23,6 +23,7 @@ from typing import Any
 from llama_index.core.schema import BaseNode, TextNode
 
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+from llama_consciousness.schema.trusted import trusted_model
 from llama_consciousness.storage.records import defaulted_times
 
 KIND_KEY = "kind"
@@ -73,7 +74,6 @@ def relationship_to_text_node(relationship: ConsciousnessRelationship) -> TextNo
 
 _TEMPLATE = TextNode(id_="template", text="")
 _TEMPLATE_FIELDS = dict(_TEMPLATE.__dict__)
-_set = object.__setattr__
 
 
 def record_text_node(
@@ -95,7 +95,6 @@ def record_text_node(
     fresh containers of its own.  The retrievers use it too, for the nodes
     they build from stored memories.
     """
-    node = TextNode.__new__(TextNode)
     fields = dict(_TEMPLATE_FIELDS)
     fields["id_"] = node_id
     fields["text"] = text
@@ -104,11 +103,7 @@ def record_text_node(
     fields["relationships"] = {}
     fields["excluded_embed_metadata_keys"] = list(excluded_embed_metadata_keys or ())
     fields["excluded_llm_metadata_keys"] = list(excluded_llm_metadata_keys or ())
-    _set(node, "__dict__", fields)
-    _set(node, "__pydantic_fields_set__", set(_TEMPLATE.__pydantic_fields_set__))
-    _set(node, "__pydantic_extra__", _TEMPLATE.__pydantic_extra__)
-    _set(node, "__pydantic_private__", _TEMPLATE.__pydantic_private__)
-    return node
+    return trusted_model(TextNode, fields, _TEMPLATE.__pydantic_fields_set__)
 
 
 def is_relationship(node: BaseNode) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 
 from llama_consciousness.errors import EmbeddingDimensionError, StorageError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
+from llama_consciousness.schema.trusted import trusted_model
 from llama_consciousness.storage import records, replies
 from llama_consciousness.storage.params import Rows
 from llama_consciousness.storage.params import header as params_header
@@ -677,12 +678,7 @@ def retrieved_node(node: MemoryNode, source: str, score: float) -> Consciousness
         return ConsciousnessNode.model_validate({k: v for k, v in data.items() if k in _RETRIEVED_FIELDS})
     data["retrieval_source"] = str(source)
     data["relevance_score"] = float(score)
-    out = ConsciousnessNode.__new__(ConsciousnessNode)
-    object.__setattr__(out, "__dict__", data)
-    object.__setattr__(out, "__pydantic_fields_set__", set(data))
-    object.__setattr__(out, "__pydantic_extra__", None)
-    object.__setattr__(out, "__pydantic_private__", None)
-    return out
+    return trusted_model(ConsciousnessNode, data)
 
 
 def as_consciousness_node(hit: VectorHit, source: str) -> ConsciousnessNode:
