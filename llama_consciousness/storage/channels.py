@@ -24,7 +24,7 @@ from typing import Any
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage import records
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.level_store import NODE_LABEL, EDGE_TYPE, LevelPlans, Plan, Query
+from llama_consciousness.storage.level_store import EDGE_TYPE, NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query
 from llama_consciousness.temporal import cypher_predicate
 
 MAX_DEPTH = 4
@@ -265,17 +265,33 @@ def entity_names(plans: LevelPlans, node_types: Sequence[str]) -> Plan:
 
 def relationships_among(plans: LevelPlans, node_ids: Sequence[str], memory_filter: MemoryFilter) -> Plan:
     """The links between the given memories that are visible in the window."""
+    found = yield from links_among(plans, node_ids, memory_filter)
+    return [rel for rel, _ in found]
+
+
+def links_among(
+    plans: LevelPlans, node_ids: Sequence[str], memory_filter: MemoryFilter
+) -> Plan:
+    """``(link, cosine)`` for the links between the given memories that are visible in the window.
+
+    The cosine of the link's two stored embeddings is computed by the server
+    (None when either has none, or when the level keeps its vectors
+    elsewhere): a path along these links needs nothing else for its coherence.
+    """
     if len(node_ids) < 2:
         return []
     link = cypher_predicate(memory_filter.window, "r", "fr_")
+    cosine = (f"CASE WHEN s.{VECTOR_PROPERTY} IS NULL OR t.{VECTOR_PROPERTY} IS NULL THEN NULL "
+              f"ELSE 1.0 - vec.cosineDistance(s.{VECTOR_PROPERTY}, t.{VECTOR_PROPERTY}) END"
+              if plans.store_vectors else "NULL")
     rows = yield Query(
         links_of_ids(link.text, where="t.node_id IN $ids", end="t", directed=True)
-        + "WITH head(relationships(p)) AS r "
-        f"RETURN {records.projection('r', records.EDGE_READ_PROPS)}",
+        + "WITH s, t, head(relationships(p)) AS r "
+        f"RETURN {records.projection('r', records.EDGE_READ_PROPS)}, {cosine}",
         {**link.params, "ids": list(node_ids)},
         read_only=True,
     )
-    return [records.edge_from_props(r[0]) for r in rows]
+    return [(records.edge_from_props(props), None if cos is None else float(cos)) for props, cos in rows]
 
 
 def run_sync(store: Any, plan: Plan) -> Any:

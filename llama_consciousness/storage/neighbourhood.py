@@ -17,7 +17,7 @@ from typing import Any
 
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage import records
-from llama_consciousness.storage.channels import links_of_ids
+from llama_consciousness.storage.channels import links_among, links_of_ids
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query
 from llama_consciousness.temporal import cypher_predicate
@@ -108,26 +108,9 @@ def neighbourhood(
     if max_connectors > 0:
         found = yield from connectors(plans, node_ids, memory_filter, max_connectors, min_links=min_links)
     ids = list(dict.fromkeys([*node_ids, *(c.node.node_id for c in found)]))
-    if len(ids) < 2:
-        return Neighbourhood(found)
-    link = cypher_predicate(memory_filter.window, "r", "fr_")
-    cosine = (f"CASE WHEN s.{VECTOR_PROPERTY} IS NULL OR t.{VECTOR_PROPERTY} IS NULL THEN NULL "
-              f"ELSE 1.0 - vec.cosineDistance(s.{VECTOR_PROPERTY}, t.{VECTOR_PROPERTY}) END"
-              if plans.store_vectors else "NULL")
-    rows = yield Query(
-        links_of_ids(link.text, where="t.node_id IN $ids", end="t", directed=True)
-        + "WITH s, t, head(relationships(p)) AS r "
-        f"RETURN {records.projection('r', records.EDGE_READ_PROPS)}, {cosine}",
-        {**link.params, "ids": ids},
-        read_only=True,
-    )
-    relationships = [records.edge_from_props(props) for props, _ in rows]
-    return Neighbourhood(
-        found,
-        relationships,
-        {(rel.source_id, rel.target_id): (None if cos is None else float(cos))
-         for rel, (_, cos) in zip(relationships, rows)},
-    )
+    links = yield from links_among(plans, ids, memory_filter)
+    return Neighbourhood(found, [rel for rel, _ in links],
+                         {(rel.source_id, rel.target_id): cosine for rel, cosine in links})
 
 
 def embeddings(plans: LevelPlans, node_ids: Sequence[str]) -> Plan:
