@@ -606,3 +606,24 @@ def test_memory_vector_search_on_pgvector_level(memory):
         with memory.pgvector.conn, memory.pgvector.conn.cursor() as cur:
             cur.execute(f"DELETE FROM lc_memory_vectors_{memory.dimension} WHERE graph = %s AND node_id = ANY(%s)",
                         ("ecosystem_n3", ids))
+
+
+def test_wire_rows_hold_each_field_where_the_upsert_queries_read_it() -> None:
+    """``node_wire``/``edge_wire`` lay rows out by the order ``node_row``/``edge_row`` build them in:
+    that order must be the one ``NODE_WIRE``/``EDGE_WIRE`` declare."""
+    from llama_consciousness.storage import records
+
+    memory = MemoryNode(node_id="m", level="N2", name="Wire", description="d", energy=0.5, confidence=0.6,
+                        emotion_vector={"calm": 0.4}, embedding=[0.1, 0.2], created_at=datetime(2020, 1, 1, tzinfo=timezone.utc))
+    row = records.node_row(memory)
+    assert list(row["times"]) == list(records.TIME_FIELDS) and list(row["props"]) == list(records.NODE_PROPS)
+    wire = records.node_wire(row)
+    assert len(wire) == len(records.NODE_WIRE)
+    assert {name: wire[i] for i, name in enumerate(records.NODE_WIRE) if name in row["props"]} == row["props"]
+    link = ConsciousnessRelationship(source_id="a", target_id="b", relation_type="ENABLES", goal="g", mindstate="m",
+                                     energy=0.5, confidence=0.5, emotion_vector={"hope": 0.3})
+    edge = records.edge_row(link)
+    assert list(edge["times"]) == list(records.TIME_FIELDS) and list(edge["props"]) == list(records.EDGE_PROPS)
+    wire = records.edge_wire(edge, True)
+    assert len(wire) == len(records.EDGE_WIRE) and wire[records.EDGE_WIRE.index("derived")] is True
+    assert {name: wire[i] for i, name in enumerate(records.EDGE_WIRE) if name in edge["props"]} == edge["props"]
