@@ -214,27 +214,72 @@ _RULES: tuple[_Rule, ...] = (
 )
 
 
-def _hint(rule: _Rule) -> re.Pattern[str]:
-    """A cheap search that every match of ``rule`` needs: most texts skip most rules.
+def _hint(rule: _Rule) -> Callable[[str], bool]:
+    """A cheap test that every match of ``rule`` passes: most texts skip most rules.
 
     Each hint is a necessary condition of its rule's pattern (an '@' for an
     email, a digit for numbers, a label word or a vendor prefix for keys), so
-    skipping a rule whose hint fails never misses a match.
+    skipping a rule whose hint fails never misses a match.  Substring tests
+    rather than regex alternations, which Python's engine tries position by
+    position (10 us for a sentence).
     """
     if rule.kind == "email":
-        return _AT
+        return _has_at
     if rule.kind in ("iban", "credit_card", "ip_address", "phone"):
-        return _DIGIT
+        return _has_digit
     if "(?P<label>" in rule.pattern.pattern:
-        return _LABEL_HINT
-    return _VENDOR_HINT
+        return _has_label_word
+    return _has_vendor_prefix
 
 
-_AT = re.compile("@")
-_DIGIT = re.compile(r"\d")
-_LABEL_HINT = re.compile(r"key|secret|token|bearer|pass|pwd", re.IGNORECASE)
-_VENDOR_HINT = re.compile(r"PRIVATE KEY|sk-|k_|gh[pousr]_|github_pat_|glpat-|A[KSGIRN][IPDO]A|xox|AIza|hf_|eyJ")
+def _has_at(text: str) -> bool:
+    return "@" in text
+
+
+_DIGIT = re.compile(r"\d")  # any Unicode digit, as the rules' \d
+
+
+def _has_digit(text: str) -> bool:
+    return _DIGIT.search(text) is not None
+
+
+# casefold, not lower: the label rules ignore case the way ``re`` does, where
+# "ſ" (long s) matches "s" and the Kelvin sign matches "k".
+_LABEL_WORDS = ("key", "secret", "token", "bearer", "pass", "pwd")
+_VENDOR_PREFIXES = (
+    "PRIVATE KEY", "sk-", "k_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-",
+    "AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "xox", "AIza", "hf_", "eyJ",
+)
+
+
+def _has_label_word(text: str) -> bool:
+    folded = text.casefold()
+    return any(word in folded for word in _LABEL_WORDS)
+
+
+def _has_vendor_prefix(text: str) -> bool:
+    return any(prefix in text for prefix in _VENDOR_PREFIXES)
+
+
 _HINTS = tuple(_hint(rule) for rule in _RULES)
+
+
+@lru_cache(maxsize=64)
+def _plan(kinds: frozenset[str]) -> tuple[tuple[Callable[[str], bool], tuple[_Rule, ...]], ...]:
+    """The wanted rules in their order, grouped into runs that share a hint.
+
+    Rules sharing a hint are consecutive in ``_RULES``, so a text runs each
+    hint once.
+    """
+    runs: list[tuple[Callable[[str], bool], list[_Rule]]] = []
+    for rule, hint in zip(_RULES, _HINTS):
+        if rule.kind not in kinds:
+            continue
+        if runs and runs[-1][0] is hint:
+            runs[-1][1].append(rule)
+        else:
+            runs.append((hint, [rule]))
+    return tuple((hint, tuple(rules)) for hint, rules in runs)
 
 
 def scrub_text(text: str, kinds: Sequence[str] = PII_KINDS) -> tuple[str, dict[str, int]]:
@@ -245,29 +290,20 @@ def scrub_text(text: str, kinds: Sequence[str] = PII_KINDS) -> tuple[str, dict[s
     must pass their checksum; phones need a '+'/'00' prefix or the US
     3-3-4 grouping.
     """
-    wanted = set(kinds)
     counts: dict[str, int] = {}
-    seen: dict[re.Pattern[str], bool] = {}  # hint -> found, for the current text
-    for rule, hint in zip(_RULES, _HINTS):
-        if rule.kind not in wanted:
+    for hint, rules in _plan(frozenset(kinds)):
+        if not hint(text):
             continue
-        found = seen.get(hint)
-        if found is None:
-            found = seen[hint] = hint.search(text) is not None
-        if not found:
-            continue
+        for rule in rules:
 
-        def substitute(match: re.Match[str], rule: _Rule = rule) -> str:
-            replacement = rule.replace(match)
-            if replacement is None:
-                return match.group()
-            counts[rule.kind] = counts.get(rule.kind, 0) + 1
-            return replacement
+            def substitute(match: re.Match[str], rule: _Rule = rule) -> str:
+                replacement = rule.replace(match)
+                if replacement is None:
+                    return match.group()
+                counts[rule.kind] = counts.get(rule.kind, 0) + 1
+                return replacement
 
-        scrubbed = rule.pattern.sub(substitute, text)
-        if scrubbed != text:
-            text = scrubbed
-            seen.clear()
+            text = rule.pattern.sub(substitute, text)
     return text, counts
 
 
@@ -417,8 +453,37 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "developer_mode": r"\b(?:enable|enter|activate|switch\s+to)\s+(?:developer|dev|god|jailbreak|DAN)\s+mode\b",
 }
 
+# Words that every match of a default pattern contains (lower case): for each
+# pattern, groups of which each needs one member in the text.  A text lacking
+# them skips the pattern's regex (most memories lack all of them).  Patterns a
+# user replaced or added have no entry and always run.
+_DEFAULT_HINTS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "ignore_previous_instructions": (
+        ("ignore", "disregard", "forget", "skip", "override", "bypass"),
+        ("previous", "prior", "above", "earlier", "preceding", "former", "original", "initial", "system"),
+    ),
+    "disregard_above": (("disregard", "ignore", "forget"), ("above", "foregoing")),
+    "override_rules": (("ignore", "bypass", "override", "disable", "forget", "disregard"), ("your",)),
+    "forget_everything": (("forget",),),
+    "you_are_now": (("you",), ("now",)),
+    "act_as": (("act",),),
+    "new_instructions": (("instruction",), (":",)),
+    "system_prompt": (("system",),),
+    "reveal_system_prompt": (
+        ("reveal", "print", "show", "repeat", "output", "leak", "dump", "display"),
+        ("system", "instruction"),
+    ),
+    "chat_template_token": (("<|", "inst]", "sys>>"),),
+    "instruction_header": (("###",),),
+    "developer_mode": (("enable", "enter", "activate", "switch"), ("mode",)),
+}
+
 # Invisible characters used to split trigger words ("ig\u200bnore") past filters.
 _INVISIBLE = re.compile(r"[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
+
+# Case-insensitive regexes also match these two with an ASCII "i" (NFKC has
+# already folded the other two such letters, the long s and the Kelvin sign).
+_DOTTED_I = str.maketrans({"\u0130": "i", "\u0131": "i"})
 
 
 def _normalise(text: str) -> str:
@@ -427,8 +492,15 @@ def _normalise(text: str) -> str:
 
 
 @lru_cache(maxsize=32)
-def _compile(patterns: tuple[tuple[str, str], ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
-    return tuple((name, re.compile(regex, re.IGNORECASE | re.MULTILINE)) for name, regex in patterns)
+def _compile(
+    patterns: tuple[tuple[str, str], ...],
+) -> tuple[tuple[str, re.Pattern[str], tuple[tuple[str, ...], ...]], ...]:
+    """Compiled patterns, each with its hint groups (empty: always searched)."""
+    return tuple(
+        (name, re.compile(regex, re.IGNORECASE | re.MULTILINE),
+         _DEFAULT_HINTS.get(name, ()) if DEFAULT_PATTERNS.get(name) == regex else ())
+        for name, regex in patterns
+    )
 
 
 def detect_injection(text: str, patterns: Mapping[str, str] = DEFAULT_PATTERNS) -> list[str]:
@@ -436,7 +508,11 @@ def detect_injection(text: str, patterns: Mapping[str, str] = DEFAULT_PATTERNS) 
     if not text:
         return []
     normalised = _normalise(text)
-    return [name for name, regex in _compile(tuple(patterns.items())) if regex.search(normalised)]
+    lowered = normalised.translate(_DOTTED_I).lower()
+    return [
+        name for name, regex, hints in _compile(tuple(patterns.items()))
+        if all(any(word in lowered for word in group) for group in hints) and regex.search(normalised)
+    ]
 
 
 class InjectionGuard(TransformComponent):
