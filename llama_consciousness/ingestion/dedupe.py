@@ -17,8 +17,8 @@ node, so the writer does not embed them again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from llama_index.core.schema import BaseNode
@@ -31,6 +31,32 @@ from llama_consciousness.memory import memory_text
 from llama_consciousness.scoring.identity import base_identity
 
 
+class _Version(NamedTuple):
+    """What ``base_identity`` reads of a memory."""
+
+    node_id: str
+    supersedes: str | None
+    extra: Mapping[str, Any]
+
+
+def _home(node: BaseNode) -> tuple[tuple[str, str | None], _Version]:
+    """A memory's (level, citizen) graph key and version fields, read from its metadata.
+
+    Why not the whole model: a chunk's memories are parsed again by the
+    writer, and the filter needs three fields.  A memory whose home fields
+    are not valid is parsed, so that it fails with the model's own error.
+    """
+    meta = node.metadata
+    node_id, level, citizen = meta.get("node_id", node.node_id), meta.get("level"), meta.get("citizen_id")
+    supersedes, extra = meta.get("supersedes"), meta.get("extra")
+    if (type(node_id) is not str or level not in ("N1", "N2", "N3") or (level == "N1" and type(citizen) is not str)
+            or not (supersedes is None or type(supersedes) is str) or not (extra is None or type(extra) is dict)):
+        memory = text_node_to_memory(node)
+        node_id, level, citizen = memory.node_id, memory.level, memory.citizen_id
+        supersedes, extra = memory.supersedes, memory.extra
+    return (level, citizen if level == "N1" else None), _Version(node_id, supersedes, extra or {})
+
+
 class NearDuplicateFilter(ReportingTransform):
     """Link or skip memories nearly identical to one already in their level."""
 
@@ -41,28 +67,27 @@ class NearDuplicateFilter(ReportingTransform):
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         self._report = IngestReport()
         memories = [n for n in nodes if not is_relationship(n)]
-        parsed = {node.node_id: text_node_to_memory(node) for node in memories}
-        self._embed(memories, parsed)
+        self._embed(memories)
         groups: dict[tuple[str, str | None], list[BaseNode]] = {}
+        versions: dict[str, _Version] = {}
         for node in memories:
-            memory = parsed[node.node_id]
-            key = (memory.level, memory.citizen_id if memory.level == "N1" else None)
+            key, versions[node.node_id] = _home(node)
             groups.setdefault(key, []).append(node)
         dropped: set[str] = set()
         for (level, citizen), group in groups.items():
-            dropped |= self._check_level(level, citizen, group, parsed)
+            dropped |= self._check_level(level, citizen, group, versions)
         return [n for n in nodes if n.node_id not in dropped]
 
-    def _embed(self, nodes: list[BaseNode], parsed: dict) -> None:
+    def _embed(self, nodes: list[BaseNode]) -> None:
         todo = [n for n in nodes if n.embedding is None]
         if not todo:
             return
-        texts = [memory_text(parsed[n.node_id]) for n in todo]
+        texts = [memory_text(text_node_to_memory(n)) for n in todo]
         vectors = self.memory.embed_model.get_text_embedding_batch(texts)
         for node, vector in zip(todo, vectors):
             node.embedding = list(vector)
 
-    def _check_level(self, level: str, citizen: str | None, group: list[BaseNode], parsed: dict) -> set[str]:
+    def _check_level(self, level: str, citizen: str | None, group: list[BaseNode], versions: dict) -> set[str]:
         """Judge the memories of one level; returns the ids to drop.
 
         A memory already stored under its id was judged when it was first
@@ -71,7 +96,7 @@ class NearDuplicateFilter(ReportingTransform):
         back to it).  It still counts as "seen" for the new memories.
         """
         store = self.memory.level(level, citizen)
-        bases = {n.node_id: base_identity(parsed[n.node_id], parsed) for n in group}
+        bases = {n.node_id: base_identity(versions[n.node_id], versions) for n in group}
         stored_ids = store.existing_ids([n.node_id for n in group])
         new = [n for n in group if n.node_id not in stored_ids]
         stored = store.nearest([(n.node_id, n.embedding) for n in new], k=3) if store.plans.store_vectors and new else {}

@@ -263,7 +263,7 @@ class _Tok:
     lower: str
     kind: str  # code camel acronym cap letter num lower stop
     possessive: bool
-    initial: bool
+    initial: bool  # starts a sentence (computed for "cap" words only)
 
 
 @dataclass
@@ -294,8 +294,13 @@ def _classify(word: str, shouting: bool) -> str:
     first = word[0]
     if first.isdigit():
         return "num"
-    if word.islower() and word.isalpha():  # most words: no digit, no capital, so no code or camel
-        return "lower"
+    if word.isalpha():
+        if word.islower():  # most words: no digit, no capital, so no code or camel
+            return "lower"
+        if word.istitle() and first.isupper():  # "Kofi": one capital, first (not camel, not an acronym)
+            if shouting:
+                return "lower"
+            return "letter" if len(word) == 1 else "cap"
     has_digit = any(c.isdigit() for c in word)
     has_upper = any(c.isupper() for c in word)
     letters = [c for c in word if c.isalpha()]
@@ -319,24 +324,25 @@ def _tokenize(text: str) -> list[_Tok]:
     shouting = letters >= 8 and upper > 0.6 * letters
     tokens: list[_Tok] = []
     skip_at = -1
+    size = len(text)
     for match in _TOKEN.finditer(text):
         word, start, end = match.group(0), match.start(), match.end()
         if start == skip_at:  # the "s" of a possessive "'s"
             continue
         possessive = False
-        after = _POSSESSIVE_AFTER.match(text, end)
-        if after is not None:
-            possessive = True
-            skip_at = end + 1
-        elif word[-1] in "sS" and end < len(text) and text[end] in "'\u2019" and (
-            end + 1 == len(text) or not (text[end + 1].isalnum() or text[end + 1] == "_")
-        ):
-            possessive = True
+        if end < size and text[end] in "'\u2019":  # most words are not followed by a quote
+            if _POSSESSIVE_AFTER.match(text, end) is not None:
+                possessive = True
+                skip_at = end + 1
+            elif word[-1] in "sS" and (end + 1 == size or not (text[end + 1].isalnum() or text[end + 1] == "_")):
+                possessive = True
         lower = word.casefold()
         kind = _classify(word, shouting)
         if kind in ("cap", "acronym", "letter", "lower") and lower in STOP_WORDS:
             kind = "stop"
-        tokens.append(_Tok(word, start, end, lower, kind, possessive, _sentence_initial(text, start)))
+        # Only a capitalised word's position in its sentence matters (the run rules).
+        initial = kind == "cap" and _sentence_initial(text, start)
+        tokens.append(_Tok(word, start, end, lower, kind, possessive, initial))
     return tokens
 
 

@@ -24,6 +24,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "CONCEPT_FREQUENCY_WEIGHT",
@@ -53,8 +54,7 @@ _TOKEN_RE = re.compile(r"[a-z0-9]+(?:['\u2019._\-][a-z0-9]+)*[+#]*")
 _CLAUSE_BREAK_RE = re.compile(r"[,;:.!?\n()\[\]\u2014\u2013]|\s[-\u2013\u2014]\s")
 
 
-@dataclass(frozen=True)
-class _Token:
+class _Token(NamedTuple):
     word: str
     index: int
     clause_start: bool
@@ -72,8 +72,11 @@ def _tokens(text: str) -> list[_Token]:
     previous_end = 0
     for index, match in enumerate(_TOKEN_RE.finditer(lowered)):
         gap = lowered[previous_end:match.start()]
-        clause_start = index == 0 or bool(_CLAUSE_BREAK_RE.search(gap))
-        word = match.group().replace("\u2019", "'")
+        # most gaps are one space, which never breaks a clause
+        clause_start = index == 0 or (gap != " " and _CLAUSE_BREAK_RE.search(gap) is not None)
+        word = match.group()
+        if "\u2019" in word:
+            word = word.replace("\u2019", "'")
         tokens.append(_Token(word, index, clause_start))
         previous_end = match.end()
     return tokens
@@ -176,13 +179,17 @@ CONCEPT_POSITION_WEIGHT = 1.0
 CONCEPT_TECHNICAL_BOOST = 2.0
 CONCEPT_SHAPE_BOOST = 0.5
 
-_HAS_LETTER = re.compile(r"[a-z]")
 _TECH_SHAPE = re.compile(r"(?:[a-z].*\d|\d.*[a-z])|[._]|[+#]$")
 
 
+_NOT_LETTERS = "0123456789'._-+#"  # every character of a token (``_TOKEN_RE``) that is not a letter
+
+
 def _is_candidate(word: str) -> bool:
-    # Single letters and pure numbers ("2025", "1.2.3") are not concepts.
-    return len(word) >= 2 and word not in STOP_WORDS and bool(_HAS_LETTER.search(word))
+    # Single letters and pure numbers ("2025", "1.2.3") are not concepts; a
+    # token keeps something after stripping digits and punctuation exactly
+    # when it has a letter.
+    return len(word) >= 2 and word not in STOP_WORDS and bool(word.strip(_NOT_LETTERS))
 
 
 @functools.lru_cache(maxsize=32)
