@@ -562,6 +562,47 @@ def test_near_duplicates_in_one_batch_and_versions_are_not_duplicates(memory, ci
     assert not [e for e in edges if e.relation_type == "DUPLICATE_OF"]
 
 
+def test_near_duplicates_across_chunks_of_one_run(memory, citizen, tmp_path, monkeypatch) -> None:
+    """Chunks of a run are compared with the run's earlier chunks; a level empty at the start is not asked."""
+    from llama_consciousness.storage.level_store import LevelGraphStore
+
+    asked: list[int] = []
+    real_nearest = LevelGraphStore.nearest
+
+    def counting_nearest(self, queries, k=3):
+        asked.append(len(queries))
+        return real_nearest(self, queries, k)
+
+    monkeypatch.setattr(LevelGraphStore, "nearest", counting_nearest)
+    records = [mem("chunk_a", citizen, "Chat reply", SAME_TEXT),
+               mem("chunk_b", citizen, "Standup", "Yesterday we finished the login page tests."),
+               mem("chunk_c", citizen, "Chat reply", SAME_TEXT),
+               mem("chunk_a", citizen, "Chat reply", SAME_TEXT)]  # the same id again, in a later chunk
+    report = memory.ingest(write_file(tmp_path / "chunks.jsonl", records), chunk_size=1)
+    assert (report.duplicates, report.inserted) == (1, 3)
+    assert asked == []  # the level held nothing: the run's own memories are all there is
+    assert "chunk_c|DUPLICATE_OF|chunk_a" in edges_by_id(memory, citizen, ["chunk_c"])
+
+    # a level that already holds memories is asked, and still compared with the run's chunks
+    later = [mem("chunk_d", citizen, "Standup", "Yesterday we finished the login page tests."),
+             mem("chunk_e", citizen, "Chat reply", "Totally unrelated: the cat sat on the warm windowsill."),
+             mem("chunk_f", citizen, "Chat reply", "Totally unrelated: the cat sat on the warm windowsill.")]
+    report = memory.ingest(write_file(tmp_path / "later.jsonl", later), chunk_size=1)
+    assert (report.duplicates, report.inserted) == (2, 3)
+    assert asked == [1, 1, 1]
+    edges = edges_by_id(memory, citizen, ["chunk_d", "chunk_f"])
+    assert "chunk_d|DUPLICATE_OF|chunk_b" in edges and "chunk_f|DUPLICATE_OF|chunk_e" in edges
+
+
+def test_a_memory_is_not_a_duplicate_of_an_entity(memory, citizen, tmp_path) -> None:
+    """An entity node is a name, not a memory: a memory that is just that name is no repetition of it."""
+    memory.ingest(write_file(tmp_path / "mentions.jsonl",
+                             [mem("mentions_ada", citizen, "Standup", "We asked Ada Lovelace about the rollout.")]))
+    assert memory.get_node("entity_ada_lovelace", "N1", citizen) is not None
+    report = memory.ingest(write_file(tmp_path / "ada.jsonl", [mem("just_ada", citizen, "Ada Lovelace", "")]))
+    assert (report.duplicates, report.inserted) == (0, 1)
+
+
 # -- 7. a batch that fails midway ----------------------------------------------------------
 
 

@@ -6,7 +6,7 @@ entity extraction, near-duplicate detection, and the writer.
 """
 
 from llama_consciousness.ingestion.cognitive import AuthorityScorer, ConceptExtractor, SurfacesWhenInferrer
-from llama_consciousness.ingestion.dedupe import NearDuplicateFilter
+from llama_consciousness.ingestion.dedupe import DuplicateMemo, NearDuplicateFilter
 from llama_consciousness.ingestion.entities import (
     Entity,
     EntityExtractor,
@@ -39,6 +39,7 @@ __all__ = [
     "LLMEntityExtractor",
     "MemoryFileError",
     "MemoryValidationError",
+    "DuplicateMemo",
     "NearDuplicateFilter",
     "OfflineEntityExtractor",
     "PIIScrubber",

@@ -8,8 +8,11 @@ memory of the same batch, is either linked to it as DUPLICATE_OF
 (``action="skip"``).
 
 Not duplicates: the same ``node_id`` (re-ingesting is an update, handled by
-the writer) and versions of one belief (same base identity), which are
-supersessions, not repetitions.
+the writer), versions of one belief (same base identity), which are
+supersessions, not repetitions, and entity nodes, which are names.
+
+Within one ingestion run, a chunk is also compared, exactly and in memory,
+with the memories the run kept from its earlier chunks (``DuplicateMemo``).
 
 The filter embeds the memories it checks and leaves the embedding on the
 node, so the writer does not embed them again.
@@ -17,6 +20,7 @@ node, so the writer does not embed them again.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -57,12 +61,66 @@ def _home(node: BaseNode) -> tuple[tuple[str, str | None], _Version]:
     return (level, citizen if level == "N1" else None), _Version(node_id, supersedes, extra or {})
 
 
+class _Judged:
+    """The memories of one level graph that a run has kept so far (unit vectors)."""
+
+    def __init__(self, empty_at_start: bool) -> None:
+        self.empty_at_start = empty_at_start
+        self.ids: list[str] = []
+        self.id_set: set[str] = set()
+        self.bases: list[str] = []
+        self.vectors = np.empty((0, 0), dtype=np.float32)
+
+    def add(self, ids: list[str], bases: list[str], vectors: np.ndarray) -> None:
+        if not ids:
+            return
+        self.vectors = vectors.copy() if not self.ids else np.concatenate([self.vectors, vectors])
+        self.ids += ids
+        self.id_set.update(ids)
+        self.bases += bases
+
+
+class DuplicateMemo:
+    """What one ingestion run has already judged, per level graph.
+
+    Shared by the filters of one run (one per chunk and graph).  It lets a
+    chunk be compared with the run's earlier memories exactly, in memory,
+    and it records whether each level graph held any current memory when
+    the run first reached it.  For a level that held none (a bulk load into
+    a new level), the run's own memories are all there is to compare with,
+    so the server's nearest-neighbour and stored-id lookups are skipped.
+    Memories that another process writes into such a level during the run
+    are therefore not compared with.
+    """
+
+    def __init__(self) -> None:
+        self._graphs: dict[tuple[str, str | None], _Judged] = {}
+        self._lock = threading.Lock()
+
+    def judged(self, key: tuple[str, str | None], store: Any) -> _Judged:
+        with self._lock:
+            found = self._graphs.get(key)
+        if found is None:
+            # Lanes write each graph from one thread at a time, so the check
+            # below runs before this run writes anything into the graph.
+            found = _Judged(empty_at_start=not store.has_current_memories())
+            with self._lock:
+                found = self._graphs.setdefault(key, found)
+        return found
+
+
 class NearDuplicateFilter(ReportingTransform):
-    """Link or skip memories nearly identical to one already in their level."""
+    """Link or skip memories nearly identical to one already in their level.
+
+    ``memo`` (a :class:`DuplicateMemo`) shares what earlier calls of the same
+    run kept; ``ConsciousnessMemory.ingest`` passes one per run.  Without it
+    each call compares its chunk with itself and with the stored memories.
+    """
 
     memory: Any = Field(exclude=True, description="the ConsciousnessMemory to compare against")
     threshold: float = Field(default=0.9, gt=0.0, le=1.0, description="cosine similarity above which two memories are one")
     action: Literal["link", "skip"] = "link"
+    memo: Any = Field(default=None, exclude=True, description="a DuplicateMemo shared by the calls of one run")
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         self._report = IngestReport()
@@ -97,37 +155,49 @@ class NearDuplicateFilter(ReportingTransform):
         """
         store = self.memory.level(level, citizen)
         bases = {n.node_id: base_identity(versions[n.node_id], versions) for n in group}
-        stored_ids = store.existing_ids([n.node_id for n in group])
-        new = [n for n in group if n.node_id not in stored_ids]
-        stored = store.nearest([(n.node_id, n.embedding) for n in new], k=3) if store.plans.store_vectors and new else {}
-        dim = len(group[0].embedding) if group else 0
-        seen_vecs = np.empty((len(group), dim), dtype=np.float32)
-        seen_ids: list[str] = []
+        earlier = self.memo.judged((level, citizen), store) if self.memo is not None else None
+        if earlier is not None and earlier.empty_at_start:
+            stored_ids = earlier.id_set.intersection(n.node_id for n in group)
+            stored: dict = {}
+        else:
+            stored_ids = store.existing_ids([n.node_id for n in group])
+            new = [n for n in group if n.node_id not in stored_ids]
+            stored = store.nearest([(n.node_id, n.embedding) for n in new], k=3) if store.plans.store_vectors and new else {}
+        vectors = np.asarray([n.embedding for n in group], dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors /= np.where(norms == 0, 1.0, norms)
+        # The best match of each memory among the run's earlier memories, in one product.
+        if earlier is not None and earlier.ids:
+            sims = vectors @ earlier.vectors.T
+            best_earlier = sims.argmax(axis=1)
+            best_earlier_sim = sims[np.arange(len(group)), best_earlier]
+        within = vectors @ vectors.T  # each memory against the chunk's others
+        kept: list[int] = []
         dropped: set[str] = set()
 
-        def remember(node_id: str, vec: np.ndarray) -> None:
-            seen_vecs[len(seen_ids)] = vec
-            seen_ids.append(node_id)
-
-        for node in group:
-            vec = np.asarray(node.embedding, dtype=np.float32)
-            vec = vec / (np.linalg.norm(vec) or 1.0)
+        for i, node in enumerate(group):
             if node.node_id in stored_ids:
-                remember(node.node_id, vec)
+                kept.append(i)
                 continue
+            base = bases[node.node_id]
             duplicate_of = None
             for other_id, other_base, similarity in stored.get(node.node_id, []):
-                if other_id != node.node_id and other_base != bases[node.node_id] and similarity > self.threshold:
+                if other_id != node.node_id and other_base != base and similarity > self.threshold:
                     duplicate_of = other_id
                     break
-            if duplicate_of is None and seen_ids:
-                sims = seen_vecs[: len(seen_ids)] @ vec
-                best = int(np.argmax(sims))
-                other = seen_ids[best]
-                if sims[best] > self.threshold and bases[other] != bases[node.node_id]:
+            if duplicate_of is None and earlier is not None and earlier.ids:
+                j = int(best_earlier[i])
+                if (best_earlier_sim[i] > self.threshold and earlier.bases[j] != base
+                        and earlier.ids[j] != node.node_id):
+                    duplicate_of = earlier.ids[j]
+            if duplicate_of is None and kept:
+                sims_here = within[i, kept]
+                best = int(np.argmax(sims_here))
+                other = group[kept[best]].node_id
+                if sims_here[best] > self.threshold and bases[other] != base:
                     duplicate_of = other
             if duplicate_of is None:
-                remember(node.node_id, vec)
+                kept.append(i)
                 continue
             self._report.duplicates += 1
             if self.action == "skip":
@@ -135,5 +205,8 @@ class NearDuplicateFilter(ReportingTransform):
                 self._report.warn(node.node_id, f"skipped: near-duplicate of {duplicate_of}")
             else:
                 node.metadata[DUPLICATE_KEY] = duplicate_of
-                remember(node.node_id, vec)
+                kept.append(i)
+        if earlier is not None:
+            fresh = [i for i in kept if group[i].node_id not in earlier.id_set]
+            earlier.add([group[i].node_id for i in fresh], [bases[group[i].node_id] for i in fresh], vectors[fresh])
         return dropped

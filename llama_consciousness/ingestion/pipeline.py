@@ -25,7 +25,7 @@ from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import BaseNode
 
 from llama_consciousness.ingestion.cognitive import AuthorityScorer, ConceptExtractor, SurfacesWhenInferrer
-from llama_consciousness.ingestion.dedupe import NearDuplicateFilter
+from llama_consciousness.ingestion.dedupe import DuplicateMemo, NearDuplicateFilter
 from llama_consciousness.ingestion.entities import EntityExtractor
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.lanes import GraphLanes
@@ -109,11 +109,15 @@ def pure_pipeline(o: IngestOptions) -> IngestionPipeline:
     return IngestionPipeline(transformations=pure_steps(o), disable_cache=True)
 
 
-def _store_steps(memory: Any, o: IngestOptions) -> list[Any]:
-    """The steps that read or write the level graphs: near-duplicates, the writer."""
+def _store_steps(memory: Any, o: IngestOptions, memo: DuplicateMemo | None = None) -> list[Any]:
+    """The steps that read or write the level graphs: near-duplicates, the writer.
+
+    ``memo`` is shared by the store steps of one run (see ``DuplicateMemo``).
+    """
     steps: list[Any] = []
     if o.duplicates != "off":
-        steps.append(NearDuplicateFilter(memory=memory, action=o.duplicates, threshold=o.duplicate_threshold))
+        steps.append(NearDuplicateFilter(memory=memory, action=o.duplicates, threshold=o.duplicate_threshold,
+                                         memo=memo))
     steps.append(
         ConsciousnessGraphWriter(memory=memory, batch_size=o.batch_size, link_entities=o.entities,
                                  on_error="raise" if o.on_invalid == "raise" else "drop")
@@ -235,9 +239,11 @@ def _pipelined(
     in_store: deque[list[Future]] = deque()  # per chunk, its parts' futures
     healthy = False
 
+    memo = DuplicateMemo()
+
     def store_part(part: list[BaseNode]) -> tuple[list[BaseNode], IngestReport]:
         done = IngestReport()
-        return _run(IngestionPipeline(transformations=_store_steps(memory, o), disable_cache=True), part, done), done
+        return _run(IngestionPipeline(transformations=_store_steps(memory, o, memo), disable_cache=True), part, done), done
 
     def collect() -> None:
         for future in in_store.popleft():

@@ -538,7 +538,7 @@ class LevelPlans:
         return [(records.node_from_props(r[0]), r[1]) for r in rows]
 
     def nearest(self, queries: Sequence[tuple[str, Sequence[float]]], k: int = 3) -> Plan:
-        """For each ``(id, vector)``, its k nearest current memories, in ONE query.
+        """For each ``(id, vector)``, its k nearest current memories (not entities), in ONE query.
 
         Used to find near-duplicates at ingestion, where a query per memory
         would cost a round trip each.  Returns ``{id: [(node_id, similarity)]}``.
@@ -553,7 +553,7 @@ class LevelPlans:
         rows = yield Query(
             f"UNWIND $qs AS q CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $k, "
             f"{records.SCALED_VECTOR.format('q[1]')}) "
-            "YIELD node AS n, score WHERE n.expired_at IS NULL "
+            "YIELD node AS n, score WHERE n.expired_at IS NULL AND coalesce(n.is_entity, false) = false "
             "RETURN q[0], n.node_id, n.base_id, score",
             {"qs": Rows([qid, records.scaled_vector(vector)] for qid, vector in queries), "k": int(k)},
             read_only=True,
@@ -562,6 +562,15 @@ class LevelPlans:
         for qid, node_id, base_id, score in rows:
             found.setdefault(qid, []).append((node_id, base_id, 1.0 - float(score)))
         return found
+
+    def has_current_memories(self) -> Plan:
+        """Whether any current (unexpired) memory that is not an entity is stored."""
+        rows = yield Query(
+            f"MATCH (n:{NODE_LABEL}) WHERE n.expired_at IS NULL AND coalesce(n.is_entity, false) = false "
+            "RETURN n.node_id LIMIT 1",
+            read_only=True,
+        )
+        return bool(rows)
 
     def existing_ids(self, node_ids: Sequence[str]) -> Plan:
         """Which of ``node_ids`` are stored in this graph."""
@@ -740,6 +749,9 @@ class _StoreMethods:
 
     def nearest(self, queries: Sequence[tuple[str, Sequence[float]]], k: int = 3) -> Any:
         return self._run(self.plans.nearest(queries, k))
+
+    def has_current_memories(self) -> Any:
+        return self._run(self.plans.has_current_memories())
 
     def vector_search(self, embedding: Sequence[float], k: int, window: Any, **filters: Any) -> Any:
         return self._run(self.plans.vector_search(embedding, k, window, **filters))
