@@ -92,3 +92,20 @@ def test_bulk_rows_fall_back_where_json_escapes_differ(memory) -> None:
         literal(Rows([["nul\x00here"]]))
     with pytest.raises(ValueError, match="non-finite"):
         literal(Rows([[float("inf")]]))
+
+
+def test_a_memory_row_hash_is_stable_across_releases() -> None:
+    """A changed hash makes every stored row look updated on the next rerun: change it only on purpose."""
+    from datetime import datetime, timezone
+
+    from llama_consciousness.schema import MemoryNode
+    from llama_consciousness.storage import records
+
+    node = MemoryNode(node_id="pin_1", level="N2", node_type="Decision", name="Pin",
+                      description="A memory whose hash is pinned.",
+                      created_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc), energy=0.7, confidence=0.8,
+                      emotion_vector={"calm": 0.4}, goal="g", resolution_state="resolved",
+                      embedding=[math.sin(i) / 3 for i in range(16)])
+    row = records.node_row(node)
+    assert row["hash"] == "6b5f601554a77765f5ab1799614940bfcb9a0e10888cdca5257bfab8e363a469"
+    assert row["embedding"] == [round(math.sin(i) / 3 * 10**7) for i in range(16)]

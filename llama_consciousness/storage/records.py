@@ -138,7 +138,11 @@ def scaled_vector(vector: Any) -> list[int]:
     correctly rounded value of the same fraction).  Worth it where thousands
     of vectors go in one query: memory upserts and duplicate checks.
     """
-    return Vector(np.rint(np.asarray(vector, dtype=np.float64) * VECTOR_SCALE).astype(np.int64).tolist())
+    return Vector(_scaled(vector).tolist())
+
+
+def _scaled(vector: Any) -> np.ndarray:
+    return np.rint(np.asarray(vector, dtype=np.float64) * VECTOR_SCALE).astype(np.int64)
 
 
 def defaulted_times(model: Any) -> list[str]:
@@ -173,7 +177,8 @@ def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, 
         props[prop] = _json(getattr(node, field))
     times = {f: _time(getattr(node, f)) for f in TIME_FIELDS}
     defaulted = defaulted_times(node)
-    embedding = None if node.embedding is None else scaled_vector(node.embedding)
+    scaled = None if node.embedding is None else _scaled(node.embedding)
+    embedding = None if scaled is None else Vector(scaled.tolist())
     hashed = {**{k: v for k, v in props.items() if k not in volatile},
               **{k: v for k, v in times.items() if k not in defaulted}, "has_embedding": embedding is not None}
     return {
@@ -183,7 +188,7 @@ def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, 
         "keep_times": defaulted,
         "embedding": embedding,
         # hashed as the floats it stands for, so hashes do not depend on the wire format
-        "hash": _digest(hashed, None if embedding is None else np.asarray(embedding, dtype=np.float64) / VECTOR_SCALE),
+        "hash": _digest(hashed, None if scaled is None else scaled / VECTOR_SCALE),
     }
 
 
