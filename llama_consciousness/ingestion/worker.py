@@ -275,15 +275,15 @@ def _serve(requests: Connection, replies: Connection) -> None:
 def main(argv: Sequence[str]) -> int:
     import gc
 
-    from llama_consciousness.gcquiet import fewer_full_collections
+    from llama_consciousness.gcquiet import fewer_collections
     from llama_consciousness.ingestion.pipeline import pure_pipeline  # noqa: F401 - imported before the freeze
 
     # This process is ours: its imports are kept out of every collection,
-    # and full collections are rare for its whole life (see ``gcquiet``).
+    # and collections are rare for its whole life (see ``gcquiet``).
     gc.freeze()
     requests = Connection(int(argv[1]), writable=False)
     replies = Connection(int(argv[2]), readable=False)
-    with fewer_full_collections():
+    with fewer_collections():
         _serve(requests, replies)
     return 0
 
