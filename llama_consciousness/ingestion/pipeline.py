@@ -212,8 +212,9 @@ def _pipelined(
 
     Pure steps run here, or, for large inputs (``o.worker``), in a worker
     process (``ingestion.worker``) that keeps up to ``WORKER_LOOKAHEAD``
-    chunks in hand; the first chunk always runs here, while the worker
-    starts.  The store steps of a chunk are cut by level graph and queued
+    chunks in hand; the first ``FIRST_HERE`` records always run here, so
+    that the store starts while the worker takes the rest of their chunk.
+    The store steps of a chunk are cut by level graph and queued
     on that graph's lane (``ingestion.lanes``): in chunk order within a
     graph, so every read of a graph sees the chunks before it; side by
     side across graphs, so one graph's server work overlaps another's
@@ -277,17 +278,25 @@ def _pipelined(
 
     try:
         for index, chunk in enumerate(chunks):
-            # The first chunk runs here while the worker starts.  (Running
-            # here also the chunks that find the worker busy measured no
-            # faster: both cores are already in use by then.)
-            if worker is None or index == 0:
+            # The head of the first chunk runs here while the worker takes
+            # the rest: the store starts early, and this process, which
+            # runs every store step, keeps little of the pure work.
+            # (Running here also the chunks that find the worker busy
+            # measured no faster: both cores are already in use by then.)
+            if worker is None:
                 waiting.append(_pure_here(o, chunk))
+                parts: list[list[BaseNode]] = []
+            elif index == 0:
+                parts = [chunk[FIRST_HERE:]] if len(chunk) > FIRST_HERE else []
+                waiting.append(_pure_here(o, chunk[:FIRST_HERE]))
             else:
+                parts = [chunk]
+            for part in parts:
                 try:
-                    waiting.append(_Sent(worker.submit(o, chunk, embed_model), chunk))
+                    waiting.append(_Sent(worker.submit(o, part, embed_model), part))
                 except IngestWorkerError as exc:
                     abandon(exc)
-                    waiting.append(_Sent(-1, chunk))  # runs here when its turn comes
+                    waiting.append(_Sent(-1, part))  # runs here when its turn comes
             # A chunk done here goes to the store at once; the worker may
             # hold up to ``lookahead`` chunks before we wait for its answers.
             while waiting and (not isinstance(waiting[0], _Sent) or len(waiting) > lookahead):
@@ -344,6 +353,9 @@ STORE_DEPTH = 2
 
 WORKER_LOOKAHEAD = 2
 """Chunks the worker process may hold beyond the one being written."""
+
+FIRST_HERE = 200
+"""Records of the first chunk whose pure steps run in this process when a worker takes the rest."""
 
 
 def _pure_here(o: IngestOptions, chunk: list[BaseNode]) -> tuple[list[BaseNode], IngestReport]:
