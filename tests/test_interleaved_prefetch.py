@@ -48,6 +48,34 @@ def test_plans_run_side_by_side_with_their_results_in_order(memory, fresh_graph)
     assert run_interleaved(memory.db, [(a.plans.graph, _two_step("y"))]) == ["y!"]
 
 
+def test_progress_sends_the_next_query_once_a_reply_is_in_and_never_waits(memory, fresh_graph) -> None:
+    import time
+
+    a = fresh_graph()
+    sent: list[str] = []
+
+    def plan():
+        first = yield Query("RETURN $v", {"v": "first"}, read_only=True)
+        sent.append(first[0][0])
+        second = yield Query("RETURN $v", {"v": "second"}, read_only=True)
+        sent.append(second[0][0])
+        return sent[-1]
+
+    running = Interleaved(memory.db, [(a.plans.graph, plan())])
+    deadline = time.monotonic() + 5
+    while not sent and time.monotonic() < deadline:
+        running.progress()  # reads the first reply once it is in and sends the second query
+        time.sleep(0.001)
+    assert sent == ["first"]
+    while len(sent) < 2 and time.monotonic() < deadline:
+        running.progress()
+        time.sleep(0.001)
+    assert sent == ["first", "second"]  # both replies read without results()
+    assert running.results() == ["second"]
+    running.progress()  # after results(): nothing to do, no error
+    assert Interleaved.empty().progress() is None
+
+
 def test_interleaved_halves_and_discard(memory, fresh_graph) -> None:
     a = fresh_graph()
     running = Interleaved(memory.db, [(a.plans.graph, _two_step("p"))])

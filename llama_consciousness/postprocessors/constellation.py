@@ -229,6 +229,11 @@ class ConstellationPostprocessor(StreamPostprocessor):
             self._pending[1].discard()
             self._pending = None
 
+    def advance_prefetch(self) -> None:
+        """Read the prefetch's reply if it is ready (never waits)."""
+        if self._pending is not None:
+            self._pending[1].progress()
+
     def _prefetch_key(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow]) -> tuple:
         effective = window or self.temporal_window
         when = None if effective is None else (effective.mode, effective.as_of_time, effective.time_range_start,

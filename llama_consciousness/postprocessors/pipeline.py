@@ -15,7 +15,8 @@ extends the stream with its result.  A postprocessor that reads the level
 graphs may offer ``prefetch(nodes, intention)``: it is called as soon as the
 nodes it will see are known (after the last earlier step that may drop
 nodes, see ``keeps_nodes``), so that the server answers while the steps in
-between run.
+between run; between steps, ``advance_prefetch()`` lets a read of several
+queries send the next one as soon as the previous reply is in.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def complete_stream(
             nodes = step.postprocess_nodes(nodes, query_bundle=bundle)
             _prefetch(postprocessors, i, nodes, intention, started_reads)
             stream = step.extend_stream(stream, nodes, intention)
+            _advance(postprocessors)
     finally:
         _discard(postprocessors)
     return _with_latency(stream, started), nodes
@@ -86,6 +88,7 @@ async def acomplete_stream(
             nodes = await step.apostprocess_nodes(nodes, query_bundle=bundle)
             _prefetch(postprocessors, i, nodes, intention, started_reads)
             stream = step.extend_stream(stream, nodes, intention)
+            _advance(postprocessors)
     finally:
         _discard(postprocessors)
     return _with_latency(stream, started), nodes
@@ -111,6 +114,19 @@ def _prefetch(postprocessors: Sequence[StreamPostprocessor], done: int, nodes: l
             return  # past a step that may drop nodes, later steps' nodes are not known yet
         keeps_order = getattr(step, "keeps_order", None)
         in_order = in_order and keeps_order is not None and keeps_order(nodes)
+
+
+def _advance(postprocessors: Sequence[StreamPostprocessor]) -> None:
+    """Between steps: prefetched reads whose replies are in send their next queries.
+
+    A read of several queries in a row (the traversal graph's connectors,
+    then the links among them) would otherwise send its second query only
+    when its step runs, and wait for it there.
+    """
+    for step in postprocessors:
+        advance = getattr(step, "advance_prefetch", None)
+        if advance is not None:
+            advance()
 
 
 def _discard(postprocessors: Sequence[StreamPostprocessor]) -> None:

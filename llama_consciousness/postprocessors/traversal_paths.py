@@ -227,6 +227,11 @@ class TraversalPathPostprocessor(StreamPostprocessor):
             self._pending[2].discard()
             self._pending = None
 
+    def advance_prefetch(self) -> None:
+        """Read the prefetch's replies that are ready and send the queries that follow (never waits)."""
+        if self._pending is not None:
+            self._pending[2].progress()
+
     def state_of(self, intention: Any = None) -> tuple[Optional[str], Optional[dict[str, float]], float]:
         """``(goal, emotions, energy)`` the weights are computed for."""
         goal, emotions, energy = self.current_goal, self.current_emotions, self.current_energy

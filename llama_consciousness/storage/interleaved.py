@@ -97,24 +97,43 @@ class Interleaved:
                 if not waiting:
                     break
                 # the first reply that is ready, else wait for the oldest query
-                job = next((j for j in waiting if j.connection.can_read(timeout=0)), waiting[0])
-                job.sent = False
-                try:
-                    response = job.connection.read_response()
-                    rows = replies.result_rows(job.graph, response)
-                except ResponseError as exc:
-                    if not _missing_graph(exc):
-                        _fail(job, exc)
-                        continue
-                    rows = []
-                except Exception as exc:  # connection lost: this job fails, the others go on
-                    job.connection.disconnect()
-                    _fail(job, exc)
-                    continue
-                _advance(self._pool, job, rows, first=False, timeout_ms=self._timeout_ms)
+                self._read(next((j for j in waiting if j.connection.can_read(timeout=0)), waiting[0]))
         finally:
             self._close()
         return [job.result for job in self._state]
+
+    def progress(self) -> None:
+        """Read the replies that are ready now and send the queries that follow them; never waits.
+
+        A plan of several queries (connectors, then the links among them)
+        otherwise sends its second query only when :meth:`results` is
+        called; called between other work, this keeps the server busy.
+        """
+        if self._closed:
+            return
+        for job in self._state:
+            try:
+                ready = job.sent and job.connection.can_read(timeout=0)
+            except Exception:  # a broken connection: results() reports it
+                return
+            if ready:
+                self._read(job)
+
+    def _read(self, job: _Job) -> None:
+        job.sent = False
+        try:
+            response = job.connection.read_response()
+            rows = replies.result_rows(job.graph, response)
+        except ResponseError as exc:
+            if not _missing_graph(exc):
+                _fail(job, exc)
+                return
+            rows = []
+        except Exception as exc:  # connection lost: this job fails, the others go on
+            job.connection.disconnect()
+            _fail(job, exc)
+            return
+        _advance(self._pool, job, rows, first=False, timeout_ms=self._timeout_ms)
 
     def discard(self) -> None:
         """Give up on the results (their connections are dropped, not reused)."""
