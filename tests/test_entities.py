@@ -511,29 +511,6 @@ async def test_llm_transform_in_pipeline() -> None:
     assert {"Luca", "Felix", "V2"} <= {e["name"] for e in out[0].metadata[ENTITIES_KEY]}
 
 
-def _classify_reference(word: str, shouting: bool) -> str:
-    """The word classes by their rules alone, without the fast paths for common words."""
-    import re
-
-    first = word[0]
-    if first.isdigit():
-        return "num"
-    has_digit = any(c.isdigit() for c in word)
-    has_upper = any(c.isupper() for c in word)
-    letters = [c for c in word if c.isalpha()]
-    if has_digit and letters and (has_upper or re.match(r"^[a-z]{1,6}-?\d+[a-z]{0,2}$", word)):
-        return "code"
-    if re.search(r"[a-z][A-Z]", word) and not re.match(r"^Ma?c[A-Z][a-z]+$", word) and "_" not in word:
-        return "camel"
-    if shouting or not first.isupper():
-        return "lower"
-    if len(letters) == 1:
-        return "letter"
-    if len(letters) >= 2 and all(c.isupper() for c in letters):
-        return "acronym"
-    return "cap"
-
-
 _WORD_PIECES = st.sampled_from(["Kofi", "kofi", "KOFI", "A", "a", "I", "McDonald", "MacBook", "iPhone", "LlamaIndex",
                                 "gpt4o", "GPT-4", "v2", "abc-12x", "x", "\u01c5ungla", "\u00c9mile", "\u00e9mile",
                                 "snake_case", "Snake_Case", "O'Neil", "2025", "N1", "\u0130stanbul", "\u212aelvin"])
@@ -543,6 +520,7 @@ _WORD_PIECES = st.sampled_from(["Kofi", "kofi", "KOFI", "A", "a", "I", "McDonald
 @given(word=_WORD_PIECES | st.text(alphabet=st.characters(categories=["Lu", "Ll", "Lt", "Nd", "Pc"]), min_size=1,
                                    max_size=8), shouting=st.booleans())
 def test_word_classes_match_the_rules(word: str, shouting: bool) -> None:
-    from llama_consciousness.ingestion.entities import _classify
+    """The fast paths for common words answer as the rules do."""
+    from llama_consciousness.ingestion.entities import _classify, _classify_by_rules
 
-    assert _classify(word, shouting) == _classify_reference(word, shouting)
+    assert _classify(word, shouting) == _classify_by_rules(word, shouting)

@@ -291,16 +291,21 @@ def _sentence_initial(text: str, start: int) -> bool:
 
 
 def _classify(word: str, shouting: bool) -> str:
-    first = word[0]
-    if first.isdigit():
-        return "num"
+    """The class of a word: fast answers for the common shapes, else :func:`_classify_by_rules`."""
     if word.isalpha():
         if word.islower():  # most words: no digit, no capital, so no code or camel
             return "lower"
-        if word.istitle() and first.isupper():  # "Kofi": one capital, first (not camel, not an acronym)
+        if word.istitle() and word[0].isupper():  # "Kofi": one capital, first (not camel, not an acronym)
             if shouting:
                 return "lower"
             return "letter" if len(word) == 1 else "cap"
+    return _classify_by_rules(word, shouting)
+
+
+def _classify_by_rules(word: str, shouting: bool) -> str:
+    first = word[0]
+    if first.isdigit():
+        return "num"
     has_digit = any(c.isdigit() for c in word)
     has_upper = any(c.isupper() for c in word)
     letters = [c for c in word if c.isalpha()]
