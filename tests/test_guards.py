@@ -393,3 +393,25 @@ _INJECTION_PIECES = st.sampled_from([
 def test_injection_hints_never_skip_a_match(parts) -> None:
     text = " ".join(parts)
     assert detect_injection(text) == _injection_without_hints(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=st.lists(_INJECTION_PIECES | _PII_PIECES, max_size=3), description=st.lists(
+    _INJECTION_PIECES | _PII_PIECES | st.text(max_size=12), max_size=5), goal=st.lists(_PII_PIECES, max_size=2))
+def test_node_level_gates_find_what_each_field_alone_finds(name, description, goal) -> None:
+    """Hints tested on a node's joined texts skip nothing that a field-by-field scan would find."""
+    original = memory(name=" ".join(name).strip() or "note", description=" ".join(description),
+                      goal=" ".join(goal) or None)
+    fields = {field: getattr(original, field) for field in ("name", "description", "goal")}
+    node = memory_to_text_node(original)
+    expected: list[str] = []
+    for field in ("name", "description"):
+        for found in _injection_without_hints(fields[field]):
+            if found not in expected:
+                expected.append(found)
+    assert InjectionGuard().scan(node) == expected
+
+    (scrubbed,) = PIIScrubber()([node])
+    back = text_node_to_memory(scrubbed)
+    for field, value in fields.items():
+        assert getattr(back, field) == (None if value is None else _scrub_without_hints(value))

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
@@ -290,8 +290,12 @@ def scrub_text(text: str, kinds: Sequence[str] = PII_KINDS) -> tuple[str, dict[s
     must pass their checksum; phones need a '+'/'00' prefix or the US
     3-3-4 grouping.
     """
+    return _scrub(text, _plan(frozenset(kinds)))
+
+
+def _scrub(text: str, runs: tuple[tuple[Callable[[str], bool], tuple[_Rule, ...]], ...]) -> tuple[str, dict[str, int]]:
     counts: dict[str, int] = {}
-    for hint, rules in _plan(frozenset(kinds)):
+    for hint, rules in runs:
         if not hint(text):
             continue
         for rule in rules:
@@ -305,6 +309,15 @@ def scrub_text(text: str, kinds: Sequence[str] = PII_KINDS) -> tuple[str, dict[s
 
             text = rule.pattern.sub(substitute, text)
     return text, counts
+
+
+def _texts(values: Sequence[Any]) -> Iterator[str]:
+    """The strings among field values (strings, or lists of strings)."""
+    for value in values:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, list):
+            yield from (item for item in value if isinstance(item, str))
 
 
 def _memory_nodes(nodes: Sequence[BaseNode]) -> list[BaseNode]:
@@ -351,11 +364,11 @@ class PIIScrubber(TransformComponent):
         """``{"nodes": scanned, "nodes_redacted": changed, "counts": {kind: n}}`` of the last call."""
         return self._last_report
 
-    def _scrub_value(self, value: Any, counts: dict[str, int]) -> Any:
+    def _scrub_value(self, value: Any, counts: dict[str, int], runs: tuple | None = None) -> Any:
         if isinstance(value, str):
-            scrubbed, found = scrub_text(value, self.kinds)
+            scrubbed, found = _scrub(value, _plan(frozenset(self.kinds)) if runs is None else runs)
         elif isinstance(value, list) and all(isinstance(item, str) for item in value):
-            return [self._scrub_value(item, counts) for item in value]
+            return [self._scrub_value(item, counts, runs) for item in value]
         else:
             return value
         for kind, count in found.items():
@@ -366,11 +379,20 @@ class PIIScrubber(TransformComponent):
         totals: dict[str, int] = {}
         changed_nodes = 0
         memory_nodes = _memory_nodes(nodes)
+        plan = _plan(frozenset(self.kinds))
         for node in memory_nodes:
+            values = [_field_values(node, field) for field in self.fields]
+            # Every hint tested once on all the node's texts: most memories
+            # hold nothing to redact, and a field needs only the rules whose
+            # hint the whole passed.  (No hint spans a line break, so the
+            # joined text passes a hint whenever one of its parts does.)
+            joined = "\n".join(_texts(values))
+            runs = tuple(run for run in plan if run[0](joined))
+            if not runs:
+                continue
             counts: dict[str, int] = {}
-            for field in self.fields:
-                value = _field_values(node, field)
-                scrubbed = self._scrub_value(value, counts)
+            for field, value in zip(self.fields, values):
+                scrubbed = self._scrub_value(value, counts, runs)
                 if scrubbed == value:
                     continue
                 if field == "description":
@@ -508,11 +530,17 @@ def detect_injection(text: str, patterns: Mapping[str, str] = DEFAULT_PATTERNS) 
     if not text:
         return []
     normalised = _normalise(text)
+    return [name for name, regex in _candidates(_compile(tuple(patterns.items())), normalised)
+            if regex.search(normalised)]
+
+
+def _candidates(
+    compiled: tuple[tuple[str, re.Pattern[str], tuple[tuple[str, ...], ...]], ...], normalised: str
+) -> list[tuple[str, re.Pattern[str]]]:
+    """The patterns whose hint words ``normalised`` (or any part of it) contains."""
     lowered = normalised.translate(_DOTTED_I).lower()
-    return [
-        name for name, regex, hints in _compile(tuple(patterns.items()))
-        if all(any(word in lowered for word in group) for group in hints) and regex.search(normalised)
-    ]
+    return [(name, regex) for name, regex, hints in compiled
+            if all(any(word in lowered for word in group) for group in hints)]
 
 
 class InjectionGuard(TransformComponent):
@@ -568,15 +596,16 @@ class InjectionGuard(TransformComponent):
 
     def scan(self, node: BaseNode) -> list[str]:
         """Pattern names matched in the node's scanned fields."""
+        texts = [_normalise(item) for item in _texts([_field_values(node, field) for field in self.fields]) if item]
+        # The hint words are tested once on all the texts (none spans a line
+        # break); each text is then searched only with the patterns left.
+        candidates = _candidates(_compile(tuple(self.patterns.items())), "\n".join(texts))
         found: list[str] = []
-        for field in self.fields:
-            value = _field_values(node, field)
-            values = value if isinstance(value, list) else [value]
-            for item in values:
-                if isinstance(item, str):
-                    for name in detect_injection(item, self.patterns):
-                        if name not in found:
-                            found.append(name)
+        if candidates:
+            for text in texts:
+                for name, regex in candidates:
+                    if name not in found and regex.search(text):
+                        found.append(name)
         return found
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
