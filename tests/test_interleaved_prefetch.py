@@ -14,7 +14,7 @@ from llama_consciousness.postprocessors.tiers import ActivationTierPostprocessor
 from llama_consciousness.postprocessors.traversal_paths import TraversalPathPostprocessor
 from llama_consciousness.schema import ConsciousnessNode, MemoryNode, RetrievalIntention
 from llama_consciousness.storage import replies
-from llama_consciousness.storage.interleaved import Interleaved, run_interleaved
+from llama_consciousness.storage.interleaved import Interleaved, PrefetchSlot, run_interleaved
 from llama_consciousness.storage.level_store import Query, retrieved_node
 
 
@@ -143,15 +143,36 @@ def test_stream_reads_the_neighbourhood_early_and_once(memory, monkeypatch) -> N
     full, full_nodes = complete_stream(stream, [n.model_copy(deep=True) for n in nodes], intention, steps)
     assert calls == ["prefetch"]
     constellation = steps[-1]
-    assert len(linked) == 1 and constellation._pending is None  # 2 relations x 2 directions in one query, asked once
+    assert len(linked) == 1 and constellation._reads.empty  # 2 relations x 2 directions in one query, asked once
     reference = constellation.model_copy()
-    reference._pending = None
+    reference._reads = PrefetchSlot()  # a copy shares its original's slot
     again = reference.build(list(full_nodes))
     assert again.primary == constellation.last_constellation.primary
     assert [m.node_id for m in again.supporting] == [m.node_id for m in constellation.last_constellation.supporting]
     levels = {n.node.metadata["level"] for n in nodes}
     assert len(sent) == len(levels)  # connectors read once per level: the prefetch was collected
-    assert traversal._pending is None
+    assert traversal._reads.empty
     got = full.traversal_graph
     assert {n.node_id for n in got.nodes} == {n.node_id for n in expected.nodes}
     assert {e.edge_id for e in got.edges} == {e.edge_id for e in expected.edges}
+
+
+def test_prefetch_slot_gives_reads_only_to_the_same_key(memory, fresh_graph) -> None:
+    a = fresh_graph()
+    slot = PrefetchSlot()
+    assert slot.empty and slot.claim("k") is None
+    slot.hold("k", Interleaved(memory.db, [(a.plans.graph, _two_step("s"))]), extra=["N2"])
+    slot.progress()  # never waits
+    running, extra = slot.claim("k")
+    assert slot.empty and extra == ["N2"] and running.results() == ["s!"]
+
+    slot.hold("k", Interleaved(memory.db, [(a.plans.graph, _two_step("t"))]))
+    assert slot.claim("other") is None and slot.empty  # another key: the reads are dropped
+    first = Interleaved(memory.db, [(a.plans.graph, _two_step("u"))])
+    slot.hold("k", first)
+    slot.hold("k2", Interleaved(memory.db, [(a.plans.graph, _two_step("v"))]))  # a new hold drops the old reads
+    with pytest.raises(RuntimeError):
+        first.results()
+    slot.discard()
+    assert slot.empty
+    assert run_interleaved(memory.db, [(a.plans.graph, _two_step("w"))]) == ["w!"]  # connections still good

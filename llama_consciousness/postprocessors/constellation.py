@@ -42,7 +42,7 @@ from llama_consciousness.postprocessors.base import StreamPostprocessor
 from llama_consciousness.schema import ConsciousnessStream
 from llama_consciousness.schema.constellation import ConstellationMember, MemoryConstellation
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.interleaved import Interleaved
+from llama_consciousness.storage.interleaved import Interleaved, PrefetchSlot
 from llama_consciousness.storage.level_store import AsyncLevelGraphStore, Plan
 from llama_consciousness.storage.links import LinkedMemory, linked_memories
 from llama_consciousness.temporal import TemporalWindow
@@ -108,7 +108,7 @@ class ConstellationPostprocessor(StreamPostprocessor):
 
     _last_constellation: Optional[MemoryConstellation] = PrivateAttr(default=None)
     _last_ids: Optional[tuple[str, ...]] = PrivateAttr(default=None)
-    _pending: Optional[tuple[tuple, Interleaved]] = PrivateAttr(default=None)
+    _reads: PrefetchSlot = PrivateAttr(default_factory=PrefetchSlot)
 
     @classmethod
     def class_name(cls) -> str:
@@ -219,20 +219,17 @@ class ConstellationPostprocessor(StreamPostprocessor):
                 return
             level, citizen, _ = _key_of(nodes[0])
             store = self.memory.level(level, citizen)
-            self._pending = (self._prefetch_key(nodes, None), Interleaved(store.db, [(store.plans.graph, plan)]))
+            self._reads.hold(self._prefetch_key(nodes, None), Interleaved(store.db, [(store.plans.graph, plan)]))
         except Exception as exc:  # the build asks (and reports) again
             logger.debug("constellation: prefetch failed: %s", exc)
 
     def discard_prefetch(self) -> None:
         """Drop a lookup started by :meth:`prefetch` that no build collected."""
-        if self._pending is not None:
-            self._pending[1].discard()
-            self._pending = None
+        self._reads.discard()
 
     def advance_prefetch(self) -> None:
         """Read the prefetch's reply if it is ready (never waits)."""
-        if self._pending is not None:
-            self._pending[1].progress()
+        self._reads.progress()
 
     def _prefetch_key(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow]) -> tuple:
         effective = window or self.temporal_window
@@ -242,13 +239,8 @@ class ConstellationPostprocessor(StreamPostprocessor):
 
     def _claim_prefetch(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow]) -> Optional[Interleaved]:
         """The lookup :meth:`prefetch` started for exactly these nodes and window (any other is dropped)."""
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return None
-        if nodes and pending[0] == self._prefetch_key(nodes, window):
-            return pending[1]
-        pending[1].discard()
-        return None
+        claimed = self._reads.claim(self._prefetch_key(nodes, window) if nodes else None)
+        return None if claimed is None else claimed[0]
 
     def _received(self, nodes: list[NodeWithScore], found: Any) -> dict[str, list[LinkedMemory]]:
         return self._failed(nodes, found) if isinstance(found, BaseException) else found

@@ -79,7 +79,7 @@ from llama_consciousness.scoring.traversal import (
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.neighbourhood import pair_similarities
 from llama_consciousness.storage.neighbourhood import neighbourhood
-from llama_consciousness.storage.interleaved import Interleaved
+from llama_consciousness.storage.interleaved import Interleaved, PrefetchSlot
 from llama_consciousness.temporal import TemporalWindow
 
 logger = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ class TraversalPathPostprocessor(StreamPostprocessor):
     _last_connectors: list[str] = PrivateAttr(default_factory=list)
     _memo: Optional[_Memo] = PrivateAttr(default=None)
     _built: Optional[tuple[Any, TraversalGraph]] = PrivateAttr(default=None)
-    _pending: Optional[tuple[tuple, list, Interleaved]] = PrivateAttr(default=None)
+    _reads: PrefetchSlot = PrivateAttr(default_factory=PrefetchSlot)
 
     @field_validator("temporal_mode")
     @classmethod
@@ -217,20 +217,18 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         if not groups or (memo is not None and memo.key == key and time.monotonic() - memo.at < MEMO_TTL_S):
             return
         try:
-            self._pending = (key, *self._start_fetch(groups, window))
+            keys, running = self._start_fetch(groups, window)
+            self._reads.hold(key, running, keys)
         except Exception as exc:  # the build reads (and reports) it again
             logger.debug("traversal graph: prefetch failed: %s", exc)
 
     def discard_prefetch(self) -> None:
         """Drop reads started by :meth:`prefetch` that no build collected."""
-        if self._pending is not None:
-            self._pending[2].discard()
-            self._pending = None
+        self._reads.discard()
 
     def advance_prefetch(self) -> None:
         """Read the prefetch's replies that are ready and send the queries that follow (never waits)."""
-        if self._pending is not None:
-            self._pending[2].progress()
+        self._reads.progress()
 
     def state_of(self, intention: Any = None) -> tuple[Optional[str], Optional[dict[str, float]], float]:
         """``(goal, emotions, energy)`` the weights are computed for."""
@@ -361,17 +359,15 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         groups = self._groups(members)
         key = self._memo_key(groups, window)
         memo = self._memo
-        pending, self._pending = self._pending, None
         if memo is not None and memo.key == key and time.monotonic() - memo.at < MEMO_TTL_S:
             found_connectors, found = memo.connectors, memo.relationships
-            if pending is not None:
-                pending[2].discard()
+            self._reads.discard()
         else:
-            if pending is not None and pending[0] == key:
-                found_connectors, found, similar = self._collect(pending[1], pending[2])
+            claimed = self._reads.claim(key)
+            if claimed is not None:
+                running, keys = claimed
+                found_connectors, found, similar = self._collect(keys, running)
             else:
-                if pending is not None:
-                    pending[2].discard()
                 found_connectors, found, similar = self._collect(*self._start_fetch(groups, window))
             self._memo = _Memo(key, time.monotonic(), found_connectors, found, similar)
         for level, citizen, node in found_connectors:

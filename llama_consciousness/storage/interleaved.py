@@ -186,3 +186,46 @@ def _advance(pool: Any, job: _Job, rows: Any, *, first: bool, timeout_ms: int | 
         _fail(job, exc)
         return
     job.sent = True
+
+
+class PrefetchSlot:
+    """Reads started early for a key, until the work that asks for the same key claims them.
+
+    A postprocessor starts its reads before its turn (``prefetch``) and
+    builds later: the build claims them only if it asks for what was
+    fetched (same memories, same window); otherwise they are dropped and it
+    reads afresh.  ``extra`` is what the claimant needs besides the replies
+    (e.g. which level each job was for).  One slot per postprocessor: a new
+    prefetch drops the reads of the previous one.
+    """
+
+    def __init__(self) -> None:
+        self._held: tuple[Any, Interleaved, Any] | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self._held is None
+
+    def hold(self, key: Any, running: Interleaved, extra: Any = None) -> None:
+        self.discard()
+        self._held = (key, running, extra)
+
+    def claim(self, key: Any) -> tuple[Interleaved, Any] | None:
+        """``(running, extra)`` of reads started for ``key``; reads for any other key are dropped."""
+        held, self._held = self._held, None
+        if held is None:
+            return None
+        if held[0] == key:
+            return held[1], held[2]
+        held[1].discard()
+        return None
+
+    def progress(self) -> None:
+        """Let the held reads send their next queries if their replies are in (never waits)."""
+        if self._held is not None:
+            self._held[1].progress()
+
+    def discard(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held[1].discard()
