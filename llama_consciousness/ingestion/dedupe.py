@@ -167,6 +167,7 @@ class NearDuplicateFilter(ReportingTransform):
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors /= np.where(norms == 0, 1.0, norms)
         # The best match of each memory among the run's earlier memories, in one product.
+        best_earlier = best_earlier_sim = None
         if earlier is not None and earlier.ids:
             sims = vectors @ earlier.vectors.T
             best_earlier = sims.argmax(axis=1)
@@ -185,7 +186,7 @@ class NearDuplicateFilter(ReportingTransform):
                 if other_id != node.node_id and other_base != base and similarity > self.threshold:
                     duplicate_of = other_id
                     break
-            if duplicate_of is None and earlier is not None and earlier.ids:
+            if duplicate_of is None and best_earlier is not None:
                 j = int(best_earlier[i])
                 if (best_earlier_sim[i] > self.threshold and earlier.bases[j] != base
                         and earlier.ids[j] != node.node_id):

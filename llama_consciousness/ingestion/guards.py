@@ -364,9 +364,9 @@ class PIIScrubber(TransformComponent):
         """``{"nodes": scanned, "nodes_redacted": changed, "counts": {kind: n}}`` of the last call."""
         return self._last_report
 
-    def _scrub_value(self, value: Any, counts: dict[str, int], runs: tuple | None = None) -> Any:
+    def _scrub_value(self, value: Any, counts: dict[str, int], runs: tuple) -> Any:
         if isinstance(value, str):
-            scrubbed, found = _scrub(value, _plan(frozenset(self.kinds)) if runs is None else runs)
+            scrubbed, found = _scrub(value, runs)
         elif isinstance(value, list) and all(isinstance(item, str) for item in value):
             return [self._scrub_value(item, counts, runs) for item in value]
         else:

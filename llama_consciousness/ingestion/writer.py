@@ -122,8 +122,6 @@ class ConsciousnessGraphWriter(ReportingTransform):
         default=2, ge=1, le=16, description="level graphs written side by side (their server work overlaps)"
     )
 
-
-
     # -- the transform -------------------------------------------------------
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:

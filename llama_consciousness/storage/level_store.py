@@ -49,6 +49,10 @@ EDGE_RANGE_INDEXES = ("edge_id", "relation_type", "valid_at", "invalid_at", "cre
 
 MAX_FETCH = 10_000
 
+# A memory that near-duplicate checks compare with: not expired, and not an
+# entity node (a name, which no memory repeats).
+_CURRENT_MEMORY = "n.expired_at IS NULL AND coalesce(n.is_entity, false) = false"
+
 
 @dataclass(frozen=True)
 class VectorIndexConfig:
@@ -553,7 +557,7 @@ class LevelPlans:
         rows = yield Query(
             f"UNWIND $qs AS q CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $k, "
             f"{records.SCALED_VECTOR.format('q[1]')}) "
-            "YIELD node AS n, score WHERE n.expired_at IS NULL AND coalesce(n.is_entity, false) = false "
+            f"YIELD node AS n, score WHERE {_CURRENT_MEMORY} "
             "RETURN q[0], n.node_id, n.base_id, score",
             {"qs": Rows([qid, records.scaled_vector(vector)] for qid, vector in queries), "k": int(k)},
             read_only=True,
@@ -566,7 +570,7 @@ class LevelPlans:
     def has_current_memories(self) -> Plan:
         """Whether any current (unexpired) memory that is not an entity is stored."""
         rows = yield Query(
-            f"MATCH (n:{NODE_LABEL}) WHERE n.expired_at IS NULL AND coalesce(n.is_entity, false) = false "
+            f"MATCH (n:{NODE_LABEL}) WHERE {_CURRENT_MEMORY} "
             "RETURN n.node_id LIMIT 1",
             read_only=True,
         )
