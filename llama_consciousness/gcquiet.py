@@ -19,6 +19,14 @@ Nothing these collections find is garbage that cannot wait: the records
 are freed by reference counting, and cycles are still collected, only
 less often, during the operation and after it.
 
+Retrievals use the same raise (``quiet_retrieval``): a six-way retrieval
+with the complete stream builds some 10,000 container objects (nodes,
+metadata, models) that are all in use until it returns, so each young
+collection inside it examined live objects only; measured at 50K memories
+per level, collections took 3-4 ms of each retrieval on average and the
+longer ones landed in the p95.  ``during_retrieval = False`` switches
+this off for an application that manages its collector itself.
+
 Only the thresholds change, and only for the time of the operation;
 ``gc.freeze`` is not used, so an application's own frozen objects stay
 frozen.  Nested and concurrent uses share one raise: the first entry
@@ -27,10 +35,13 @@ raises the thresholds, the last exit restores what was there.
 
 from __future__ import annotations
 
+import functools
 import gc
+import inspect
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
 YOUNG_COLLECTION_THRESHOLD = 100_000
 """Net new container objects between young collections during a bulk operation (CPython's default is 700)."""
@@ -62,3 +73,36 @@ def fewer_collections() -> Iterator[None]:
             if _users == 0 and _saved is not None:
                 gc.set_threshold(*_saved)
                 _saved = None
+
+
+during_retrieval = True
+"""Whether retrievals raise the thresholds too (see ``quiet_retrieval``); set False to leave the collector alone."""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def quiet_retrieval(fn: _F) -> _F:
+    """Run a retrieval function (sync or async) inside ``fewer_collections`` while ``during_retrieval`` is set.
+
+    The raise is shared by concurrent retrievals, and in a coroutine it
+    lasts across its awaits: collections are postponed while any retrieval
+    is in flight, and happen as before between them.
+    """
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            if not during_retrieval:
+                return await fn(*args, **kwargs)
+            with fewer_collections():
+                return await fn(*args, **kwargs)
+
+        return run_async  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if not during_retrieval:
+            return fn(*args, **kwargs)
+        with fewer_collections():
+            return fn(*args, **kwargs)
+
+    return run  # type: ignore[return-value]

@@ -100,3 +100,43 @@ def test_cli_stream_and_graph_pictures(demo, tmp_path: Path, capsys: pytest.Capt
     assert main(["query", "FalkorDB", "--data-dir", str(data), "--citizen", "ada", "--graph", str(md)]) == 0
     assert md.read_text().startswith("```mermaid\ngraph LR")
     assert main(["query", "FalkorDB", "--data-dir", str(data), "--graph", str(tmp_path / "graph.png")]) == 2
+
+
+async def test_retrievals_postpone_young_collections_while_they_run(demo) -> None:
+    """Bare, complete, sync and async streams all run with the raised threshold, restored after."""
+    import gc
+
+    from llama_consciousness.gcquiet import YOUNG_COLLECTION_THRESHOLD
+    from llama_consciousness.postprocessors.base import StreamPostprocessor
+
+    seen: list[int] = []
+
+    class Spy(StreamPostprocessor):
+        def _postprocess_nodes(self, nodes, query_bundle=None):
+            seen.append(gc.get_threshold()[0])
+            return nodes
+
+    before = gc.get_threshold()
+    raised = max(before[0], YOUNG_COLLECTION_THRESHOLD)
+    embed = demo.embed_model
+    original_sync, original_async = embed.get_query_embedding, embed.aget_query_embedding
+
+    def spy_sync(text):
+        seen.append(gc.get_threshold()[0])
+        return original_sync(text)
+
+    async def spy_async(text):
+        seen.append(gc.get_threshold()[0])
+        return await original_async(text)
+
+    object.__setattr__(embed, "get_query_embedding", spy_sync)
+    object.__setattr__(embed, "aget_query_embedding", spy_async)
+    try:
+        demo.retrieve_stream(_intention("current"), postprocessors=[Spy()])
+        await demo.aretrieve_stream(_intention("current"), postprocessors=[Spy()])
+        demo.retriever("ada").retrieve(QUERY)
+    finally:
+        object.__delattr__(embed, "get_query_embedding")
+        object.__delattr__(embed, "aget_query_embedding")
+    assert len(seen) >= 5 and set(seen) == {raised}
+    assert gc.get_threshold() == before

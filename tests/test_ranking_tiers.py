@@ -471,3 +471,28 @@ async def test_query_engine_async(engine_parts):
     raw = await retriever.aretrieve(SPEC_QUERY)
     response = await engine.aquery(SPEC_QUERY)
     check_engine_result(raw, response.source_nodes)
+
+
+def test_a_remembered_memory_leaves_with_its_node() -> None:
+    """memory_of's cache holds no entry for a node that is gone (full collections walked thousands of them)."""
+    import gc
+
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llama_consciousness.postprocessors import base
+
+    node = NodeWithScore(node=TextNode(id_="m1", text="a memory", metadata={
+        "node_id": "m1", "level": "N2", "node_type": "Memory", "name": "m1", "description": "a memory",
+        "energy": 0.5, "confidence": 0.5}), score=1.0)
+    first = base.memory_of(node, copy=False)
+    assert base.memory_of(node, copy=False) is first  # remembered while the node lives
+    key = id(node.node)
+    assert key in base._PARSED
+    del node, first
+    gc.collect()
+    assert key not in base._PARSED
+    # a dead entry's callback must not remove a newer node's entry under a reused id
+    ref_of_dead = object()
+    base._PARSED[key] = ("live", (), None)
+    base._forget(ref_of_dead, key)
+    assert base._PARSED.pop(key) == ("live", (), None)

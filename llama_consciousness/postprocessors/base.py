@@ -28,9 +28,19 @@ _FIELD_ORDER = tuple(sorted(_MEMORY_FIELDS))
 
 # Postprocessors of one stream read the same nodes' memories several times;
 # validation is most of that cost.  Remembered per node object, and reused
-# only while the node's memory fields (and text and id) are unchanged.
+# only while the node's memory fields (and text and id) are unchanged.  An
+# entry leaves with its node (a weak reference's callback): entries kept
+# after their retrieval made every full garbage collection walk thousands
+# of dead memories (a 100-query run's full passes took 20-50 ms each).
 _PARSED: dict[int, tuple[Any, tuple[Any, ...], MemoryNode]] = {}
 _PARSED_MAX = 4096
+
+
+def _forget(ref: Any, key: int) -> None:
+    """A remembered node died: drop its entry, unless the id was reused by a newer node."""
+    entry = _PARSED.get(key)
+    if entry is not None and entry[0] is ref:
+        del _PARSED[key]
 
 
 def memory_of(node: NodeWithScore, *, copy: bool = True) -> MemoryNode:
@@ -53,7 +63,8 @@ def memory_of(node: NodeWithScore, *, copy: bool = True) -> MemoryNode:
     if len(_PARSED) >= _PARSED_MAX:
         _PARSED.clear()
     try:
-        _PARSED[id(text_node)] = (weakref.ref(text_node), seen, memory)
+        key = id(text_node)
+        _PARSED[key] = (weakref.ref(text_node, lambda ref, key=key: _forget(ref, key)), seen, memory)
     except TypeError:  # a node class without weak references is simply not remembered
         pass
     return memory.model_copy() if copy else memory

@@ -27,6 +27,7 @@ from typing import Any
 
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_consciousness.gcquiet import quiet_retrieval
 from llama_consciousness.postprocessors.base import StreamPostprocessor
 from llama_consciousness.schema import ConsciousnessStream
 
@@ -50,6 +51,7 @@ def default_postprocessors(memory: Any) -> list[StreamPostprocessor]:
     ]
 
 
+@quiet_retrieval
 def complete_stream(
     stream: ConsciousnessStream,
     nodes: list[NodeWithScore],
@@ -72,6 +74,7 @@ def complete_stream(
     return _with_latency(stream, started), nodes
 
 
+@quiet_retrieval
 async def acomplete_stream(
     stream: ConsciousnessStream,
     nodes: list[NodeWithScore],

@@ -27,6 +27,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_consciousness.gcquiet import quiet_retrieval
 from llama_consciousness.ingestion.entities import OfflineEntityExtractor
 from llama_consciousness.ingestion.nodes import record_text_node
 from llama_consciousness.retrievers.config import RetrievalConfig
@@ -158,6 +159,7 @@ class SixWayHybridRetriever(BaseRetriever):
     async def aretrieve_intention(self, intention: RetrievalIntention) -> list[NodeWithScore]:
         return (await self._aretrieve_both(intention))[1]
 
+    @quiet_retrieval
     def retrieve_stream(self, intention: RetrievalIntention | str) -> ConsciousnessStream:
         """The spec's consciousness stream for an intention.
 
@@ -174,6 +176,7 @@ class SixWayHybridRetriever(BaseRetriever):
         self.last_stream, self.last_nodes = stream, nodes
         return stream
 
+    @quiet_retrieval
     async def aretrieve_stream(self, intention: RetrievalIntention | str) -> ConsciousnessStream:
         intention = self.intention_for(intention)
         stream, nodes = await self._aretrieve_both(intention)
@@ -248,6 +251,7 @@ class SixWayHybridRetriever(BaseRetriever):
 
     # -- sync path ----------------------------------------------------------------
 
+    @quiet_retrieval
     def _retrieve_both(self, intention: RetrievalIntention) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
         cached = self._cached(intention)
         if cached:
@@ -368,6 +372,7 @@ class SixWayHybridRetriever(BaseRetriever):
 
     # -- async path ---------------------------------------------------------------
 
+    @quiet_retrieval
     async def _aretrieve_both(self, intention: RetrievalIntention) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
         cached = self._cached(intention)
         if cached:

@@ -93,6 +93,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from llama_consciousness.gcquiet import quiet_retrieval
 from llama_consciousness.retrievers.six_way import _LLM_HIDDEN
 from llama_consciousness.schema import (
     ConsciousnessLevelResults,
@@ -307,6 +308,7 @@ class StateBasedRetriever(BaseRetriever):
     async def aretrieve_state(self, state: StateBasedRetrieval | str | None = None) -> list[NodeWithScore]:
         return (await self._aretrieve_both(self.state_for(state)))[1]
 
+    @quiet_retrieval
     def retrieve_stream(self, state: StateBasedRetrieval | str | None = None) -> ConsciousnessStream:
         """The consciousness stream of ``state``, completed by ``stream_postprocessors``.
 
@@ -321,6 +323,7 @@ class StateBasedRetriever(BaseRetriever):
         self.last_stream, self.last_nodes = stream, nodes
         return stream
 
+    @quiet_retrieval
     async def aretrieve_stream(self, state: StateBasedRetrieval | str | None = None) -> ConsciousnessStream:
         state = self.state_for(state)
         stream, nodes = await self._aretrieve_both(state)
@@ -336,6 +339,7 @@ class StateBasedRetriever(BaseRetriever):
     def _plans(self, level: str, state: StateBasedRetrieval) -> Any:
         return self.memory.plans(level, state.citizen_id if level == "N1" else None)
 
+    @quiet_retrieval
     def _retrieve_both(self, state: StateBasedRetrieval) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
         self.check_state(state)
         started = time.perf_counter()
@@ -404,6 +408,7 @@ class StateBasedRetriever(BaseRetriever):
 
     # -- async path -----------------------------------------------------------------------
 
+    @quiet_retrieval
     async def _aretrieve_both(self, state: StateBasedRetrieval) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
         self.check_state(state)
         started = time.perf_counter()
