@@ -40,7 +40,7 @@ import gc
 import inspect
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
 YOUNG_COLLECTION_THRESHOLD = 100_000
@@ -91,18 +91,19 @@ def quiet_retrieval(fn: _F) -> _F:
     if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
         async def run_async(*args: Any, **kwargs: Any) -> Any:
-            if not during_retrieval:
-                return await fn(*args, **kwargs)
-            with fewer_collections():
+            with _retrieval_scope():
                 return await fn(*args, **kwargs)
 
         return run_async  # type: ignore[return-value]
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
-        if not during_retrieval:
-            return fn(*args, **kwargs)
-        with fewer_collections():
+        with _retrieval_scope():
             return fn(*args, **kwargs)
 
     return run  # type: ignore[return-value]
+
+
+def _retrieval_scope() -> AbstractContextManager[None]:
+    """``fewer_collections`` while ``during_retrieval`` is set (read at each call), else nothing."""
+    return fewer_collections() if during_retrieval else nullcontext()

@@ -53,7 +53,8 @@ def memory_of(node: NodeWithScore, *, copy: bool = True) -> MemoryNode:
     meta = text_node.metadata
     # the fields as one tuple, read at C speed: comparing it is the whole cost of a repeat visit
     seen = (tuple(map(meta.get, _FIELD_ORDER)), text_node.node_id, getattr(text_node, "text", None))
-    known = _PARSED.get(id(text_node))
+    key = id(text_node)
+    known = _PARSED.get(key)
     if known is not None and known[0]() is text_node and known[1] == seen:
         return known[2].model_copy() if copy else known[2]
     data = {k: v for k, v in zip(_FIELD_ORDER, seen[0]) if v is not None}
@@ -63,7 +64,6 @@ def memory_of(node: NodeWithScore, *, copy: bool = True) -> MemoryNode:
     if len(_PARSED) >= _PARSED_MAX:
         _PARSED.clear()
     try:
-        key = id(text_node)
         _PARSED[key] = (weakref.ref(text_node, lambda ref, key=key: _forget(ref, key)), seen, memory)
     except TypeError:  # a node class without weak references is simply not remembered
         pass
