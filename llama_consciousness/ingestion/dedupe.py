@@ -28,6 +28,7 @@ import numpy as np
 from llama_index.core.schema import BaseNode
 from pydantic import Field
 
+from llama_consciousness.blas import one_blas_thread
 from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_memory
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.ingestion.writer import DUPLICATE_KEY
@@ -132,8 +133,12 @@ class NearDuplicateFilter(ReportingTransform):
             key, versions[node.node_id] = _home(node)
             groups.setdefault(key, []).append(node)
         dropped: set[str] = set()
-        for (level, citizen), group in groups.items():
-            dropped |= self._check_level(level, citizen, group, versions)
+        # One BLAS thread: the products below are large, and the helper
+        # threads numpy would start keep spinning afterwards on a core that
+        # the rest of the ingestion needs (see ``blas``).
+        with one_blas_thread():
+            for (level, citizen), group in groups.items():
+                dropped |= self._check_level(level, citizen, group, versions)
         return [n for n in nodes if n.node_id not in dropped]
 
     def _embed(self, nodes: list[BaseNode]) -> None:
