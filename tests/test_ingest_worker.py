@@ -58,7 +58,7 @@ def test_the_worker_answers_in_order_and_raises_the_failing_chunk() -> None:
         third = worker.submit(options, _nodes(6, 2))
         with pytest.raises(ValueError, match="not the next answer"):
             worker.result(third)
-        out, report = worker.result(first)
+        out, report, _ = worker.result(first)
         assert [n.node_id for n in out] == [f"w_{i}" for i in range(4)]
         # the pure steps ran there: PII scrubbed, completeness scored, concepts found
         assert all("[REDACTED:email]" in n.text and "@example.com" not in n.text for n in out)
@@ -67,10 +67,10 @@ def test_the_worker_answers_in_order_and_raises_the_failing_chunk() -> None:
         with pytest.raises(MemoryValidationError, match="energy") as raised:
             worker.result(broken)
         assert (raised.value.item_id, raised.value.line) == ("w_4", 5)
-        out, _ = worker.result(third)  # an error does not poison the chunks after it
+        out, _, _ = worker.result(third)  # an error does not poison the chunks after it
         assert [n.node_id for n in out] == ["w_6", "w_7"]
 
-        dropped, report = worker.result(worker.submit(IngestOptions(on_invalid="drop"), _nodes(8, 2, energy=3.0)))
+        dropped, report, _ = worker.result(worker.submit(IngestOptions(on_invalid="drop"), _nodes(8, 2, energy=3.0)))
         assert dropped == [] and [r.item_id for r in report.rejected] == ["w_8", "w_9"]
     finally:
         worker.close()
@@ -79,7 +79,7 @@ def test_the_worker_answers_in_order_and_raises_the_failing_chunk() -> None:
 def test_the_worker_embeds_exactly_as_this_process(memory) -> None:
     worker = PureStageWorker()
     try:
-        out, _ = worker.result(worker.submit(IngestOptions(), _nodes(0, 5), memory.embed_model))
+        out, _, _ = worker.result(worker.submit(IngestOptions(), _nodes(0, 5), memory.embed_model))
     finally:
         worker.close()
     expected = memory.embed_model.get_text_embedding_batch([memory_text(text_node_to_memory(n)) for n in out])
@@ -98,7 +98,7 @@ def test_a_dead_worker_is_a_clear_error_and_is_not_reused() -> None:
     fresh = workers.acquire()
     try:
         assert fresh is not worker and fresh.alive()
-        out, _ = fresh.result(fresh.submit(IngestOptions(), _nodes(0, 2)))
+        out, _, _ = fresh.result(fresh.submit(IngestOptions(), _nodes(0, 2)))
         assert len(out) == 2
     finally:
         workers.release(fresh, healthy=True)
@@ -173,3 +173,28 @@ def test_a_worker_that_fails_midway_hands_its_chunks_back(memory, monkeypatch, c
     stored = memory.get_nodes(ids, "N2")
     assert {n.node_id for n in stored} == set(ids)
     assert all("[REDACTED:email]" in n.description for n in stored)  # the pure steps ran for every chunk
+
+
+def test_the_worker_answers_placed_relationships_with_their_rows(memory) -> None:
+    """Relationships with a graph come back as upsert rows too; one without a level is left to the writer."""
+    from llama_consciousness.ingestion.nodes import text_node_to_relationship
+    from llama_consciousness.ingestion.writer import ConsciousnessGraphWriter
+    from llama_consciousness.storage.records import PreparedEdge, prepare_edge
+
+    relationship = {"kind": "relationship", "source_id": "w_0", "target_id": "w_1", "relation_type": "TRIGGERED",
+                    "goal": "measure", "mindstate": "attentive", "energy": 0.4, "confidence": 0.6,
+                    "emotion_vector": {"curiosity": 0.2},
+                    "created_at": "2019-03-01T09:00:00Z"}
+    nodes = _nodes(0, 2) + [_raw_text_node({**relationship, "level": "N2"}, 3), _raw_text_node(relationship, 4)]
+    worker = workers.acquire()
+    try:
+        out, _, prepared = worker.result(worker.submit(IngestOptions(), nodes))
+    finally:
+        workers.release(worker, healthy=True)
+    assert list(prepared) == [2]  # by position among the kept nodes; the unplaced one has none
+    assert isinstance(prepared[2], PreparedEdge)
+    assert prepared[2] == prepare_edge(text_node_to_relationship(out[2]))
+    # the writer takes the prepared row instead of reading the node again
+    writer = ConsciousnessGraphWriter(memory=memory, prepared={id(out[2]): prepared[2]})
+    batches = writer._split(out)
+    assert [r for b in batches.values() for r in b.relationships if type(r) is PreparedEdge] == [prepared[2]]

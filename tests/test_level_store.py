@@ -17,6 +17,7 @@ import pytest
 from llama_consciousness.errors import EmbeddingDimensionError, LevelError, StorageError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.scoring.emotions import canonical_emotion
+from llama_consciousness.storage import records
 from llama_consciousness.storage.level_store import AsyncLevelGraphStore, LevelGraphStore, LevelPlans
 from llama_consciousness.temporal import TemporalWindow
 
@@ -627,3 +628,49 @@ def test_wire_rows_hold_each_field_where_the_upsert_queries_read_it() -> None:
     wire = records.edge_wire(edge, True)
     assert len(wire) == len(records.EDGE_WIRE) and wire[records.EDGE_WIRE.index("derived")] is True
     assert {name: wire[i] for i, name in enumerate(records.EDGE_WIRE) if name in edge["props"]} == edge["props"]
+
+
+# -- prepared edges (rows made ahead, as the ingestion worker and the writer's MENTIONS do) --------
+
+
+def test_prepared_edges_store_exactly_what_models_store(fresh_graph):
+    """A ``PreparedEdge`` writes the very edge its model would, and is unchanged against it."""
+    by_model, by_prepared = fresh_graph("N2"), fresh_graph("N2")
+    nodes, edges = batch()
+    for edge in edges:
+        edge.level = "N2"  # a prepared row carries its graph
+    by_model.upsert(nodes, edges)
+    result = by_prepared.upsert(nodes, [records.prepare_edge(e) for e in edges])
+    assert (result.edges_created, result.edges_updated) == (4, 0)
+    assert raw_edges(by_prepared) == raw_edges(by_model)
+    # models and prepared rows are interchangeable for idempotence
+    assert by_prepared.upsert((), edges).edges_unchanged == 4
+    assert by_model.upsert((), [records.prepare_edge(e) for e in edges]).edges_unchanged == 4
+
+
+def test_prepared_edge_needs_its_graph(fresh_graph):
+    store = fresh_graph("N2")
+    nodes, _ = batch()
+    store.upsert(nodes)
+    with pytest.raises(StorageError, match="has no level"):
+        store.upsert((), [records.prepare_edge(link("a", "b"))])
+    with pytest.raises(StorageError, match="not to graph"):
+        store.upsert((), [records.prepare_edge(link("a", "b", level="N3"))])
+    assert store.counts() == (6, 0)
+
+
+@pytest.mark.parametrize("trigger", ["a mentions Ada", "quote ' and \" and \\ backslash", "ünïcödé \u2019s \n line"])
+def test_retargeted_edges_are_the_rows_of_their_models(trigger):
+    """Each retargeted row, hash included, is what ``edge_row`` makes of the equivalent model."""
+    first = link("a", "entity_first", "MENTIONS", level="N1", citizen_id="ada", created_at=at(5),
+                 emotion_vector={"curious": 0.4, "calm": 0.25}, formation_trigger="a mentions First",
+                 sensory_details={"sound": "rain"})
+    targets = [("entity_first", "a mentions First"), ("entity_ada", trigger), ("b", "a mentions b")]
+    made = records.retargeted_edges(first, targets)
+    for prepared, (target, text) in zip(made, targets):
+        model = first.model_copy(update={"target_id": target, "formation_trigger": text,
+                                         "edge_id": f"a|MENTIONS|{target}"})
+        assert prepared.row == records.edge_row(model)
+        assert (prepared.edge_id, prepared.target_id, prepared.level, prepared.citizen_id) == (
+            model.edge_id, target, "N1", "ada")
+    assert len({p.row["hash"] for p in made}) == 3

@@ -109,10 +109,14 @@ def pure_pipeline(o: IngestOptions) -> IngestionPipeline:
     return IngestionPipeline(transformations=pure_steps(o), disable_cache=True)
 
 
-def _store_steps(memory: Any, o: IngestOptions, memo: DuplicateMemo | None = None) -> list[Any]:
+def _store_steps(
+    memory: Any, o: IngestOptions, memo: DuplicateMemo | None = None, prepared: dict[int, Any] | None = None
+) -> list[Any]:
     """The steps that read or write the level graphs: near-duplicates, the writer.
 
-    ``memo`` is shared by the store steps of one run (see ``DuplicateMemo``).
+    ``memo`` is shared by the store steps of one run (see ``DuplicateMemo``);
+    ``prepared`` are relationships the worker made ready, by node identity
+    (see ``ConsciousnessGraphWriter.prepared``).
     """
     steps: list[Any] = []
     if o.duplicates != "off":
@@ -120,7 +124,7 @@ def _store_steps(memory: Any, o: IngestOptions, memo: DuplicateMemo | None = Non
                                          memo=memo))
     steps.append(
         ConsciousnessGraphWriter(memory=memory, batch_size=o.batch_size, link_entities=o.entities,
-                                 on_error="raise" if o.on_invalid == "raise" else "drop")
+                                 on_error="raise" if o.on_invalid == "raise" else "drop", prepared=prepared or {})
     )
     return steps
 
@@ -236,15 +240,16 @@ def _pipelined(
     embed_model = memory.embed_model if worker is not None and workers.ships_to_worker(memory.embed_model) else None
     lookahead = WORKER_LOOKAHEAD if worker is not None else 0
     lanes = GraphLanes(STORE_THREADS)
-    waiting: deque[tuple[list[BaseNode], IngestReport] | _Sent] = deque()  # pure results, or chunks sent
+    waiting: deque[_Pure | _Sent] = deque()  # pure results, or chunks sent
     in_store: deque[list[Future]] = deque()  # per chunk, its parts' futures
     healthy = False
 
     memo = DuplicateMemo()
 
-    def store_part(part: list[BaseNode]) -> tuple[list[BaseNode], IngestReport]:
+    def store_part(part: list[BaseNode], prepared: dict[int, Any]) -> tuple[list[BaseNode], IngestReport]:
         done = IngestReport()
-        return _run(IngestionPipeline(transformations=_store_steps(memory, o, memo), disable_cache=True), part, done), done
+        steps = _store_steps(memory, o, memo, prepared)
+        return _run(IngestionPipeline(transformations=steps, disable_cache=True), part, done), done
 
     def collect() -> None:
         for future in in_store.popleft():
@@ -259,7 +264,7 @@ def _pipelined(
         workers.release(worker, healthy=False)
         worker, lookahead = None, 0
 
-    def pure(entry: tuple[list[BaseNode], IngestReport] | _Sent) -> tuple[list[BaseNode], IngestReport]:
+    def pure(entry: _Pure | _Sent) -> _Pure:
         if not isinstance(entry, _Sent):
             return entry
         if worker is not None:
@@ -270,9 +275,11 @@ def _pipelined(
         return _pure_here(o, entry.chunk)
 
     def hand_over() -> None:
-        ready, part = pure(waiting.popleft())
+        ready, part, prepared = pure(waiting.popleft())
         report.merge(part)
-        in_store.append([lanes.submit(key, store_part, nodes) for key, nodes in _by_graph(ready).items()])
+        # by node identity: only these very nodes carry their prepared rows to the writer
+        by_node = {id(ready[position]): edge for position, edge in prepared.items()}
+        in_store.append([lanes.submit(key, store_part, nodes, by_node) for key, nodes in _by_graph(ready).items()])
         while len(in_store) > STORE_DEPTH:
             collect()
 
@@ -310,6 +317,10 @@ def _pipelined(
         lanes.close()
         if worker is not None:
             workers.release(worker, healthy)
+
+
+_Pure = tuple[list[BaseNode], IngestReport, dict[int, Any]]
+"""A chunk after its pure steps: the nodes kept, the report, prepared relationships by position."""
 
 
 @dataclass(frozen=True)
@@ -358,10 +369,11 @@ FIRST_HERE = 200
 """Records of the first chunk whose pure steps run in this process when a worker takes the rest."""
 
 
-def _pure_here(o: IngestOptions, chunk: list[BaseNode]) -> tuple[list[BaseNode], IngestReport]:
+def _pure_here(o: IngestOptions, chunk: list[BaseNode]) -> _Pure:
+    """The pure steps in this process (the writer makes the relationships' rows itself)."""
     from llama_consciousness.ingestion.worker import run_pure
 
-    return run_pure(o, chunk)
+    return (*run_pure(o, chunk), {})
 
 
 def _count_lines(path: Path) -> int:

@@ -69,7 +69,8 @@ def run_pure(
     """The pure steps of ``options`` on ``nodes``: (the nodes they keep, what they reported).
 
     With ``embed_model``, the memories that pass are embedded here too, so
-    that the store steps find their vectors ready.
+    that the store steps find their vectors ready.  (``prepare_edges`` is
+    the worker's further step for relationships.)
     """
     from llama_consciousness.ingestion.pipeline import collect_reports, pure_pipeline
 
@@ -84,6 +85,23 @@ def run_pure(
     if embed_model is not None:
         embed_memories(embed_model, out)
     return out, report
+
+
+def prepare_edges(nodes: Sequence[BaseNode]) -> dict[int, Any]:
+    """Upsert rows for the placed relationships among ``nodes``, by position (``records.PreparedEdge``).
+
+    The worker makes them for the writer, which then skips the model and
+    the row (see ``PreparedEdge``).  A relationship whose level is not known
+    yet (the writer finds it from its source memory) is left to the writer.
+    """
+    from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_relationship
+    from llama_consciousness.storage.records import prepare_edge
+
+    out: dict[int, Any] = {}
+    for position, node in enumerate(nodes):
+        if is_relationship(node) and node.metadata.get("level") is not None:
+            out[position] = prepare_edge(text_node_to_relationship(node))
+    return out
 
 
 def embed_memories(embed_model: Any, nodes: Sequence[BaseNode]) -> None:
@@ -149,7 +167,10 @@ class PureStageWorker:
         return self._process.poll() is None
 
     def submit(self, options: Any, nodes: Sequence[BaseNode], embed_model: Any = None) -> int:
-        """Send one chunk (and the embedding model to use on it, if any); returns its ticket."""
+        """Send one chunk (and the embedding model to use on it, if any); returns its ticket.
+
+        Its answer also carries the relationships' upsert rows (``prepare_edges``).
+        """
         ticket = self._next
         self._next += 1
         try:
@@ -160,8 +181,11 @@ class PureStageWorker:
         self._pending.append(ticket)
         return ticket
 
-    def result(self, ticket: int) -> tuple[list[BaseNode], IngestReport]:
-        """The answer to ``ticket`` (answers come in order; earlier ones must have been read)."""
+    def result(self, ticket: int) -> tuple[list[BaseNode], IngestReport, dict[int, Any]]:
+        """The answer to ``ticket``: the kept nodes, the report, prepared relationships by node position.
+
+        Answers come in order; earlier ones must have been read.
+        """
         if not self._pending or self._pending[0] != ticket:
             raise ValueError(f"ticket {ticket} is not the next answer (pending: {list(self._pending)})")
         try:
@@ -174,7 +198,8 @@ class PureStageWorker:
             raise IngestWorkerError(f"the ingestion worker answered {answer} instead of {ticket}")
         if status == "error":
             raise payload
-        return from_records(payload), report
+        records, prepared = payload
+        return from_records(records), report, prepared
 
     def close(self) -> None:
         """Stop the worker (kills it if it is still busy: its answers are no longer wanted)."""
@@ -263,7 +288,7 @@ def _serve(requests: Connection, replies: Connection) -> None:
         ticket, options, embed_model, records = pickle.loads(message)
         try:
             out, report = run_pure(options, from_records(records), pipelines, embed_model)
-            answer = (ticket, "ok", to_records(out), report)
+            answer = (ticket, "ok", (to_records(out), prepare_edges(out)), report)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
             answer = (ticket, "error", _picklable(exc), None)
         try:

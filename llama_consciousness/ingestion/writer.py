@@ -36,10 +36,10 @@ from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_me
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.levels import graph_name
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
-from llama_consciousness.schema.relationship import default_edge_id
 from llama_consciousness.scoring.identity import base_identity
 from llama_consciousness.scoring.names import EntityIndex, normalize_entity_name
 from llama_consciousness.storage.level_store import LevelGraphStore, Supersession
+from llama_consciousness.storage.records import PreparedEdge, retargeted_edges
 
 ENTITY_TYPES = ("Person", "Organization", "Concept", "Tool", "Project", "Entity")
 DUPLICATE_KEY = "lc_duplicate_of"
@@ -61,7 +61,7 @@ class _LevelBatch:
     level: str
     citizen_id: str | None
     memories: list[MemoryNode] = field(default_factory=list)
-    relationships: list[ConsciousnessRelationship] = field(default_factory=list)
+    relationships: list[ConsciousnessRelationship | PreparedEdge] = field(default_factory=list)
     entities: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # memory id -> entities
     duplicates: dict[str, str] = field(default_factory=dict)  # memory id -> duplicate of
     volatile: dict[str, tuple[str, ...]] = field(default_factory=dict)  # memory id -> clock-derived fields
@@ -121,6 +121,11 @@ class ConsciousnessGraphWriter(ReportingTransform):
     level_threads: int = Field(
         default=2, ge=1, le=16, description="level graphs written side by side (their server work overlaps)"
     )
+    prepared: dict[int, Any] = Field(
+        default_factory=dict, exclude=True,
+        description="relationships already validated and turned into rows (records.PreparedEdge), by id() of "
+                    "their node; the ingestion worker makes them (worker.prepare_edges), other nodes are read as usual",
+    )
 
     # -- the transform -------------------------------------------------------
 
@@ -156,10 +161,12 @@ class ConsciousnessGraphWriter(ReportingTransform):
         """Group the pipeline's nodes by level graph, as models."""
         batches: dict[tuple[str, str | None], _LevelBatch] = {}
         home: dict[str, tuple[str, str | None]] = {}
-        relationships: list[ConsciousnessRelationship] = []
+        relationships: list[ConsciousnessRelationship | PreparedEdge] = []
+        prepared = self.prepared
         for node in nodes:
             if is_relationship(node):
-                relationships.append(text_node_to_relationship(node))
+                ready = prepared.get(id(node)) if prepared else None
+                relationships.append(ready if ready is not None else text_node_to_relationship(node))
                 continue
             memory = text_node_to_memory(node)
             if node.metadata.get(QUARANTINE_KEY) and not memory.quarantined:
@@ -245,21 +252,21 @@ class ConsciousnessGraphWriter(ReportingTransform):
 
     def _entity_links(
         self, store: LevelGraphStore, batch: _LevelBatch
-    ) -> tuple[list[MemoryNode], list[ConsciousnessRelationship]]:
-        """Entity memories to create and MENTIONS links, matched against the level."""
+    ) -> tuple[list[MemoryNode], list[PreparedEdge]]:
+        """Entity memories to create and MENTIONS links (with their rows), matched against the level."""
         if not batch.entities:
             return [], []
         index = EntityIndex(store.named_nodes(ENTITY_TYPES))
         index.add_many((m.node_id, m.name) for m in batch.memories if m.node_type in ENTITY_TYPES)
         by_id = {m.node_id: m for m in batch.memories}
         created: dict[str, MemoryNode] = {}
-        links: dict[str, ConsciousnessRelationship] = {}
+        links: dict[str, PreparedEdge] = {}
         # The same few names recur across a batch ("Luca", "FalkorDB"): one
         # name, one match, which also keeps a batch's mentions consistent.
         matched: dict[str, str] = {}
         for memory_id, entities in batch.entities.items():
             memory = by_id[memory_id]
-            first: ConsciousnessRelationship | None = None
+            targets: list[tuple[str, str]] = []
             for entity in entities:
                 name = str(entity.get("name", "")).strip()
                 key = entity.get("key") or normalize_entity_name(name)
@@ -287,18 +294,14 @@ class ConsciousnessGraphWriter(ReportingTransform):
                     )
                     index.add(target, name)
                 matched[name] = target
-                if target == memory_id:
-                    continue
-                trigger = f"{memory_id} mentions {name}"
-                if first is None:
-                    link = first = _derived_link(memory, target, "MENTIONS", trigger)
-                else:
-                    # A memory's mentions differ only in target and trigger: a
-                    # copy of the first, validated one, instead of validating again.
-                    link = first.model_copy(update={
-                        "target_id": target, "formation_trigger": trigger,
-                        "edge_id": default_edge_id(first.source_id, first.relation_type, target)})
-                links.setdefault(link.edge_id, link)
+                if target != memory_id:
+                    targets.append((target, f"{memory_id} mentions {name}"))
+            if targets:
+                # A memory's mentions differ only in target, trigger and id: the
+                # first is validated as a model, the rest are made from its row.
+                first = _derived_link(memory, targets[0][0], "MENTIONS", targets[0][1])
+                for link in retargeted_edges(first, targets):
+                    links.setdefault(link.edge_id, link)
         return list(created.values()), list(links.values())
 
     def _check_endpoints(
@@ -336,8 +339,9 @@ class ConsciousnessGraphWriter(ReportingTransform):
 
         # Memories (with their entities, expiries and derived links) in
         # batches; then the explicit relationships, once all endpoints exist.
-        extra_links = supersede_links + mention_links + duplicate_links
-        links_by_source: dict[str, list[ConsciousnessRelationship]] = {}
+        extra_links: list[ConsciousnessRelationship | PreparedEdge] = [
+            *supersede_links, *mention_links, *duplicate_links]
+        links_by_source: dict[str, list[ConsciousnessRelationship | PreparedEdge]] = {}
         for link in extra_links:
             links_by_source.setdefault(link.source_id, []).append(link)
         changes_by_new: dict[str, list[Supersession]] = {}

@@ -29,6 +29,7 @@ from llama_consciousness.errors import EmbeddingDimensionError, StorageError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema.trusted import trusted_model
 from llama_consciousness.storage import records, replies
+from llama_consciousness.storage.records import PreparedEdge
 from llama_consciousness.storage.params import Rows
 from llama_consciousness.storage.params import header as params_header
 from llama_consciousness.storage.filters import MemoryFilter
@@ -375,9 +376,11 @@ class LevelPlans:
                 f"but level graph {self.graph!r} indexes dimension {self.dimension}"
             )
 
-    def _place_edge(self, edge: ConsciousnessRelationship) -> ConsciousnessRelationship:
+    def _place_edge(self, edge: ConsciousnessRelationship | PreparedEdge) -> ConsciousnessRelationship | PreparedEdge:
         """Stamp the edge with this level, or refuse one meant for another graph."""
         if edge.level is None:
+            if type(edge) is PreparedEdge:  # its row was made without a level: it cannot be stamped
+                raise StorageError(f"prepared relationship {edge.edge_id!r} has no level; prepare it once placed")
             update = {"level": self.level}
             if self.level == "N1" and edge.citizen_id is None:
                 update["citizen_id"] = self.citizen_id
@@ -393,7 +396,7 @@ class LevelPlans:
     def upsert(
         self,
         nodes: Sequence[MemoryNode] = (),
-        relationships: Sequence[ConsciousnessRelationship] = (),
+        relationships: Sequence[ConsciousnessRelationship | PreparedEdge] = (),
         supersessions: Sequence[Supersession] = (),
         base_ids: Mapping[str, str] | None = None,
         derived: frozenset[str] | set[str] = frozenset(),
@@ -411,6 +414,8 @@ class LevelPlans:
         writer (SUPERSEDES, MENTIONS): they are created when absent but never
         overwrite a relationship stated explicitly.  ``present`` are ids the
         caller has just found stored: they are not looked up again.
+        A relationship may come as a ``records.PreparedEdge`` (its row made
+        ahead, by an ingestion's worker process).
         """
         nodes = _dedupe(nodes, "node_id")
         edges = [self._place_edge(e) for e in _dedupe(relationships, "edge_id")]
@@ -721,7 +726,7 @@ class _StoreMethods:
     def upsert(
         self,
         nodes: Sequence[MemoryNode] = (),
-        relationships: Sequence[ConsciousnessRelationship] = (),
+        relationships: Sequence[ConsciousnessRelationship | PreparedEdge] = (),
         supersessions: Sequence[Supersession] = (),
         base_ids: Mapping[str, str] | None = None,
         derived: frozenset[str] | set[str] = frozenset(),

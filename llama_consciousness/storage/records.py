@@ -19,11 +19,13 @@ import json
 
 import numpy as np
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema._time import to_utc
+from llama_consciousness.schema.relationship import default_edge_id
 from llama_consciousness.scoring.emotions import canonical_emotion
 from llama_consciousness.scoring.identity import base_identity
 from llama_consciousness.storage.params import Vector
@@ -105,10 +107,15 @@ def _digest(payload: dict[str, Any], vector: list[float] | None = None) -> str:
     fixed order of ``NODE_PROPS`` / ``EDGE_PROPS``, of plain values whose
     repr round-trips) and costs half of a sorted JSON dump.
     """
+    if vector is None:
+        return _hash_text(repr(payload))
     digest = hashlib.sha256(repr(payload).encode("utf-8", "surrogatepass"))
-    if vector is not None:  # the vector's bytes, not its 256 decimal texts
-        digest.update(np.asarray(vector, dtype=np.float32).tobytes())
+    digest.update(np.asarray(vector, dtype=np.float32).tobytes())  # the vector's bytes, not its 256 decimal texts
     return digest.hexdigest()
+
+
+def _hash_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 VECTOR_DECIMALS = 7
@@ -218,23 +225,100 @@ def edge_wire(row: dict[str, Any], derived: bool) -> list[Any]:
             *row["times"].values(), *row["props"].values()]
 
 
-def edge_row(edge: ConsciousnessRelationship) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class PreparedEdge:
+    """A validated relationship already turned into its upsert row (``edge_row``).
+
+    Why: an ingestion's worker process builds these for the explicit
+    relationships of a file, while it has nothing else to do, so that the
+    writing process, the slower stage while relationships are written,
+    skips both the model and the row.  It carries what the writer and the
+    store read of a relationship besides its row: its ids, type and graph.
+    Build it with ``prepare_edge``; the store takes it wherever it takes a
+    ``ConsciousnessRelationship``.
+    """
+
+    edge_id: str
+    source_id: str
+    target_id: str
+    relation_type: str
+    level: str | None
+    citizen_id: str | None
+    row: dict[str, Any]
+
+
+def prepare_edge(edge: ConsciousnessRelationship) -> PreparedEdge:
+    """``edge`` with its upsert row, ready for the store."""
+    return PreparedEdge(str(edge.edge_id), edge.source_id, edge.target_id, edge.relation_type, edge.level,
+                        edge.citizen_id, edge_row(edge))
+
+
+def edge_row(edge: ConsciousnessRelationship | PreparedEdge) -> dict[str, Any]:
     """The parameter row that the upsert query writes for ``edge``."""
+    if type(edge) is PreparedEdge:
+        return edge.row
+    row, hashed = _edge_row_and_hashed(edge)
+    row["hash"] = _digest(hashed)
+    return row
+
+
+def _edge_row_and_hashed(edge: ConsciousnessRelationship) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``edge_row`` without its hash, and the dict the hash is taken of."""
     props: dict[str, Any] = {f: getattr(edge, f) for f in EDGE_SCALARS}
     props.update(_emotions(edge.emotion_vector))
     props["sensory_details_json"] = _json(edge.sensory_details)
     times = {f: _time(getattr(edge, f)) for f in TIME_FIELDS}
     defaulted = defaulted_times(edge)
     hashed = {**props, **{k: v for k, v in times.items() if k not in defaulted}}
-    return {
+    row = {
         "edge_id": edge.edge_id,
         "source_id": edge.source_id,
         "target_id": edge.target_id,
         "props": props,
         "times": times,
         "keep_times": defaulted,
-        "hash": _digest(hashed),
     }
+    return row, hashed
+
+
+_RETARGETED = ("edge_id", "target_id", "formation_trigger")
+
+
+def retargeted_edges(edge: ConsciousnessRelationship, targets: Sequence[tuple[str, str]]) -> list[PreparedEdge]:
+    """``edge`` aimed at each ``(target_id, formation_trigger)``, with its default edge id, ready for the store.
+
+    Why: a memory's MENTIONS links differ only in target, trigger and id
+    (the rest is the memory's own metadata), and an ingestion makes three
+    of them per memory.  Each row is the one ``edge_row`` makes for that
+    link, hash included, but built from the first: the hash's text is
+    ``repr`` of the hashed dict, so only the three changed items are
+    formatted again (``repr`` of a dict joins ``key: value`` reprs with
+    ", " inside braces).
+    """
+    first, hashed = _edge_row_and_hashed(edge)
+    keys = list(hashed)
+    pieces = [f"{k!r}: {v!r}" for k, v in hashed.items()]
+    at = [keys.index(name) for name in _RETARGETED]
+    source, kind = edge.source_id, edge.relation_type
+    out = []
+    for target_id, trigger in targets:
+        edge_id = default_edge_id(source, kind, target_id)
+        props = dict(first["props"])
+        props["edge_id"], props["target_id"], props["formation_trigger"] = edge_id, target_id, trigger
+        text = list(pieces)
+        for position, name, value in zip(at, _RETARGETED, (edge_id, target_id, trigger)):
+            text[position] = f"{name!r}: {value!r}"
+        row = {
+            "edge_id": edge_id,
+            "source_id": source,
+            "target_id": target_id,
+            "props": props,
+            "times": first["times"],
+            "keep_times": first["keep_times"],
+            "hash": _hash_text("{" + ", ".join(text) + "}"),
+        }
+        out.append(PreparedEdge(edge_id, source, target_id, kind, edge.level, edge.citizen_id, row))
+    return out
 
 
 def _clean(props: Mapping[str, Any]) -> dict[str, Any]:
