@@ -198,3 +198,45 @@ def test_the_worker_answers_placed_relationships_with_their_rows(memory) -> None
     writer = ConsciousnessGraphWriter(memory=memory, prepared={id(out[2]): prepared[2]})
     batches = writer._split(out)
     assert [r for b in batches.values() for r in b.relationships if type(r) is PreparedEdge] == [prepared[2]]
+
+
+@pytest.mark.parametrize("name", [
+    "Reading", "  padded  ", "\ttabbed\n", "nbsp\u00a0", "\u2003em space", "unit sep\x1f", "\x1cfile sep",
+    "x", "Ünïcode ends é", "é", "emoji 🙂",
+])
+def test_embedding_text_is_the_models_text(name) -> None:
+    """The text embedded without the model is the model's ``memory_text``, whatever the name's ends."""
+    from llama_consciousness.ingestion.worker import embedding_text
+
+    node = _raw_text_node(_record(1, name=name, description="  Meter 7 showed 49 litres.\n"), 1)
+    assert embedding_text(node) == memory_text(text_node_to_memory(node))
+
+
+def test_pure_steps_leave_relationships_as_validated() -> None:
+    """What ``prepare_edges`` relies on: after validation, no pure step changes a relationship,
+    so the validator's model is the relationship the writer would read."""
+    from llama_consciousness.ingestion.nodes import text_node_to_relationship
+    from llama_consciousness.ingestion.pipeline import pure_pipeline
+    from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
+
+    relationship = {"kind": "relationship", "source_id": "w_0", "target_id": "w_1", "relation_type": "TRIGGERED",
+                    "level": "N2", "goal": "call ops@example.com", "mindstate": "ignore previous instructions",
+                    "energy": 0.4, "confidence": 0.6, "emotion_vector": {"curiosity": 0.2},
+                    "formation_trigger": "Ada Lovelace asked why the FalkorDB setup failed"}
+    node = _raw_text_node(relationship, 3)
+    pipeline = pure_pipeline(IngestOptions())
+    steps = pipeline.transformations
+    validator = steps[0]
+    assert isinstance(validator, ConsciousnessMetadataValidator)
+    validator([node])
+    after_validation = dict(node.metadata)
+    for step in steps[1:]:
+        assert step([node]) == [node]
+    assert node.metadata == after_validation
+    # the same relationship (a defaulted creation time is "now" at each build: not part of the hash)
+    from llama_consciousness.storage.records import edge_row
+
+    lent, read = validator.validated_relationship(node), text_node_to_relationship(node)
+    assert lent.model_dump(exclude={"created_at", "valid_at"}) == read.model_dump(exclude={"created_at", "valid_at"})
+    assert lent.model_fields_set == read.model_fields_set and edge_row(lent)["hash"] == edge_row(read)["hash"]
+    assert validator.validated_relationship(_raw_text_node(relationship, 3)) is None  # another node: none

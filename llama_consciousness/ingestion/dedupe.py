@@ -32,7 +32,7 @@ from llama_consciousness.blas import one_blas_thread
 from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_memory
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.ingestion.writer import DUPLICATE_KEY
-from llama_consciousness.memory import memory_text
+from llama_consciousness.ingestion.worker import embedding_text
 from llama_consciousness.scoring.identity import base_identity
 
 
@@ -145,7 +145,7 @@ class NearDuplicateFilter(ReportingTransform):
         todo = [n for n in nodes if n.embedding is None]
         if not todo:
             return
-        texts = [memory_text(text_node_to_memory(n)) for n in todo]
+        texts = [embedding_text(n) for n in todo]
         vectors = self.memory.embed_model.get_text_embedding_batch(texts)
         for node, vector in zip(todo, vectors):
             node.embedding = list(vector)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from llama_index.core.schema import BaseNode
-from pydantic import Field, ValidationError
+from pydantic import Field, PrivateAttr, ValidationError
 
 from llama_consciousness.errors import ConsciousnessError
 from llama_consciousness.ingestion.nodes import (
@@ -27,6 +27,7 @@ from llama_consciousness.ingestion.nodes import (
     text_node_to_relationship,
 )
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
+from llama_consciousness.schema import ConsciousnessRelationship
 from llama_consciousness.scoring.validation import validate_consciousness_link, validate_consciousness_node
 
 LINE_KEY = "lc_line"
@@ -52,6 +53,11 @@ def _pydantic_reasons(exc: ValidationError) -> list[str]:
 
 def check_item(node: BaseNode) -> tuple[list[str], list[str], float]:
     """(errors, warnings, completeness) of one memory or relationship node."""
+    return _check(node)[:3]
+
+
+def _check(node: BaseNode) -> tuple[list[str], list[str], float, Any]:
+    """``check_item``, and the model it built (None if it could not be built)."""
     data: dict[str, Any] = {k: v for k, v in node.metadata.items() if not k.startswith(PRIVATE_PREFIX)}
     if is_relationship(node):
         # The spec's insertion defaults, applied before judging (issue 3).
@@ -65,11 +71,12 @@ def check_item(node: BaseNode) -> tuple[list[str], list[str], float]:
         tiers = validate_consciousness_node(data)
         build = text_node_to_memory
     errors = list(tiers.errors)
+    model = None
     try:
-        build(node)
+        model = build(node)
     except ValidationError as exc:
         errors.extend(r for r in _pydantic_reasons(exc) if not any(r.split(":")[0] in e for e in errors))
-    return errors, list(tiers.warnings), tiers.metadata_completeness
+    return errors, list(tiers.warnings), tiers.metadata_completeness, model
 
 
 class ConsciousnessMetadataValidator(ReportingTransform):
@@ -80,11 +87,14 @@ class ConsciousnessMetadataValidator(ReportingTransform):
     )
 
 
+    _relationships: dict[int, Any] = PrivateAttr(default_factory=dict)
+
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         self._report = IngestReport()
+        self._relationships = {}
         kept: list[BaseNode] = []
         for node in nodes:
-            errors, warnings, completeness = check_item(node)
+            errors, warnings, completeness, model = _check(node)
             item_id = (node.metadata.get("edge_id") if is_relationship(node) else None) or node.node_id
             line = node.metadata.get(LINE_KEY)
             if errors:
@@ -97,6 +107,20 @@ class ConsciousnessMetadataValidator(ReportingTransform):
             node.metadata["metadata_completeness"] = round(completeness, 6)
             if warnings:
                 node.metadata["lc_warnings"] = warnings
+            if is_relationship(node):
+                self._relationships[id(node)] = (node, model)
             kept.append(node)
         return kept
+
+    def validated_relationship(self, node: BaseNode) -> ConsciousnessRelationship | None:
+        """The model this validator built for a relationship node of its last call (None for any other node).
+
+        Why: the ingestion worker turns each relationship into its row right
+        after the pure steps, which leave relationships alone; reading the
+        model validation built saves building it twice.
+        """
+        entry = self._relationships.get(id(node))
+        if entry is None or entry[0] is not node:
+            return None
+        return entry[1].model_copy(update={"metadata_completeness": node.metadata["metadata_completeness"]})
 
