@@ -745,3 +745,23 @@ def test_a_graph_build_needs_no_separate_similarity_read(memory, citizen, pipeli
     pp.postprocess_nodes(nodes)
     assert pp.last_graph.suggested_paths
     assert len(sent) == 1  # one level graph, one job: no separate similarity read
+
+
+def test_graph_nodes_and_edges_are_what_validation_would_build(memory, citizen, pipeline_story):
+    """Nodes and edges are built from valid models without validating again: each must be exactly
+    the model validation makes of its fields, with containers of its own."""
+    _, nodes = pipeline_story
+    pp = TraversalPathPostprocessor(memory=memory, current_goal=GOAL, current_emotions={"determined": 0.9})
+    pp.postprocess_nodes(nodes)
+    graph = pp.last_graph
+    assert graph.nodes and graph.edges
+    for item in [*graph.nodes, *graph.edges]:
+        again = type(item).model_validate(item.model_dump())
+        assert again == item and again.model_fields_set == item.model_fields_set
+    emotional = [n for n in graph.nodes if n.emotion_vector]
+    assert emotional
+    member = next(n for n in nodes if f"N1:{n.node.metadata['node_id']}" == emotional[0].node_id)
+    from llama_consciousness.postprocessors.base import memory_of
+
+    emotional[0].emotion_vector["added"] = 0.5  # the graph's vector is not the memory's
+    assert "added" not in memory_of(member, copy=False).emotion_vector

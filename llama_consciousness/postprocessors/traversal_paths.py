@@ -63,10 +63,11 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import ValidationError
 
 from llama_consciousness.postprocessors.base import StreamPostprocessor, memory_of
-from llama_consciousness.schema import ConsciousnessStream, MemoryNode
+from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, ConsciousnessStream, MemoryNode
 from llama_consciousness.schema.common import check_temporal_mode
 from llama_consciousness.schema.graph import GraphEdge, GraphNode, TraversalGraph, TraversalPath
 from llama_consciousness.schema.intention import RetrievalIntention, StateBasedRetrieval
+from llama_consciousness.schema.trusted import trusted_model
 from llama_consciousness.scoring.traversal import (
     calculate_traversal_probability,
     central_themes,
@@ -96,6 +97,14 @@ MEMO_TTL_S = 5.0
 def _unavailable(what: str, key: tuple[str, Optional[str]], exc: BaseException) -> None:
     level, citizen = key
     logger.warning("traversal graph: %s of %s%s unavailable: %s", what, level, f" ({citizen})" if citizen else "", exc)
+
+
+_PLAIN_MEMORIES = (MemoryNode, ConsciousnessNode)
+
+
+def _copy(emotions: Optional[Mapping[str, float]]) -> Optional[dict[str, float]]:
+    """A graph's own copy of a valid emotion vector (validation would have made one)."""
+    return None if emotions is None else dict(emotions)
 
 
 def graph_id(level: str, node_id: str) -> str:
@@ -465,39 +474,51 @@ class TraversalPathPostprocessor(StreamPostprocessor):
             edge_id = graph_id(level, rel.edge_id)
             if edge_id in edges:
                 continue
-            edges[edge_id] = GraphEdge(
-                edge_id=edge_id,
-                source_id=source,
-                target_id=target,
-                relation_type=rel.relation_type,
-                goal=rel.goal,
-                mindstate=rel.mindstate,
-                energy=rel.energy,
-                confidence=rel.confidence,
-                emotion_vector=rel.emotion_vector,
-                energy_transfer_coefficient=rel.energy_transfer_coefficient,
-                resolution_state=rel.resolution_state,
-                traversal_weight=calculate_traversal_probability(rel, goal, emotions, energy),
-            )
+            fields = {
+                "edge_id": edge_id,
+                "source_id": source,
+                "target_id": target,
+                "relation_type": rel.relation_type,
+                "goal": rel.goal,
+                "mindstate": rel.mindstate,
+                "energy": rel.energy,
+                "confidence": rel.confidence,
+                "emotion_vector": _copy(rel.emotion_vector),
+                "energy_transfer_coefficient": rel.energy_transfer_coefficient,
+                "resolution_state": rel.resolution_state,
+                "traversal_weight": calculate_traversal_probability(rel, goal, emotions, energy),  # in [0, 1]
+            }
+            # the fields of a valid relationship: not validated again (see ``_graph_node``)
+            edges[edge_id] = (trusted_model(GraphEdge, fields) if type(rel) is ConsciousnessRelationship
+                              else GraphEdge(**fields))
         return sorted(edges.values(), key=lambda e: (-e.traversal_weight, e.edge_id or ""))
 
     @staticmethod
     def _graph_node(m: _Member) -> GraphNode:
+        """The member as a graph node.
+
+        Why not validated: its fields are those of a valid memory, plus an
+        activation already clamped to [0, 1] (``_activate``; connectors 0.0)
+        and a checked tier; a graph has a hundred nodes and edges, and
+        validating them again was a quarter of the build's client time.
+        A memory of another model (a subclass) is validated as usual.
+        """
         memory = m.memory
-        return GraphNode(
-            node_id=m.gid,
-            node_type=memory.node_type,
-            content=memory.name or memory.description,
-            activation_score=m.score,
-            activation_tier=m.tier or "background",
-            energy=memory.energy,
-            confidence=memory.confidence,
-            emotion_vector=memory.emotion_vector,
-            valid_at=memory.valid_at,
-            invalid_at=memory.invalid_at,
-            created_at=memory.created_at,
-            expired_at=memory.expired_at,
-        )
+        fields = {
+            "node_id": m.gid,
+            "node_type": memory.node_type,
+            "content": memory.name or memory.description,
+            "activation_score": float(m.score),
+            "activation_tier": m.tier or "background",
+            "energy": memory.energy,
+            "confidence": memory.confidence,
+            "emotion_vector": _copy(memory.emotion_vector),
+            "valid_at": memory.valid_at,
+            "invalid_at": memory.invalid_at,
+            "created_at": memory.created_at,
+            "expired_at": memory.expired_at,
+        }
+        return trusted_model(GraphNode, fields) if type(memory) in _PLAIN_MEMORIES else GraphNode(**fields)
 
     def _with_coherence(self, paths: list[TraversalPath], members: dict[str, _Member]) -> list[TraversalPath]:
         """Semantic coherence from the embeddings stored in FalkorDB (pgvector levels: neutral).
