@@ -18,16 +18,14 @@ there.  Without a BLAS that ``threadpoolctl`` can drive, this does nothing.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy  # noqa: F401 - loads the BLAS library before the controller looks for it
 
-_lock = threading.Lock()
-_users = 0
-_limiter: Any = None
+from llama_consciousness.shared_setting import SharedSetting
+
 _controller: Any = None
 
 
@@ -45,26 +43,23 @@ def _blas_controller() -> Any:
     return _controller or None
 
 
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """BLAS calls of this process use one thread for the duration of the block."""
-    global _users, _limiter
-    with _lock:
-        if _users == 0:
-            controller = _blas_controller()
-            if controller is not None:
-                with _in_control():
-                    _limiter = controller.limit(limits=1)
-        _users += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _users -= 1
-            if _users == 0 and _limiter is not None:
-                with _in_control():
-                    _limiter.restore_original_limits()
-                _limiter = None
+def _one_thread() -> Any:
+    """Limit the BLAS to one thread; returns the limiter that undoes it (None without a known BLAS)."""
+    controller = _blas_controller()
+    if controller is None:
+        return None
+    with _in_control():
+        return controller.limit(limits=1)
+
+
+def _restore(limiter: Any) -> None:
+    if limiter is not None:
+        with _in_control():
+            limiter.restore_original_limits()
+
+
+one_blas_thread = SharedSetting(_one_thread, _restore)
+"""``with one_blas_thread():`` BLAS calls of this process use one thread for the duration of the block."""
 
 
 @contextmanager

@@ -38,10 +38,11 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
+
+from llama_consciousness.shared_setting import SharedSetting
 
 YOUNG_COLLECTION_THRESHOLD = 100_000
 """Net new container objects between young collections during a bulk operation (CPython's default is 700)."""
@@ -49,30 +50,20 @@ YOUNG_COLLECTION_THRESHOLD = 100_000
 FULL_COLLECTION_THRESHOLD = 1000
 """Young collections between full ones during a bulk operation (CPython's default is 10)."""
 
-_lock = threading.Lock()
-_users = 0
-_saved: tuple[int, ...] | None = None
+def _raise_thresholds() -> tuple[int, ...]:
+    saved = gc.get_threshold()
+    first, second, third = saved
+    if first > 0:  # 0 means collection is off; leave it off
+        gc.set_threshold(max(first, YOUNG_COLLECTION_THRESHOLD), second, max(third, FULL_COLLECTION_THRESHOLD))
+    return saved
 
 
-@contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Raise the youngest and the oldest generation's thresholds for the duration of the block."""
-    global _users, _saved
-    with _lock:
-        if _users == 0:
-            _saved = gc.get_threshold()
-            first, second, third = _saved
-            if first > 0:  # 0 means collection is off; leave it off
-                gc.set_threshold(max(first, YOUNG_COLLECTION_THRESHOLD), second, max(third, FULL_COLLECTION_THRESHOLD))
-        _users += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _users -= 1
-            if _users == 0 and _saved is not None:
-                gc.set_threshold(*_saved)
-                _saved = None
+def _restore_thresholds(saved: tuple[int, ...]) -> None:
+    gc.set_threshold(*saved)
+
+
+fewer_collections = SharedSetting(_raise_thresholds, _restore_thresholds)
+"""``with fewer_collections():`` raises the youngest and the oldest generation's thresholds for the block."""
 
 
 during_retrieval = True

@@ -88,3 +88,20 @@ def test_quiet_retrieval_raises_for_sync_and_async_calls_and_can_be_switched_off
     seen.clear()
     assert sync_call(1) == 2 and asyncio.run(async_call(1)) == 3
     assert seen == [before[0]] * 2
+
+
+def test_shared_setting_applies_once_and_restores_what_it_found() -> None:
+    import pytest
+
+    from llama_consciousness.shared_setting import SharedSetting
+
+    calls: list[tuple[str, object]] = []
+    setting = SharedSetting(lambda: calls.append(("apply", None)) or "found", lambda saved: calls.append(("restore", saved)))
+    with setting():
+        with setting():
+            assert setting.users == 2
+        assert calls == [("apply", None)]
+    assert calls == [("apply", None), ("restore", "found")] and setting.users == 0
+    with pytest.raises(KeyError), setting():
+        raise KeyError("x")
+    assert calls[-1] == ("restore", "found") and setting.users == 0
