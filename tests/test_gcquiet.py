@@ -96,7 +96,8 @@ def test_shared_setting_applies_once_and_restores_what_it_found() -> None:
     from llama_consciousness.shared_setting import SharedSetting
 
     calls: list[tuple[str, object]] = []
-    setting = SharedSetting(lambda: calls.append(("apply", None)) or "found", lambda saved: calls.append(("restore", saved)))
+    setting = SharedSetting(lambda: calls.append(("apply", None)) or "found",
+                            lambda saved: calls.append(("restore", saved)))
     with setting():
         with setting():
             assert setting.users == 2
