@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from llama_consciousness.postprocessors.base import StreamPostprocessor, memory_of
 from llama_consciousness.schema import ConsciousnessStream, MemoryNode, TemporalDissonance
 from llama_consciousness.schema.common import check_temporal_mode
-from llama_consciousness.scoring.dissonance import dissonance_pairs
+from llama_consciousness.scoring.dissonance import DISSONANCE_MODES, dissonance_pairs
 
 logger = logging.getLogger(__name__)
 
@@ -95,12 +95,17 @@ class TemporalDissonancePostprocessor(StreamPostprocessor):
     def detect(self, nodes: list[NodeWithScore], temporal_mode: str) -> list[TemporalDissonance]:
         """Find dissonances among ``nodes`` and mark the nodes involved (in place)."""
         check_temporal_mode(temporal_mode)
+        for node in nodes:
+            node.node.metadata.pop(METADATA_KEY, None)  # a mark from an earlier run is stale
+        if temporal_mode not in DISSONANCE_MODES:  # only histories hold corrections: nothing to read
+            self._last_dissonances = []
+            return []
         memories: list[MemoryNode] = []
         owner: dict[int, NodeWithScore] = {}
         for node in nodes:
-            node.node.metadata.pop(METADATA_KEY, None)  # a mark from an earlier run is stale
             try:
-                memory = memory_of(node)
+                # read only: the versions are compared, and the dissonances copy what they keep
+                memory = memory_of(node, copy=False)
             except ValidationError:
                 logger.debug("node %s carries no memory; ignored for dissonance", node.node.node_id)
                 continue
