@@ -206,7 +206,7 @@ def test_the_worker_answers_placed_relationships_with_their_rows(memory) -> None
 ])
 def test_embedding_text_is_the_models_text(name) -> None:
     """The text embedded without the model is the model's ``memory_text``, whatever the name's ends."""
-    from llama_consciousness.ingestion.worker import embedding_text
+    from llama_consciousness.ingestion.nodes import embedding_text
 
     node = _raw_text_node(_record(1, name=name, description="  Meter 7 showed 49 litres.\n"), 1)
     assert embedding_text(node) == memory_text(text_node_to_memory(node))
@@ -240,3 +240,15 @@ def test_pure_steps_leave_relationships_as_validated() -> None:
     assert lent.model_dump(exclude={"created_at", "valid_at"}) == read.model_dump(exclude={"created_at", "valid_at"})
     assert lent.model_fields_set == read.model_fields_set and edge_row(lent)["hash"] == edge_row(read)["hash"]
     assert validator.validated_relationship(_raw_text_node(relationship, 3)) is None  # another node: none
+
+
+def test_the_package_does_not_import_the_worker_module() -> None:
+    """``python -m llama_consciousness.ingestion.worker`` runs the module as ``__main__``: had the
+    package imported it already, the process would hold two copies of it (and runpy warns)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, llama_consciousness, llama_consciousness.ingestion, llama_consciousness.ingestion.pipeline; "
+            "print('llama_consciousness.ingestion.worker' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

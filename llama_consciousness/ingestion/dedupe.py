@@ -29,10 +29,9 @@ from llama_index.core.schema import BaseNode
 from pydantic import Field
 
 from llama_consciousness.blas import one_blas_thread
-from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_memory
+from llama_consciousness.ingestion.nodes import embedding_text, is_relationship, text_node_to_memory
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.ingestion.writer import DUPLICATE_KEY
-from llama_consciousness.ingestion.worker import embedding_text
 from llama_consciousness.scoring.identity import base_identity
 
 

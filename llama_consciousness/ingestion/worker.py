@@ -113,36 +113,13 @@ def embed_memories(embed_model: Any, nodes: Sequence[BaseNode]) -> None:
     The text is the one the store steps would embed (``memory_text`` of the
     validated memory), so the vectors are the same wherever they are made.
     """
-    from llama_consciousness.ingestion.nodes import is_relationship
+    from llama_consciousness.ingestion.nodes import embedding_text, is_relationship
 
     todo = [n for n in nodes if n.embedding is None and not is_relationship(n)]
     if todo:
         vectors = embed_model.get_text_embedding_batch([embedding_text(n) for n in todo])
         for node, vector in zip(todo, vectors):
             node.embedding = list(vector)
-
-
-def embedding_text(node: BaseNode) -> str:
-    """``memory_text`` of the memory a validated node describes, mostly without building the model.
-
-    Why: building the model only to read its name and description cost
-    a fifth of the worker's time per memory.  The model strips whitespace
-    from the name (pydantic's rule, which differs from ``str.strip`` for a
-    few control characters); a name whose ends are plain ASCII characters,
-    almost every name, is stripped by neither, and any other goes through
-    the model, so every text is exactly the one the model would give.
-    """
-    from llama_consciousness.ingestion.nodes import text_node_to_memory
-    from llama_consciousness.memory import memory_text
-
-    name = node.metadata.get("name")
-    if type(name) is str and name and _plain(name[0]) and _plain(name[-1]):
-        return f"{name}\n{node.get_content(metadata_mode=MetadataMode.NONE)}".strip()
-    return memory_text(text_node_to_memory(node))
-
-
-def _plain(char: str) -> bool:
-    return char.isascii() and not char.isspace()
 
 
 def ships_to_worker(embed_model: Any) -> bool:
