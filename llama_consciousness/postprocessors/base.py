@@ -14,6 +14,8 @@ them (see ``llama_consciousness.consciousness_stream``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import weakref
 from typing import Any
 
@@ -77,6 +79,18 @@ def consciousness_node_of(node: NodeWithScore) -> ConsciousnessNode:
     meta = node.node.metadata
     return retrieved_node(memory_of(node, copy=False), str(meta.get("retrieval_source", "unknown")),
                           float(node.score if node.score is not None else meta.get("relevance_score", 0.0)))
+
+
+def hide_from_text(node: NodeWithScore, keys: Sequence[str]) -> None:
+    """Keep bookkeeping ``keys`` a postprocessor wrote out of the node's embedding and LLM texts.
+
+    Scores and counts mean nothing in a prompt or an embedding text; the
+    metadata keeps them for code downstream.
+    """
+    for excluded in (node.node.excluded_embed_metadata_keys, node.node.excluded_llm_metadata_keys):
+        missing = [k for k in keys if k not in excluded]
+        if missing:
+            excluded.extend(missing)
 
 
 def query_text(query_bundle: QueryBundle | None) -> str:

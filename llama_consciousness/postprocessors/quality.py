@@ -38,7 +38,7 @@ from typing import Any, Optional
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_consciousness.postprocessors.base import StreamPostprocessor
+from llama_consciousness.postprocessors.base import StreamPostprocessor, hide_from_text
 from llama_consciousness.schema import ConsciousnessStream, MemoryNode, MetadataValidationReport, ValidationResult
 from llama_consciousness.scoring.validation import assess_metadata_quality, validate_consciousness_node
 
@@ -86,9 +86,7 @@ def annotate(node: NodeWithScore, result: ValidationResult) -> None:
     meta["metadata_valid"] = result.valid
     meta["metadata_warnings"] = len(result.warnings)
     meta["metadata_errors"] = len(result.errors)
-    # Bookkeeping for the pipeline, noise in a prompt or an embedding text.
-    for keys in (node.node.excluded_llm_metadata_keys, node.node.excluded_embed_metadata_keys):
-        keys.extend(k for k in QUALITY_KEYS if k not in keys)
+    hide_from_text(node, QUALITY_KEYS)  # bookkeeping for the pipeline
 
 
 class MetadataQualityPostprocessor(StreamPostprocessor):

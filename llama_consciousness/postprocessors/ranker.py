@@ -49,7 +49,7 @@ from typing import Any, Literal, Optional
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_consciousness.postprocessors.base import StreamPostprocessor, query_text
+from llama_consciousness.postprocessors.base import StreamPostprocessor, hide_from_text, query_text
 from llama_consciousness.schema import ConsciousnessStream, MemoryNode
 from llama_consciousness.scoring.emotional_intent import BASE_INTENSITY, extract_emotional_intent
 from llama_consciousness.scoring.emotions import canonical_emotion
@@ -286,9 +286,7 @@ class ConsciousnessRanker(StreamPostprocessor):
         meta["priority_score"] = priority_score(energy, self.reality_pressure)
         meta["emotional_resonance"] = resonance
         meta["consciousness_adjusted_score"] = adjusted
-        # Bookkeeping: no meaning in an embedding text, and the LLM sees the raw metadata.
-        for keys in (node.node.excluded_embed_metadata_keys, node.node.excluded_llm_metadata_keys):
-            keys.extend(k for k in RANKING_KEYS if k not in keys)
+        hide_from_text(node, RANKING_KEYS)
         node.score = adjusted
         return adjusted
 
