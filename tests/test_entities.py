@@ -524,3 +524,23 @@ def test_word_classes_match_the_rules(word: str, shouting: bool) -> None:
     from llama_consciousness.ingestion.entities import _classify, _classify_by_rules
 
     assert _classify(word, shouting) == _classify_by_rules(word, shouting)
+
+
+def _counted(text: str) -> tuple[int, int]:
+    return sum(c.isalpha() for c in text), sum(c.isalpha() and c.isupper() for c in text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.characters(max_codepoint=127)) | st.text())
+def test_letter_counts_equal_the_per_character_definition(text: str) -> None:
+    """ASCII text is counted by deleting bytes; the counts must be ``str.isalpha`` / ``str.isupper``'s."""
+    from llama_consciousness.ingestion.entities import _letter_counts
+
+    assert _letter_counts(text) == _counted(text)
+
+
+@pytest.mark.parametrize("text", ["", "FALKORDB IS DOWN AGAIN!!", "Ünïcode ÉCRIT", "ǅungla ǈ", "snake_case 42 MiXeD"])
+def test_letter_counts_of_chosen_texts(text: str) -> None:
+    from llama_consciousness.ingestion.entities import _letter_counts
+
+    assert _letter_counts(text) == _counted(text)

@@ -322,18 +322,35 @@ def _classify_by_rules(word: str, shouting: bool) -> str:
     return "cap"
 
 
+_ALL_BYTES = bytes(range(256))
+_NOT_LETTERS = bytes(b for b in _ALL_BYTES if not chr(b).isascii() or not chr(b).isalpha())
+_NOT_UPPER = bytes(b for b in _ALL_BYTES if not chr(b).isascii() or not chr(b).isupper())
+
+
+def _letter_counts(text: str) -> tuple[int, int]:
+    """(letters, upper-case letters) of ``text``.
+
+    ASCII text (nearly all) is counted by deleting the other bytes in one C
+    call; any other text by ``str.isalpha`` / ``str.isupper`` per character
+    (still C loops, a few times slower).
+    """
+    if text.isascii():
+        data = text.encode("ascii")
+        return len(data.translate(None, _NOT_LETTERS)), len(data.translate(None, _NOT_UPPER))
+    return sum(map(str.isalpha, text)), sum(map(str.isupper, filter(str.isalpha, text)))
+
+
 def _tokenize(text: str) -> list[_Tok]:
-    # counted in C loops (map/filter over builtins), not a Python loop per character
-    letters = sum(map(str.isalpha, text))
-    upper = sum(map(str.isupper, filter(str.isalpha, text)))
+    letters, upper = _letter_counts(text)
     shouting = letters >= 8 and upper > 0.6 * letters
     tokens: list[_Tok] = []
     skip_at = -1
     size = len(text)
     for match in _TOKEN.finditer(text):
-        word, start, end = match.group(0), match.start(), match.end()
+        start, end = match.span()
         if start == skip_at:  # the "s" of a possessive "'s"
             continue
+        word = text[start:end]
         possessive = False
         if end < size and text[end] in "'\u2019":  # most words are not followed by a quote
             if _POSSESSIVE_AFTER.match(text, end) is not None:
@@ -342,9 +359,12 @@ def _tokenize(text: str) -> list[_Tok]:
             elif word[-1] in "sS" and (end + 1 == size or not (text[end + 1].isalnum() or text[end + 1] == "_")):
                 possessive = True
         lower = word.casefold()
-        kind = _classify(word, shouting)
-        if kind in ("cap", "acronym", "letter", "lower") and lower in STOP_WORDS:
-            kind = "stop"
+        if word.isalpha() and word.islower():  # most words: what _classify answers first, without the call
+            kind = "stop" if lower in STOP_WORDS else "lower"
+        else:
+            kind = _classify(word, shouting)
+            if kind in ("cap", "acronym", "letter", "lower") and lower in STOP_WORDS:
+                kind = "stop"
         # Only a capitalised word's position in its sentence matters (the run rules).
         initial = kind == "cap" and _sentence_initial(text, start)
         tokens.append(_Tok(word, start, end, lower, kind, possessive, initial))
