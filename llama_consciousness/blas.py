@@ -66,28 +66,19 @@ one_blas_thread = SharedSetting(_one_thread, _restore)
 def _in_control() -> Iterator[None]:
     """Let this thread set OpenBLAS's threads, and the next setter (any thread) after it.
 
-    ``threadpoolctl`` (3.6 and later) lets only the first thread that set
-    OpenBLAS's shared pool set it again, and silently ignores the others.
-    Here the first and the last user of the limit may be different threads
-    (lanes of one ingestion), so control is released around each change.
-    Older versions have no such rule, and nothing to release.
+    ``threadpoolctl`` lets only the first thread that set OpenBLAS's shared
+    pool set it again, and silently ignores the others.  Here the first and
+    the last user of the limit may be different threads (lanes of one
+    ingestion), so control is released around each change (``force``,
+    from any thread: why ``pyproject.toml`` asks for 3.8).
     """
     from threadpoolctl import OpenBLASController
 
-    clear = getattr(OpenBLASController, "clear_controlling_thread", None)
-
-    def release() -> None:
-        if clear is not None:
-            try:
-                clear(force=True)  # from any thread (3.8)
-            except TypeError:
-                clear()
-
-    release()
+    OpenBLASController.clear_controlling_thread(force=True)
     try:
         yield
     finally:
-        release()
+        OpenBLASController.clear_controlling_thread(force=True)
 
 
 def blas_threads() -> int | None:

@@ -14,9 +14,8 @@ them (see ``llama_consciousness.consciousness_stream``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
