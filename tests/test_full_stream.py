@@ -140,3 +140,55 @@ async def test_retrievals_postpone_young_collections_while_they_run(demo) -> Non
         object.__delattr__(embed, "aget_query_embedding")
     assert len(seen) >= 5 and set(seen) == {raised}
     assert gc.get_threshold() == before
+
+
+def _validated_afresh(node) -> "MemoryNode":
+    """What memory_of makes of the node's metadata when nothing is remembered."""
+    from llama_consciousness import retrieved_memory
+
+    retrieved_memory._PARSED.pop(id(node.node), None)
+    return retrieved_memory.memory_of(node, copy=False)
+
+
+def test_retrievers_remember_the_memory_their_metadata_validates_to(demo) -> None:
+    """The model a retriever registers is the one validation of the metadata gives, field for field."""
+    from llama_consciousness import retrieved_memory
+    from llama_consciousness.postprocessors import MetadataQualityPostprocessor
+    from llama_consciousness.retrievers import StateBasedRetriever, StateRetrievalConfig
+    from llama_consciousness.schema import StateBasedRetrieval
+
+    nodes = demo.retriever("ada").retrieve_intention(_intention("evolution"))
+    state = StateBasedRetrieval(citizen_id="ada", query_mode="find_similar_state", current_energy=0.6,
+                                current_emotions={"frustration": 0.7})
+    nodes += StateBasedRetriever(demo, config=StateRetrievalConfig(query_levels=("N1", "N2"))).retrieve_state(state)
+    assert len(nodes) > 5 and any(n.node.metadata.get("expired_at") for n in nodes)
+    registered = [(n, retrieved_memory.remembered(n)) for n in nodes]
+    assert all(memory is not None for _, memory in registered)
+    for node, memory in registered:
+        fresh = _validated_afresh(node)
+        assert fresh is not memory
+        assert fresh == memory and fresh.model_fields_set == memory.model_fields_set
+
+    # the quality grader writes a memory field and registers the model that goes with it
+    nodes = demo.retriever("ada").retrieve_intention(_intention("current"))
+    MetadataQualityPostprocessor().postprocess_nodes(nodes)
+    for node in nodes:
+        memory = retrieved_memory.remembered(node)
+        assert memory is not None
+        assert memory.metadata_completeness == node.node.metadata["metadata_completeness"]
+        assert _validated_afresh(node) == memory
+
+
+def test_an_edited_memory_field_is_read_again(demo) -> None:
+    """Code that edits a node's metadata between two steps gets the edited memory, never the remembered one."""
+    from llama_consciousness import retrieved_memory
+
+    node = demo.retriever("ada").retrieve_intention(_intention("current"))[0]
+    before = retrieved_memory.memory_of(node, copy=False)
+    node.node.metadata["energy"] = 0.123
+    assert retrieved_memory.remembered(node) is None
+    after = retrieved_memory.memory_of(node, copy=False)
+    assert after.energy == 0.123 and before.energy != 0.123
+    node.node.metadata["energy"] = 7.0  # invalid now: validation says so instead of a stale model
+    with pytest.raises(ValueError):
+        retrieved_memory.memory_of(node)

@@ -479,7 +479,7 @@ def test_a_remembered_memory_leaves_with_its_node() -> None:
 
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llama_consciousness.postprocessors import base
+    from llama_consciousness import retrieved_memory as base
 
     node = NodeWithScore(node=TextNode(id_="m1", text="a memory", metadata={
         "node_id": "m1", "level": "N2", "node_type": "Memory", "name": "m1", "description": "a memory",

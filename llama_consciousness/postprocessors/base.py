@@ -14,61 +14,16 @@ them (see ``llama_consciousness.consciousness_stream``).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_consciousness.schema import ConsciousnessNode, ConsciousnessStream, MemoryNode
+from llama_consciousness.retrieved_memory import memory_of
+from llama_consciousness.schema import ConsciousnessNode, ConsciousnessStream
 
-_MEMORY_FIELDS = set(MemoryNode.model_fields) - {"embedding"}
-_FIELD_ORDER = tuple(sorted(_MEMORY_FIELDS))
-
-
-# Postprocessors of one stream read the same nodes' memories several times;
-# validation is most of that cost.  Remembered per node object, and reused
-# only while the node's memory fields (and text and id) are unchanged.  An
-# entry leaves with its node (a weak reference's callback): entries kept
-# after their retrieval made every full garbage collection walk thousands
-# of dead memories (a 100-query run's full passes took 20-50 ms each).
-_PARSED: dict[int, tuple[Any, tuple[Any, ...], MemoryNode]] = {}
-_PARSED_MAX = 4096
-
-
-def _forget(ref: Any, key: int) -> None:
-    """A remembered node died: drop its entry, unless the id was reused by a newer node."""
-    entry = _PARSED.get(key)
-    if entry is not None and entry[0] is ref:
-        del _PARSED[key]
-
-
-def memory_of(node: NodeWithScore, *, copy: bool = True) -> MemoryNode:
-    """The memory a retrieved node carries (from its metadata).
-
-    ``copy=False`` returns the remembered model itself, for callers that only
-    read it (a copy per call was a tenth of a complete stream's time).
-    """
-    text_node = node.node
-    meta = text_node.metadata
-    # the fields as one tuple, read at C speed: comparing it is the whole cost of a repeat visit
-    seen = (tuple(map(meta.get, _FIELD_ORDER)), text_node.node_id, getattr(text_node, "text", None))
-    key = id(text_node)
-    known = _PARSED.get(key)
-    if known is not None and known[0]() is text_node and known[1] == seen:
-        return known[2].model_copy() if copy else known[2]
-    data = {k: v for k, v in zip(_FIELD_ORDER, seen[0]) if v is not None}
-    data.setdefault("node_id", meta.get("node_id", text_node.node_id))
-    data.setdefault("description", text_node.get_content(metadata_mode="none"))
-    memory = MemoryNode.model_validate(data)
-    if len(_PARSED) >= _PARSED_MAX:
-        _PARSED.clear()
-    try:
-        _PARSED[key] = (weakref.ref(text_node, lambda ref, key=key: _forget(ref, key)), seen, memory)
-    except TypeError:  # a node class without weak references is simply not remembered
-        pass
-    return memory.model_copy() if copy else memory
+__all__ = ["StreamPostprocessor", "consciousness_node_of", "hide_from_text", "memory_of", "query_text"]
 
 
 def consciousness_node_of(node: NodeWithScore) -> ConsciousnessNode:

@@ -39,6 +39,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_consciousness.postprocessors.base import StreamPostprocessor, hide_from_text
+from llama_consciousness.retrieved_memory import remember, remembered
 from llama_consciousness.schema import ConsciousnessStream, MemoryNode, MetadataValidationReport, ValidationResult
 from llama_consciousness.scoring.validation import assess_metadata_quality, validate_consciousness_node
 
@@ -82,7 +83,11 @@ def build_validation_report(
 def annotate(node: NodeWithScore, result: ValidationResult) -> None:
     """Write the node's validation outcome into its metadata."""
     meta = node.node.metadata
+    known = remembered(node)
     meta["metadata_completeness"] = result.metadata_completeness
+    if known is not None and known.metadata_completeness != result.metadata_completeness:
+        # the one memory field written here: later steps need not validate the node again
+        remember(node, known.model_copy(update={"metadata_completeness": result.metadata_completeness}))
     meta["metadata_valid"] = result.valid
     meta["metadata_warnings"] = len(result.warnings)
     meta["metadata_errors"] = len(result.errors)

@@ -30,6 +30,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_consciousness.gcquiet import quiet_retrieval
 from llama_consciousness.ingestion.entities import OfflineEntityExtractor
 from llama_consciousness.ingestion.nodes import record_text_node
+from llama_consciousness.retrieved_memory import remember
 from llama_consciousness.retrievers.config import RetrievalConfig
 from llama_consciousness.schema import (
     ConsciousnessLevelResults,
@@ -617,4 +618,8 @@ class SixWayHybridRetriever(BaseRetriever):
             excluded_embed_metadata_keys=list(metadata),
             excluded_llm_metadata_keys=[k for k in _LLM_HIDDEN if k in metadata],
         )
-        return NodeWithScore(node=text_node, score=float(score))
+        found = NodeWithScore(node=text_node, score=float(score))
+        if type(node) is MemoryNode and node.description is not None:
+            # the metadata is this model's dump: postprocessors need not validate it again
+            remember(found, node)
+        return found

@@ -94,6 +94,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from llama_consciousness.gcquiet import quiet_retrieval
+from llama_consciousness.retrieved_memory import remember
 from llama_consciousness.retrievers.six_way import _LLM_HIDDEN
 from llama_consciousness.schema import (
     ConsciousnessLevelResults,
@@ -101,6 +102,7 @@ from llama_consciousness.schema import (
     ConsciousnessRelationship,
     ConsciousnessStream,
     LevelName,
+    MemoryNode,
     StateBasedRetrieval,
 )
 from llama_consciousness.schema._time import utcnow
@@ -559,5 +561,8 @@ class StateBasedRetriever(BaseRetriever):
             excluded_embed_metadata_keys=list(metadata),
             excluded_llm_metadata_keys=[k for k in _HIDDEN if k in metadata] + ["temporal_mode", "state_id"],
         )
-        return NodeWithScore(node=text_node, score=entry["score"])
+        found = NodeWithScore(node=text_node, score=entry["score"])
+        if type(node) is MemoryNode and node.description is not None:
+            remember(found, node)  # the metadata is this model's dump (see retrieved_memory)
+        return found
 

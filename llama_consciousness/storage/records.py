@@ -344,6 +344,9 @@ def node_from_props(props: Mapping[str, Any], cls: type[MemoryNode] = MemoryNode
     data = _clean(node_props(props))
     for f in NODE_LISTS:
         data.setdefault(f, [])
+    # given, like the lists: a retrieved node's metadata carries it, and the
+    # model a retriever registers for the node must count the same fields as set
+    data.setdefault("extra", {})
     data.update(extra)
     return cls.model_validate(data)
 
