@@ -22,8 +22,10 @@ from typing import Any
 from llama_index.core.schema import BaseNode, NodeWithScore
 
 from llama_consciousness.schema import MemoryNode
+from llama_consciousness.schema.trusted import trusted_model
 
 _FIELD_ORDER = tuple(sorted(set(MemoryNode.model_fields) - {"embedding"}))
+_FIELD_INDEX = {name: i for i, name in enumerate(_FIELD_ORDER)}
 
 # An entry leaves with its node (a weak reference's callback): entries kept
 # after their retrieval made every full garbage collection walk thousands
@@ -73,6 +75,29 @@ def remember(node: NodeWithScore | BaseNode, memory: MemoryNode) -> None:
         memory = memory.model_copy()
         object.__setattr__(memory, "__pydantic_fields_set__", given)
     _store(text_node, seen, memory)
+
+
+def write_field(node: NodeWithScore | BaseNode, name: str, value: Any) -> None:
+    """Set the memory field ``name`` in the node's metadata, keeping a remembered model in step.
+
+    ``value`` must be what validation keeps for that field (a valid value of
+    its type); the quality grader writes ``metadata_completeness`` this way
+    for every node of a stream, and the steps after it need not validate
+    the nodes again.  A node with nothing remembered just gets the value.
+    """
+    text_node = _text_node(node)
+    seen = _seen(text_node)
+    known = _PARSED.get(id(text_node))
+    text_node.metadata[name] = value
+    if value is None or known is None or known[0]() is not text_node or known[1] != seen:
+        return
+    values = list(seen[0])
+    values[_FIELD_INDEX[name]] = value
+    memory = known[2]
+    fields = dict(memory.__dict__)
+    fields[name] = value
+    updated = trusted_model(type(memory), fields, memory.model_fields_set | {name})
+    _store(text_node, (tuple(values), seen[1], seen[2]), updated)
 
 
 def _store(text_node: BaseNode, seen: tuple[Any, ...], memory: MemoryNode) -> None:

@@ -718,6 +718,63 @@ def test_neighbourhood_equals_connectors_then_links_with_their_cosines(memory, c
     assert store._run(neighbourhood(store.plans, ["problem"], MemoryFilter(), 10)).relationships == []
 
 
+def test_connectors_chosen_from_a_supersets_candidates_are_the_servers(memory, citizen, pipeline_story):
+    """Candidates read for more memories give, for any subset, exactly what ``connectors`` reads for it."""
+    from itertools import combinations
+
+    from llama_consciousness.storage.filters import MemoryFilter
+    from llama_consciousness.storage.neighbourhood import choose_connectors, connector_candidates, neighbourhood
+
+    store = memory.level("N1", citizen)
+    everything = ["problem", "evidence", "conclusion", "cache", "garden"]
+    for memory_filter in (MemoryFilter(), MemoryFilter(include_entities=True)):
+        candidates = store._run(connector_candidates(store.plans, everything, memory_filter))
+        assert "cache" in candidates and "garden" not in candidates  # members qualify too; one link is not enough
+        checked = 0
+        for size in (2, 3, 4):
+            for subset in combinations(everything, size):
+                for limit in (1, 10):
+                    want = store._run(connectors(store.plans, list(subset), memory_filter, limit))
+                    got = choose_connectors(candidates, list(subset), limit)
+                    assert [(c.node.node_id, c.linked) for c in want] == [(c, n) for c, n, _ in got]
+                    assert [c.link_energy for c in want] == pytest.approx([e for _, _, e in got])
+                    early = store._run(neighbourhood(store.plans, list(subset), memory_filter, limit,
+                                                     candidates=candidates))
+                    late = store._run(neighbourhood(store.plans, list(subset), memory_filter, limit))
+                    assert early == late
+                    checked += bool(want)
+        assert checked  # some subsets have connectors ("cache" links problem and conclusion)
+    assert choose_connectors({"x": [("a", 1.0), ("a", 2.0)]}, ["a", "b"]) == []  # two links, one memory
+
+
+def test_a_build_on_memories_outside_the_early_read_reads_afresh(memory, citizen, pipeline_story, monkeypatch):
+    """Candidates read for other memories than the build's are dropped, never used."""
+    from llama_consciousness.storage import replies
+
+    _, nodes = pipeline_story
+    pp = TraversalPathPostprocessor(memory=memory)
+    expected = pp.model_copy().build_graph(nodes)
+    sent: list[str] = []
+    command = replies.command
+
+    def count(graph, text, read_only, timeout_ms):
+        if "min_links" in text:
+            sent.append(text)
+        return command(graph, text, read_only, timeout_ms)
+
+    monkeypatch.setattr(replies, "command", count)
+    fresh = TraversalPathPostprocessor(memory=memory)
+    fresh.prefetch_superset(nodes[:2])  # the build below also has memories these do not cover
+    got = fresh.build_graph(nodes)
+    assert len(sent) == 2 and fresh._candidates.empty
+    assert {n.node_id for n in got.nodes} == {n.node_id for n in expected.nodes}
+    assert {e.edge_id for e in got.edges} == {e.edge_id for e in expected.edges}
+    sent.clear()
+    again = TraversalPathPostprocessor(memory=memory)
+    again.prefetch_superset(nodes)
+    assert again.build_graph(nodes[:3]) is not None and len(sent) == 1  # a subset: the early read is used
+
+
 def test_a_graph_build_needs_no_separate_similarity_read(memory, citizen, pipeline_story, monkeypatch):
     """Connectors, links and the cosines of path steps come back in one job per level graph."""
     from llama_consciousness.storage import level_store

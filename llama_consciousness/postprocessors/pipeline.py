@@ -61,7 +61,7 @@ def complete_stream(
     """Run the postprocessors over a retrieval's nodes and stream (sync)."""
     started = time.perf_counter()
     bundle = QueryBundle(getattr(intention, "query_text", "") or "")
-    started_reads: set[int] = set()
+    started_reads: set[Any] = set()
     _prefetch(postprocessors, -1, nodes, intention, started_reads)
     try:
         for i, step in enumerate(postprocessors):
@@ -84,7 +84,7 @@ async def acomplete_stream(
     """The same, with each postprocessor's async path."""
     started = time.perf_counter()
     bundle = QueryBundle(getattr(intention, "query_text", "") or "")
-    started_reads: set[int] = set()
+    started_reads: set[Any] = set()
     _prefetch(postprocessors, -1, nodes, intention, started_reads)
     try:
         for i, step in enumerate(postprocessors):
@@ -98,7 +98,7 @@ async def acomplete_stream(
 
 
 def _prefetch(postprocessors: Sequence[StreamPostprocessor], done: int, nodes: list[NodeWithScore], intention: Any,
-              started: set[int]) -> None:
+              started: set[Any]) -> None:
     """Start the reads of later steps that will see exactly ``nodes`` (steps up to ``done`` have run).
 
     A step whose reads depend on the order of the nodes (``prefetch_needs_order``,
@@ -114,9 +114,26 @@ def _prefetch(postprocessors: Sequence[StreamPostprocessor], done: int, nodes: l
             prefetch(nodes, intention)
         keeps = getattr(step, "keeps_nodes", None)
         if keeps is None or not keeps(nodes):
-            return  # past a step that may drop nodes, later steps' nodes are not known yet
+            # past a step that may drop nodes, later steps' nodes are not known yet;
+            # steps that can start from a superset of them do
+            _prefetch_superset(postprocessors, j + 1, nodes, intention, started)
+            return
         keeps_order = getattr(step, "keeps_order", None)
         in_order = in_order and keeps_order is not None and keeps_order(nodes)
+
+
+def _prefetch_superset(postprocessors: Sequence[StreamPostprocessor], first: int, nodes: list[NodeWithScore],
+                       intention: Any, started: set[Any]) -> None:
+    """Steps from ``first`` on that can read ahead for a superset of their nodes (``prefetch_superset``).
+
+    Steps that only drop nodes leave a subset; a step that added nodes would
+    make the read useless, never wrong (the reader checks).
+    """
+    for j in range(first, len(postprocessors)):
+        early = getattr(postprocessors[j], "prefetch_superset", None)
+        if early is not None and ("superset", j) not in started:
+            started.add(("superset", j))
+            early(nodes, intention)
 
 
 def _advance(postprocessors: Sequence[StreamPostprocessor]) -> None:

@@ -39,12 +39,19 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_consciousness.postprocessors.base import StreamPostprocessor, hide_from_text
-from llama_consciousness.retrieved_memory import remember, remembered
+from llama_consciousness.retrieved_memory import write_field
 from llama_consciousness.schema import ConsciousnessStream, MemoryNode, MetadataValidationReport, ValidationResult
-from llama_consciousness.scoring.validation import assess_metadata_quality, validate_consciousness_node
+from llama_consciousness.scoring.validation import (
+    NODE_CONDITIONAL,
+    NODE_IMPORTANT,
+    NODE_REQUIRED,
+    assess_metadata_quality,
+    validate_consciousness_node,
+)
 
 QUALITY_KEYS = ("metadata_completeness", "metadata_valid", "metadata_warnings", "metadata_errors")
 _MEMORY_FIELDS = tuple(f for f in MemoryNode.model_fields if f != "embedding")
+_GRADED = tuple(dict.fromkeys(NODE_REQUIRED + NODE_IMPORTANT + NODE_CONDITIONAL))
 
 
 def node_metadata_fields(node: NodeWithScore) -> dict[str, Any]:
@@ -57,8 +64,16 @@ def node_metadata_fields(node: NodeWithScore) -> dict[str, Any]:
 
 
 def validate_retrieved_node(node: NodeWithScore) -> ValidationResult:
-    """``validate_consciousness_node`` on the memory a retrieved node carries."""
-    return validate_consciousness_node(node_metadata_fields(node))
+    """``validate_consciousness_node`` on the memory a retrieved node carries.
+
+    Only the graded fields are read (the tiers look at nothing else): a
+    stream grades a hundred nodes of forty fields each.
+    """
+    meta = node.node.metadata
+    data = {f: meta[f] for f in _GRADED if f in meta}
+    if data.get("node_id") is None:
+        data["node_id"] = node.node.node_id
+    return validate_consciousness_node(data)
 
 
 def build_validation_report(
@@ -83,11 +98,8 @@ def build_validation_report(
 def annotate(node: NodeWithScore, result: ValidationResult) -> None:
     """Write the node's validation outcome into its metadata."""
     meta = node.node.metadata
-    known = remembered(node)
-    meta["metadata_completeness"] = result.metadata_completeness
-    if known is not None and known.metadata_completeness != result.metadata_completeness:
-        # the one memory field written here: later steps need not validate the node again
-        remember(node, known.model_copy(update={"metadata_completeness": result.metadata_completeness}))
+    # the one memory field written here: later steps need not validate the node again
+    write_field(node, "metadata_completeness", result.metadata_completeness)
     meta["metadata_valid"] = result.valid
     meta["metadata_warnings"] = len(result.warnings)
     meta["metadata_errors"] = len(result.errors)

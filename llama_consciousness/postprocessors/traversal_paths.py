@@ -79,7 +79,7 @@ from llama_consciousness.scoring.traversal import (
 )
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.neighbourhood import pair_similarities
-from llama_consciousness.storage.neighbourhood import neighbourhood
+from llama_consciousness.storage.neighbourhood import connector_candidates, neighbourhood
 from llama_consciousness.storage.interleaved import Interleaved, PrefetchSlot
 from llama_consciousness.temporal import TemporalWindow
 
@@ -160,6 +160,7 @@ class TraversalPathPostprocessor(StreamPostprocessor):
     _memo: Optional[_Memo] = PrivateAttr(default=None)
     _built: Optional[tuple[Any, TraversalGraph]] = PrivateAttr(default=None)
     _reads: PrefetchSlot = PrivateAttr(default_factory=PrefetchSlot)
+    _candidates: PrefetchSlot = PrivateAttr(default_factory=PrefetchSlot)
 
     @field_validator("temporal_mode")
     @classmethod
@@ -217,7 +218,7 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         Nothing changes if the next build asks for other memories: it reads
         afresh.
         """
-        self.discard_prefetch()
+        self._reads.discard()  # (candidates read for a superset of these nodes stay: they are used now)
         members, _ = self._retrieved(nodes)
         window = TemporalWindow(self.temporal_mode or "current")
         groups = self._groups(members)
@@ -231,13 +232,44 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         except Exception as exc:  # the build reads (and reports) it again
             logger.debug("traversal graph: prefetch failed: %s", exc)
 
+    def prefetch_superset(self, nodes: Sequence[NodeWithScore], intention: Any = None) -> None:
+        """Start reading the connector candidates of ``nodes``, of which the build will see a subset.
+
+        In a stream the ranking and the tiers decide which retrieved memories
+        stay, and they take a few milliseconds of client time.  The
+        connectors of whatever stays are among the candidates of all of them
+        (``choose_connectors``), so the first of the neighbourhood's two
+        reads goes out before those steps run, and :meth:`prefetch` (or the
+        build) only sends the second.  A build whose memories are not all
+        among ``nodes`` reads afresh.
+        """
+        self._candidates.discard()
+        if not self.include_connectors or self.max_connectors <= 0:
+            return
+        members, _ = self._retrieved(nodes)
+        window = TemporalWindow(self.temporal_mode or "current")
+        groups = self._groups(members)
+        if not groups:
+            return
+        memory_filter = MemoryFilter(window, include_entities=True)
+        try:
+            keys, running = self._level_jobs("connector candidates", {
+                key: (lambda plans, group=group: connector_candidates(
+                    plans, [m.memory.node_id for m in group], memory_filter))
+                for key, group in groups.items()})
+            self._candidates.hold(self._memo_key(groups, window), running, keys)
+        except Exception as exc:  # the build reads them itself
+            logger.debug("traversal graph: candidate prefetch failed: %s", exc)
+
     def discard_prefetch(self) -> None:
-        """Drop reads started by :meth:`prefetch` that no build collected."""
+        """Drop reads started by :meth:`prefetch` and :meth:`prefetch_superset` that no build collected."""
         self._reads.discard()
+        self._candidates.discard()
 
     def advance_prefetch(self) -> None:
         """Read the prefetch's replies that are ready and send the queries that follow (never waits)."""
         self._reads.progress()
+        self._candidates.progress()
 
     def state_of(self, intention: Any = None) -> tuple[Optional[str], Optional[dict[str, float]], float]:
         """``(goal, emotions, energy)`` the weights are computed for."""
@@ -370,7 +402,7 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         memo = self._memo
         if memo is not None and memo.key == key and time.monotonic() - memo.at < MEMO_TTL_S:
             found_connectors, found = memo.connectors, memo.relationships
-            self._reads.discard()
+            self.discard_prefetch()
         else:
             claimed = self._reads.claim(key)
             if claimed is not None:
@@ -411,10 +443,31 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         """Send the neighbourhood queries of every level graph (``_collect`` reads them)."""
         memory_filter = MemoryFilter(window, include_entities=True)
         connectors = self.max_connectors if self.include_connectors else 0
+        early = self._early_candidates(groups, window) if connectors else {}
         return self._level_jobs("links", {
-            key: (lambda plans, group=group: neighbourhood(plans, [m.memory.node_id for m in group], memory_filter,
-                                                          connectors))
+            key: (lambda plans, group=group, found=early.get(key): neighbourhood(
+                plans, [m.memory.node_id for m in group], memory_filter, connectors, candidates=found))
             for key, group in groups.items()})
+
+    def _early_candidates(self, groups: dict[tuple[str, Optional[str]], list[_Member]], window: TemporalWindow
+                          ) -> dict[tuple[str, Optional[str]], Any]:
+        """Connector candidates read by :meth:`prefetch_superset`, per level graph, if they cover ``groups``.
+
+        They cover them when they were read for a superset of these memories,
+        in the same window, with the same settings and graph versions.  A
+        level whose read failed is simply read again by its neighbourhood.
+        """
+        want = self._memo_key(groups, window)
+
+        def covers(held: tuple) -> bool:
+            return (want[0] <= held[0] and want[1:4] == held[1:4]
+                    and set(want[4]) <= set(held[4]))
+
+        claimed = self._candidates.claim_if(covers)
+        if claimed is None:
+            return {}
+        running, keys = claimed
+        return {key: found for key, found in zip(keys, running.results()) if not isinstance(found, BaseException)}
 
     @classmethod
     def _collect(cls, keys: list[tuple[str, Optional[str]]], running: Interleaved

@@ -281,17 +281,18 @@ def links_among(
     if len(node_ids) < 2:
         return []
     link = cypher_predicate(memory_filter.window, "r", "fr_")
+    rows = yield Query(links_among_cypher(plans, link.text), {**link.params, "ids": list(node_ids)}, read_only=True)
+    return [(records.edge_from_props(props), None if cos is None else float(cos)) for props, cos in rows]
+
+
+def links_among_cypher(plans: LevelPlans, link: str) -> str:
+    """The query of :func:`links_among` (columns ``link``, ``cosine``), ``link`` a predicate over ``r``."""
     cosine = (f"CASE WHEN s.{VECTOR_PROPERTY} IS NULL OR t.{VECTOR_PROPERTY} IS NULL THEN NULL "
               f"ELSE 1.0 - vec.cosineDistance(s.{VECTOR_PROPERTY}, t.{VECTOR_PROPERTY}) END"
               if plans.store_vectors else "NULL")
-    rows = yield Query(
-        links_of_ids(link.text, where="t.node_id IN $ids", end="t", directed=True)
-        + "WITH s, t, head(relationships(p)) AS r "
-        f"RETURN {records.projection('r', records.EDGE_READ_PROPS)}, {cosine}",
-        {**link.params, "ids": list(node_ids)},
-        read_only=True,
-    )
-    return [(records.edge_from_props(props), None if cos is None else float(cos)) for props, cos in rows]
+    return (links_of_ids(link, where="t.node_id IN $ids", end="t", directed=True)
+            + "WITH s, t, head(relationships(p)) AS r "
+            f"RETURN {records.projection('r', records.EDGE_READ_PROPS)} AS link, {cosine} AS cosine")
 
 
 def run_sync(store: Any, plan: Plan) -> Any:

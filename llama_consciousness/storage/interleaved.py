@@ -220,6 +220,16 @@ class PrefetchSlot:
         held[1].discard()
         return None
 
+    def claim_if(self, accept: Any) -> tuple[Interleaved, Any] | None:
+        """``claim`` for the first key ``accept(key)`` says covers what is asked (a superset read)."""
+        held, self._held = self._held, None
+        if held is None:
+            return None
+        if accept(held[0]):
+            return held[1], held[2]
+        held[1].discard()
+        return None
+
     def progress(self) -> None:
         """Let the held reads send their next queries if their replies are in (never waits)."""
         if self._held is not None:

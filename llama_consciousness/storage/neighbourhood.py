@@ -11,18 +11,21 @@ values only ever travel as parameters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage import records
-from llama_consciousness.storage.channels import links_among, links_of_ids
+from llama_consciousness.storage.channels import links_among, links_among_cypher, links_of_ids
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query
 from llama_consciousness.temporal import cypher_predicate
 
-__all__ = ["Connector", "Neighbourhood", "connectors", "embeddings", "neighbourhood", "pair_similarities"]
+__all__ = [
+    "Connector", "Neighbourhood", "choose_connectors", "connector_candidates", "connectors", "embeddings",
+    "neighbourhood", "pair_similarities",
+]
 
 _NODE = records.projection("c", records.NODE_READ_PROPS)
 MAX_CONNECTORS = 1000
@@ -87,6 +90,72 @@ def connectors(
     return [Connector(records.node_from_props(props), int(linked), float(energy)) for props, linked, energy in rows]
 
 
+def connector_candidates(
+    plans: LevelPlans,
+    node_ids: Sequence[str],
+    memory_filter: MemoryFilter,
+    *,
+    min_links: int = 2,
+) -> Plan:
+    """``{candidate_id: [(linked_id, link_energy), ...]}``: what :func:`connectors` chooses from.
+
+    Every memory linked to at least ``min_links`` links of ``node_ids``
+    (one hop, either direction, link and memory visible in the window, the
+    memory passing the filter's tests), members of ``node_ids`` included,
+    with each such link.  The connectors of any subset of ``node_ids`` are
+    among these (:func:`choose_connectors`): a stream reads them for all the
+    retrieved memories before the ranking and tiers decide which stay.
+    """
+    if len(node_ids) < min_links:
+        return {}
+    pred = memory_filter.cypher("c", "fc_")
+    link = cypher_predicate(memory_filter.window, "r", "fr_")
+    rows = yield Query(
+        links_of_ids(link.text)
+        + "WITH c, s, head(relationships(p)) AS r "
+        "WITH c, collect(s.node_id) AS linked, collect(coalesce(r.energy, 0.0)) AS energies "
+        f"WHERE size(linked) >= $min_links AND {pred.text} "
+        "RETURN c.node_id, linked, energies",
+        {**pred.params, **link.params, "ids": list(node_ids), "min_links": int(min_links)},
+        read_only=True,
+    )
+    return {c: [(s, float(e)) for s, e in zip(linked, energies)] for c, linked, energies in rows}
+
+
+def choose_connectors(
+    candidates: Mapping[str, Sequence[tuple[str, float]]],
+    node_ids: Sequence[str],
+    limit: int = 10,
+    *,
+    min_links: int = 2,
+) -> list[tuple[str, int, float]]:
+    """``(connector_id, linked, link_energy)`` of the connectors of ``node_ids``, best first.
+
+    The rule of :func:`connectors`: outside ``node_ids``, linked to at least
+    ``min_links`` of them; ranked by how many, then by the summed energy of
+    those links, then by id; at most ``limit``.  ``candidates`` must come
+    from :func:`connector_candidates` over ``node_ids`` or a superset of
+    them, in the same window.
+    """
+    if len(node_ids) < min_links or limit <= 0:
+        return []
+    members = set(node_ids)
+    chosen = []
+    for candidate, links in candidates.items():
+        if candidate in members:
+            continue
+        ends = {s for s, _ in links if s in members}
+        if len(ends) >= min_links:
+            # summed in the server's order (the reply's), so ties break as in ``connectors``
+            energy = 0.0
+            for s, e in links:
+                if s in members:
+                    energy += e
+            chosen.append((candidate, len(ends), energy))
+    chosen.sort(key=lambda c: (-c[1], -c[2], c[0]))
+    return chosen[: min(int(limit), MAX_CONNECTORS)]
+
+
 def neighbourhood(
     plans: LevelPlans,
     node_ids: Sequence[str],
@@ -94,23 +163,47 @@ def neighbourhood(
     max_connectors: int = 10,
     *,
     min_links: int = 2,
+    candidates: Mapping[str, Sequence[tuple[str, float]]] | None = None,
 ) -> Plan:
     """Connectors of ``node_ids`` (when ``max_connectors`` > 0), the links among all of them,
     and the cosine across each link.
 
-    Two queries: ``connectors``, then the links among the memories and
-    their connectors with the cosine of each link's two stored embeddings
-    computed by the server, so that the coherence of a path along the links
-    needs no third query.  (One query doing both, with the connectors in a
+    Two queries: the connector candidates (skipped when ``candidates``, read
+    earlier over a superset of ``node_ids`` in the same window, are given),
+    then the links among the memories and their connectors, with the cosine
+    of each link's two stored embeddings computed by the server (so that
+    the coherence of a path along the links needs no third query) and the
+    connectors themselves.  (One query doing both, with the connectors in a
     subquery, measured slower at 50K: 3.6 ms against 2.4 ms per level.)
     """
-    found: list[Connector] = []
+    chosen: list[tuple[str, int, float]] = []
     if max_connectors > 0:
-        found = yield from connectors(plans, node_ids, memory_filter, max_connectors, min_links=min_links)
-    ids = list(dict.fromkeys([*node_ids, *(c.node.node_id for c in found)]))
-    links = yield from links_among(plans, ids, memory_filter)
+        if candidates is None:
+            candidates = yield from connector_candidates(plans, node_ids, memory_filter, min_links=min_links)
+        chosen = choose_connectors(candidates, node_ids, max_connectors, min_links=min_links)
+    ids = list(dict.fromkeys([*node_ids, *(c for c, _, _ in chosen)]))
+    links, nodes = yield from _links_and_nodes(plans, ids, [c for c, _, _ in chosen], memory_filter)
+    found = [Connector(nodes[c], linked, energy) for c, linked, energy in chosen if c in nodes]
     return Neighbourhood(found, [rel for rel, _ in links],
                          {(rel.source_id, rel.target_id): cosine for rel, cosine in links})
+
+
+def _links_and_nodes(plans: LevelPlans, ids: list[str], node_ids: list[str], memory_filter: MemoryFilter) -> Plan:
+    """``links_among(ids)`` and the memories ``node_ids`` (by id), in one query when there are both."""
+    if not node_ids:
+        return (yield from links_among(plans, ids, memory_filter)), {}
+    link = cypher_predicate(memory_filter.window, "r", "fr_")
+    rows = yield Query(
+        links_among_cypher(plans, link.text) + ", null AS node "
+        f"UNION ALL UNWIND $nodes AS id MATCH (c:{NODE_LABEL} {{node_id: id}}) "
+        f"RETURN null AS link, null AS cosine, {_NODE} AS node",
+        {**link.params, "ids": ids, "nodes": node_ids},
+        read_only=True,
+    )
+    links = [(records.edge_from_props(props), None if cos is None else float(cos))
+             for props, cos, node in rows if node is None]
+    nodes = {n.node_id: n for n in (records.node_from_props(node) for _, _, node in rows if node is not None)}
+    return links, nodes
 
 
 def embeddings(plans: LevelPlans, node_ids: Sequence[str]) -> Plan:
