@@ -17,6 +17,8 @@ that no step validates what is already known to be valid.
 from __future__ import annotations
 
 import weakref
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any
 
 from llama_index.core.schema import BaseNode, NodeWithScore
@@ -70,7 +72,8 @@ def remember(node: NodeWithScore | BaseNode, memory: MemoryNode) -> None:
     text_node = _text_node(node)
     seen = _seen(text_node)
     # what validation would count as given: the fields present in the metadata
-    given = {name for name, value in zip(_FIELD_ORDER, seen[0]) if value is not None} | {"node_id", "description"}
+    given = set(compress(_FIELD_ORDER, map(is_not, seen[0], repeat(None))))
+    given.update(("node_id", "description"))
     if memory.model_fields_set != given:
         memory = memory.model_copy()
         object.__setattr__(memory, "__pydantic_fields_set__", given)

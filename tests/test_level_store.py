@@ -674,3 +674,35 @@ def test_retargeted_edges_are_the_rows_of_their_models(trigger):
         assert (prepared.edge_id, prepared.target_id, prepared.level, prepared.citizen_id) == (
             model.edge_id, target, "N1", "ada")
     assert len({p.row["hash"] for p in made}) == 3
+
+
+def test_compact_replies_decode_as_the_official_client_does(memory, fresh_graph) -> None:
+    """Our reply decoder gives the client's own result set for every value type our queries return."""
+    from llama_consciousness.storage import replies
+
+    store = fresh_graph("N2")
+    graph = memory.db.select_graph(store.plans.graph)
+    graph.query("CREATE (:Memory {node_id: 'a', n: 3, x: 0.25, ok: true, tags: ['p', 'q'], v: vecf32([0.5, -1.0])})")
+    query = ("MATCH (m:Memory {node_id: 'a'}) "
+             "RETURN m.node_id, m.n, m.x, m.ok, m.missing, m.tags, [m.n, [m.x, null, 'é'], []], "
+             "{k: m.x, inner: {deep: [1, 'two']}}, m.v, [m.node_id, m.x, m.ok, m.v]")
+    decoded = []
+    decode = replies._decode
+
+    def spy(cell):
+        decoded.append(cell[0])
+        return decode(cell)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(replies, "_decode", spy)
+        ours = replies.run(graph, query, True)
+    assert ours == graph.ro_query(query).result_set and len(ours) == 1
+    # decoded here (booleans, maps and vectors through _decode), not by the client's parser
+    assert {replies.BOOLEAN, replies.MAP, replies.VECTORF32} <= set(decoded) <= {
+        replies.NULL, replies.STRING, replies.INTEGER, replies.BOOLEAN, replies.DOUBLE, replies.ARRAY, replies.MAP,
+        replies.VECTORF32, replies.DATETIME}
+    assert [type(v) for v in ours[0][:5]] == [str, int, float, bool, type(None)]
+    # a node (not decoded here) sends the whole reply to the client's parser
+    with_node = replies.run(graph, "MATCH (m:Memory) RETURN m.x, m", True)
+    assert with_node[0][0] == 0.25 and with_node[0][1].properties["node_id"] == "a"
+    assert replies.run(graph, "MATCH (m:Memory {node_id: 'none'}) RETURN m.node_id", True) == []

@@ -40,7 +40,7 @@ def _decode(cell: list[Any]) -> Any:
     if kind == INTEGER:
         return int(value)
     if kind == ARRAY:
-        return [_decode(item) for item in value]
+        return _values(value)
     if kind == MAP:
         # keys are plain strings, values are [type, value] cells
         return {value[i]: _decode(value[i + 1]) for i in range(0, len(value), 2)}
@@ -51,6 +51,30 @@ def _decode(cell: list[Any]) -> Any:
     if kind == VECTORF32:
         return [float(v) for v in value]
     raise _Unsupported(kind)
+
+
+def _values(cells: list[Any]) -> list[Any]:
+    """``[_decode(c) for c in cells]`` with the common scalars decoded inline.
+
+    A retrieval's replies are mostly rows of forty-property projections:
+    a call per property was a fifth of the decoding.
+    """
+    out: list[Any] = []
+    append = out.append
+    for kind, value in cells:
+        if kind == STRING:
+            append(value if type(value) is str else value.decode())
+        elif kind == NULL:
+            append(None)
+        elif kind == DOUBLE:
+            append(float(value))
+        elif kind == INTEGER:
+            append(int(value))
+        elif kind == ARRAY:
+            append(_values(value))
+        else:
+            append(_decode((kind, value)))
+    return out
 
 
 def _check(response: Any) -> None:
@@ -66,7 +90,7 @@ def result_rows(graph: Any, response: Any) -> list[list[Any]]:
     if len(response) < 3:
         return []
     try:
-        return [[_decode(cell) for cell in row] for row in response[1]]
+        return [_values(row) for row in response[1]]
     except _Unsupported:
         from falkordb.query_result import QueryResult
 
