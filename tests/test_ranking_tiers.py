@@ -496,3 +496,17 @@ def test_a_remembered_memory_leaves_with_its_node() -> None:
     base._PARSED[key] = ("live", (), None)
     base._forget(ref_of_dead, key)
     assert base._PARSED.pop(key) == ("live", (), None)
+
+
+def test_hide_from_text_adds_each_key_once_to_both_lists() -> None:
+    from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
+
+    from llama_consciousness.postprocessors.base import hide_from_text
+
+    node = NodeWithScore(node=TextNode(text="t", metadata={"a": 1, "score": 2, "rank": 3},
+                                       excluded_embed_metadata_keys=["a"], excluded_llm_metadata_keys=["rank"]))
+    hide_from_text(node, ("score", "rank", "score"))
+    hide_from_text(node, ("score", "rank"))
+    assert node.node.excluded_embed_metadata_keys == ["a", "score", "rank"]
+    assert node.node.excluded_llm_metadata_keys == ["rank", "score"]
+    assert "score" not in node.node.get_content(metadata_mode=MetadataMode.LLM)

@@ -41,8 +41,13 @@ def hide_from_text(node: NodeWithScore, keys: Sequence[str]) -> None:
     Scores and counts mean nothing in a prompt or an embedding text; the
     metadata keeps them for code downstream.
     """
+    unique = list(dict.fromkeys(keys))
+    wanted = set(unique)
     for excluded in (node.node.excluded_embed_metadata_keys, node.node.excluded_llm_metadata_keys):
-        missing = [k for k in keys if k not in excluded]
+        if wanted.isdisjoint(excluded):  # one pass over the list (a retrieved node's has forty keys)
+            excluded.extend(unique)
+            continue
+        missing = [k for k in unique if k not in excluded]
         if missing:
             excluded.extend(missing)
 
