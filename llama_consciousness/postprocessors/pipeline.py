@@ -16,7 +16,11 @@ graphs may offer ``prefetch(nodes, intention)``: it is called as soon as the
 nodes it will see are known (after the last earlier step that may drop
 nodes, see ``keeps_nodes``), so that the server answers while the steps in
 between run; between steps, ``advance_prefetch()`` lets a read of several
-queries send the next one as soon as the previous reply is in.
+queries send the next one as soon as the previous reply is in.  A step may
+also offer ``prefetch_superset(nodes, intention)``: called with the nodes as
+they are before the first step that may drop some, for reads that stay
+valid for any subset of them (the traversal graph's connector candidates);
+the step checks them against the nodes it finally sees.
 """
 
 from __future__ import annotations
