@@ -54,6 +54,19 @@ class Neighbourhood:
     similarities: dict[tuple[str, str], float | None] = field(default_factory=dict)
 
 
+def _links_out(memory_filter: MemoryFilter) -> tuple[str, str, dict[str, Any]]:
+    """One row ``(c, s, r)`` per link from a memory ``s`` in ``$ids`` to a memory ``c``, and ``c``'s own test.
+
+    ``(cypher, predicate over c, their parameters)``: the link must be
+    visible in the filter's window; the predicate (window, quarantine,
+    entities) is left to the caller to apply after grouping by ``c``.
+    """
+    pred = memory_filter.cypher("c", "fc_")
+    link = cypher_predicate(memory_filter.window, "r", "fr_")
+    text = links_of_ids(link.text) + "WITH c, s, head(relationships(p)) AS r "
+    return text, pred.text, {**pred.params, **link.params}
+
+
 def connectors(
     plans: LevelPlans,
     node_ids: Sequence[str],
@@ -72,19 +85,16 @@ def connectors(
     """
     if len(node_ids) < min_links or limit <= 0:
         return []
-    pred = memory_filter.cypher("c", "fc_")
-    link = cypher_predicate(memory_filter.window, "r", "fr_")
+    links, pred, params = _links_out(memory_filter)
     rows = yield Query(
-        links_of_ids(link.text)
-        + "WITH c, s, head(relationships(p)) AS r "
-        "WITH c, count(DISTINCT s) AS linked, sum(coalesce(r.energy, 0.0)) AS energy "
+        links
+        + "WITH c, count(DISTINCT s) AS linked, sum(coalesce(r.energy, 0.0)) AS energy "
         # the connector's own tests (a property of c alone) on the few memories
         # linked often enough, not on every link walked: same answer, a
         # fraction of the work
-        f"WHERE linked >= $min_links AND NOT c.node_id IN $ids AND {pred.text} "
+        f"WHERE linked >= $min_links AND NOT c.node_id IN $ids AND {pred} "
         f"RETURN {_NODE}, linked, energy ORDER BY linked DESC, energy DESC, c.node_id ASC LIMIT $limit",
-        {**pred.params, **link.params, "ids": list(node_ids), "min_links": int(min_links),
-         "limit": min(int(limit), MAX_CONNECTORS)},
+        {**params, "ids": list(node_ids), "min_links": int(min_links), "limit": min(int(limit), MAX_CONNECTORS)},
         read_only=True,
     )
     return [Connector(records.node_from_props(props), int(linked), float(energy)) for props, linked, energy in rows]
@@ -108,15 +118,13 @@ def connector_candidates(
     """
     if len(node_ids) < min_links:
         return {}
-    pred = memory_filter.cypher("c", "fc_")
-    link = cypher_predicate(memory_filter.window, "r", "fr_")
+    links, pred, params = _links_out(memory_filter)
     rows = yield Query(
-        links_of_ids(link.text)
-        + "WITH c, s, head(relationships(p)) AS r "
-        "WITH c, collect(s.node_id) AS linked, collect(coalesce(r.energy, 0.0)) AS energies "
-        f"WHERE size(linked) >= $min_links AND {pred.text} "
+        links
+        + "WITH c, collect(s.node_id) AS linked, collect(coalesce(r.energy, 0.0)) AS energies "
+        f"WHERE size(linked) >= $min_links AND {pred} "
         "RETURN c.node_id, linked, energies",
-        {**pred.params, **link.params, "ids": list(node_ids), "min_links": int(min_links)},
+        {**params, "ids": list(node_ids), "min_links": int(min_links)},
         read_only=True,
     )
     return {c: [(s, float(e)) for s, e in zip(linked, energies)] for c, linked, energies in rows}
