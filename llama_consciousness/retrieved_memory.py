@@ -117,17 +117,19 @@ def memory_of(node: NodeWithScore, *, copy: bool = True) -> MemoryNode:
     """The memory a retrieved node carries (from its metadata).
 
     ``copy=False`` returns the remembered model itself, for callers that only
-    read it (a copy per call was a tenth of a complete stream's time).
+    read it (a copy per call was a tenth of a complete stream's time).  The
+    default copy is deep: a registered model shares its dicts and lists with
+    the retriever's stream.
     """
     text_node = node.node
     seen = _seen(text_node)
     known = _PARSED.get(id(text_node))
     if known is not None and known[0]() is text_node and known[1] == seen:
-        return known[2].model_copy() if copy else known[2]
+        return known[2].model_copy(deep=True) if copy else known[2]
     meta = text_node.metadata
     data = {k: v for k, v in zip(_FIELD_ORDER, seen[0]) if v is not None}
     data.setdefault("node_id", meta.get("node_id", text_node.node_id))
     data.setdefault("description", text_node.get_content(metadata_mode="none"))
     memory = MemoryNode.model_validate(data)
     _store(text_node, seen, memory)
-    return memory.model_copy() if copy else memory
+    return memory.model_copy(deep=True) if copy else memory

@@ -192,3 +192,20 @@ def test_an_edited_memory_field_is_read_again(demo) -> None:
     node.node.metadata["energy"] = 7.0  # invalid now: validation says so instead of a stale model
     with pytest.raises(ValueError):
         retrieved_memory.memory_of(node)
+
+
+def test_a_copied_memory_shares_nothing_with_the_stream(demo) -> None:
+    """Editing what memory_of returns (its default copy) leaves the stream and later reads alone."""
+    from llama_consciousness import retrieved_memory
+
+    retriever = demo.retriever("ada")
+    stream, nodes = retriever._retrieve_both(_intention("current"))
+    node = next(n for n in nodes if n.node.metadata.get("emotion_vector"))
+    mine = retrieved_memory.memory_of(node)
+    name = next(iter(mine.emotion_vector))
+    mine.emotion_vector[name] = 0.0123
+    mine.concepts.append("edited")
+    again = retrieved_memory.memory_of(node, copy=False)
+    assert again.emotion_vector[name] != 0.0123 and "edited" not in again.concepts
+    level_nodes = [c for lvl in stream.levels.values() for c in lvl.vector_results + lvl.graph_results]
+    assert all(c.emotion_vector.get(name) != 0.0123 for c in level_nodes if c.emotion_vector)
