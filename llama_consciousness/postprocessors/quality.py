@@ -40,7 +40,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_consciousness.postprocessors.base import StreamPostprocessor, hide_from_text
 from llama_consciousness.retrieved_memory import write_field
-from llama_consciousness.schema import ConsciousnessStream, MemoryNode, MetadataValidationReport, ValidationResult
+from llama_consciousness.schema import ConsciousnessStream, MetadataValidationReport, ValidationResult
 from llama_consciousness.scoring.validation import (
     NODE_CONDITIONAL,
     NODE_IMPORTANT,
@@ -50,17 +50,7 @@ from llama_consciousness.scoring.validation import (
 )
 
 QUALITY_KEYS = ("metadata_completeness", "metadata_valid", "metadata_warnings", "metadata_errors")
-_MEMORY_FIELDS = tuple(f for f in MemoryNode.model_fields if f != "embedding")
 _GRADED = tuple(dict.fromkeys(NODE_REQUIRED + NODE_IMPORTANT + NODE_CONDITIONAL))
-
-
-def node_metadata_fields(node: NodeWithScore) -> dict[str, Any]:
-    """The memory fields of a retrieved node's metadata (missing ones left out)."""
-    meta = node.node.metadata
-    data = {f: meta[f] for f in _MEMORY_FIELDS if f in meta}
-    if data.get("node_id") is None:
-        data["node_id"] = node.node.node_id
-    return data
 
 
 def validate_retrieved_node(node: NodeWithScore) -> ValidationResult:

@@ -50,7 +50,8 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_consciousness.postprocessors.base import StreamPostprocessor, hide_from_text, query_text
-from llama_consciousness.schema import ConsciousnessStream, MemoryNode
+from llama_consciousness.postprocessors.quality import validate_retrieved_node
+from llama_consciousness.schema import ConsciousnessStream
 from llama_consciousness.scoring.emotional_intent import BASE_INTENSITY, extract_emotional_intent
 from llama_consciousness.scoring.emotions import canonical_emotion
 from llama_consciousness.scoring.ranking import (
@@ -58,7 +59,6 @@ from llama_consciousness.scoring.ranking import (
     consciousness_adjusted_score,
     priority_score,
 )
-from llama_consciousness.scoring.validation import validate_consciousness_node
 
 __all__ = ["DEFAULT_EMOTION_PROMPT", "RANKING_KEYS", "ConsciousnessRanker", "intention_emotions",
            "parse_emotion_json"]
@@ -66,7 +66,6 @@ __all__ = ["DEFAULT_EMOTION_PROMPT", "RANKING_KEYS", "ConsciousnessRanker", "int
 logger = logging.getLogger(__name__)
 
 RANKING_KEYS = ("consciousness_adjusted_score", "emotional_resonance", "priority_score", "ranking_base_score")
-_MEMORY_FIELDS = tuple(f for f in MemoryNode.model_fields if f != "embedding")
 
 DEFAULT_EMOTION_PROMPT = (
     "You read the emotional intent of a query to a memory store: which feelings should the "
@@ -266,10 +265,7 @@ class ConsciousnessRanker(StreamPostprocessor):
         stored = _unit(meta.get("metadata_completeness"))
         if stored is not None:
             return stored
-        fields = {f: meta[f] for f in _MEMORY_FIELDS if f in meta}
-        if fields.get("node_id") is None:  # every node has an id, in metadata or not
-            fields["node_id"] = node.node.node_id
-        return validate_consciousness_node(fields).metadata_completeness
+        return validate_retrieved_node(node).metadata_completeness
 
     def score_node(self, node: NodeWithScore, query_emotions: Mapping[str, float]) -> float:
         """Score one node (writing the ranking keys into its metadata); returns the score."""
