@@ -52,13 +52,18 @@ def _text_node(node: NodeWithScore | BaseNode) -> BaseNode:
     return node.node if isinstance(node, NodeWithScore) else node
 
 
+def _fresh(text_node: BaseNode, seen: tuple[Any, ...]) -> MemoryNode | None:
+    """The model remembered for ``text_node`` if it was made from what ``seen`` holds now."""
+    known = _PARSED.get(id(text_node))
+    if known is not None and known[0]() is text_node and known[1] == seen:
+        return known[2]
+    return None
+
+
 def remembered(node: NodeWithScore | BaseNode) -> MemoryNode | None:
     """The model remembered for ``node`` if its memory fields are still the ones it was made from."""
     text_node = _text_node(node)
-    known = _PARSED.get(id(text_node))
-    if known is not None and known[0]() is text_node and known[1] == _seen(text_node):
-        return known[2]
-    return None
+    return _fresh(text_node, _seen(text_node))
 
 
 def remember(node: NodeWithScore | BaseNode, memory: MemoryNode) -> None:
@@ -67,8 +72,13 @@ def remember(node: NodeWithScore | BaseNode, memory: MemoryNode) -> None:
     ``memory`` must hold the values :func:`memory_of` would validate from the
     node's metadata as it is at this moment (which fields count as given is
     taken from the metadata); later edits of a memory field make the entry
-    stale, and the next :func:`memory_of` validates afresh.
+    stale, and the next :func:`memory_of` validates afresh.  Two kinds of
+    model are not registered, since validation would not give them back: a
+    subclass (``memory_of`` makes a plain ``MemoryNode``), and one without a
+    description (``memory_of`` takes the node's text for it).
     """
+    if type(memory) is not MemoryNode or memory.description is None:
+        return
     text_node = _text_node(node)
     seen = _seen(text_node)
     # what validation would count as given: the fields present in the metadata
@@ -90,13 +100,12 @@ def write_field(node: NodeWithScore | BaseNode, name: str, value: Any) -> None:
     """
     text_node = _text_node(node)
     seen = _seen(text_node)
-    known = _PARSED.get(id(text_node))
+    memory = _fresh(text_node, seen)
     text_node.metadata[name] = value
-    if value is None or known is None or known[0]() is not text_node or known[1] != seen:
+    if value is None or memory is None:
         return
     values = list(seen[0])
     values[_FIELD_INDEX[name]] = value
-    memory = known[2]
     fields = dict(memory.__dict__)
     fields[name] = value
     updated = trusted_model(type(memory), fields, memory.model_fields_set | {name})
@@ -123,13 +132,12 @@ def memory_of(node: NodeWithScore, *, copy: bool = True) -> MemoryNode:
     """
     text_node = node.node
     seen = _seen(text_node)
-    known = _PARSED.get(id(text_node))
-    if known is not None and known[0]() is text_node and known[1] == seen:
-        return known[2].model_copy(deep=True) if copy else known[2]
-    meta = text_node.metadata
-    data = {k: v for k, v in zip(_FIELD_ORDER, seen[0]) if v is not None}
-    data.setdefault("node_id", meta.get("node_id", text_node.node_id))
-    data.setdefault("description", text_node.get_content(metadata_mode="none"))
-    memory = MemoryNode.model_validate(data)
-    _store(text_node, seen, memory)
+    memory = _fresh(text_node, seen)
+    if memory is None:
+        meta = text_node.metadata
+        data = {k: v for k, v in zip(_FIELD_ORDER, seen[0]) if v is not None}
+        data.setdefault("node_id", meta.get("node_id", text_node.node_id))
+        data.setdefault("description", text_node.get_content(metadata_mode="none"))
+        memory = MemoryNode.model_validate(data)
+        _store(text_node, seen, memory)
     return memory.model_copy(deep=True) if copy else memory

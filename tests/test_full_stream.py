@@ -209,3 +209,23 @@ def test_a_copied_memory_shares_nothing_with_the_stream(demo) -> None:
     assert again.emotion_vector[name] != 0.0123 and "edited" not in again.concepts
     level_nodes = [c for lvl in stream.levels.values() for c in lvl.vector_results + lvl.graph_results]
     assert all(c.emotion_vector.get(name) != 0.0123 for c in level_nodes if c.emotion_vector)
+
+
+def test_remember_refuses_models_validation_would_not_give_back() -> None:
+    """A subclass, or a memory without a description (memory_of takes the text), is validated instead."""
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llama_consciousness import retrieved_memory
+    from llama_consciousness.schema import ConsciousnessNode, MemoryNode
+
+    base = MemoryNode(node_id="m", level="N2", name="m", description="the text", energy=0.5, confidence=0.5)
+    for memory in (base.model_copy(update={"description": None}),
+                   ConsciousnessNode(**base.model_dump(), retrieval_source="N2_vector", relevance_score=0.5)):
+        meta = base.model_dump(mode="json", exclude={"embedding"})
+        node = NodeWithScore(node=TextNode(id_="m", text="the text", metadata=meta), score=1.0)
+        retrieved_memory.remember(node, memory)
+        assert retrieved_memory.remembered(node) is None
+        assert type(retrieved_memory.memory_of(node, copy=False)) is MemoryNode
+    node = NodeWithScore(node=TextNode(id_="m", text="the text", metadata=base.model_dump(mode="json")), score=1.0)
+    retrieved_memory.remember(node, base)
+    assert retrieved_memory.remembered(node) is not None

@@ -619,7 +619,5 @@ class SixWayHybridRetriever(BaseRetriever):
             excluded_llm_metadata_keys=[k for k in _LLM_HIDDEN if k in metadata],
         )
         found = NodeWithScore(node=text_node, score=float(score))
-        if type(node) is MemoryNode and node.description is not None:
-            # the metadata is this model's dump: postprocessors need not validate it again
-            remember(found, node)
+        remember(found, node)  # the metadata is this model's dump: postprocessors need not validate it again
         return found

@@ -102,7 +102,6 @@ from llama_consciousness.schema import (
     ConsciousnessRelationship,
     ConsciousnessStream,
     LevelName,
-    MemoryNode,
     StateBasedRetrieval,
 )
 from llama_consciousness.schema._time import utcnow
@@ -562,7 +561,6 @@ class StateBasedRetriever(BaseRetriever):
             excluded_llm_metadata_keys=[k for k in _HIDDEN if k in metadata] + ["temporal_mode", "state_id"],
         )
         found = NodeWithScore(node=text_node, score=entry["score"])
-        if type(node) is MemoryNode and node.description is not None:
-            remember(found, node)  # the metadata is this model's dump (see retrieved_memory)
+        remember(found, node)  # the metadata is this model's dump (see retrieved_memory)
         return found
 
