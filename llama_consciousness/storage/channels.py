@@ -282,7 +282,12 @@ def links_among(
         return []
     link = cypher_predicate(memory_filter.window, "r", "fr_")
     rows = yield Query(links_among_cypher(plans, link.text), {**link.params, "ids": list(node_ids)}, read_only=True)
-    return [(records.edge_from_props(props), None if cos is None else float(cos)) for props, cos in rows]
+    return [link_with_cosine(props, cos) for props, cos in rows]
+
+
+def link_with_cosine(props: Any, cosine: Any) -> tuple[ConsciousnessRelationship, float | None]:
+    """A row of :func:`links_among_cypher` as ``(link, cosine)``."""
+    return records.edge_from_props(props), None if cosine is None else float(cosine)
 
 
 def links_among_cypher(plans: LevelPlans, link: str) -> str:

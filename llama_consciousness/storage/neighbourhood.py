@@ -17,7 +17,7 @@ from typing import Any
 
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage import records
-from llama_consciousness.storage.channels import links_among, links_among_cypher, links_of_ids
+from llama_consciousness.storage.channels import link_with_cosine, links_among, links_among_cypher, links_of_ids
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query
 from llama_consciousness.temporal import cypher_predicate
@@ -152,13 +152,13 @@ def choose_connectors(
     for candidate, links in candidates.items():
         if candidate in members:
             continue
-        ends = {s for s, _ in links if s in members}
+        ends: set[str] = set()
+        energy = 0.0  # summed in the server's order (the reply's), so ties break as in ``connectors``
+        for s, e in links:
+            if s in members:
+                ends.add(s)
+                energy += e
         if len(ends) >= min_links:
-            # summed in the server's order (the reply's), so ties break as in ``connectors``
-            energy = 0.0
-            for s, e in links:
-                if s in members:
-                    energy += e
             chosen.append((candidate, len(ends), energy))
     chosen.sort(key=lambda c: (-c[1], -c[2], c[0]))
     return chosen[: min(int(limit), MAX_CONNECTORS)]
@@ -208,8 +208,7 @@ def _links_and_nodes(plans: LevelPlans, ids: list[str], node_ids: list[str], mem
         {**link.params, "ids": ids, "nodes": node_ids},
         read_only=True,
     )
-    links = [(records.edge_from_props(props), None if cos is None else float(cos))
-             for props, cos, node in rows if node is None]
+    links = [link_with_cosine(props, cos) for props, cos, node in rows if node is None]
     nodes = {n.node_id: n for n in (records.node_from_props(node) for _, _, node in rows if node is not None)}
     return links, nodes
 
