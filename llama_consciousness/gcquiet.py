@@ -30,7 +30,8 @@ this off for an application that manages its collector itself.
 Only the thresholds change, and only for the time of the operation;
 ``gc.freeze`` is not used, so an application's own frozen objects stay
 frozen.  Nested and concurrent uses share one raise: the first entry
-raises the thresholds, the last exit restores what was there.
+saves the thresholds, the highest young threshold asked for by a block
+still inside applies, and the last exit restores what was there.
 """
 
 from __future__ import annotations
@@ -38,32 +39,78 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
-from llama_consciousness.shared_setting import SharedSetting
-
 YOUNG_COLLECTION_THRESHOLD = 100_000
-"""Net new container objects between young collections during a bulk operation (CPython's default is 700)."""
+"""Net new container objects between young collections during a retrieval (CPython's default is 700)."""
+
+BULK_YOUNG_COLLECTION_THRESHOLD = 1_000_000
+"""The same during an ingestion, which keeps far more objects alive at once.
+
+Why: an ingestion holds a parsed file (up to ``KEEP_PARSED_BYTES``) and the
+chunks in flight, some 300,000 container objects for a 10,000-memory file,
+all in use.  At 100,000 its writing process still ran six young collections
+that examined them and found nothing (0.45 of its 4.7 CPU-seconds); at a
+million there is at most one.  Garbage in cycles waits longer, bounded by the
+threshold: the records themselves are freed by reference counting.
+"""
 
 FULL_COLLECTION_THRESHOLD = 1000
 """Young collections between full ones during a bulk operation (CPython's default is 10)."""
 
-def _raise_thresholds() -> tuple[int, ...]:
-    saved = gc.get_threshold()
-    first, second, third = saved
-    if first > 0:  # 0 means collection is off; leave it off
-        gc.set_threshold(max(first, YOUNG_COLLECTION_THRESHOLD), second, max(third, FULL_COLLECTION_THRESHOLD))
-    return saved
+
+class _RaisedThresholds:
+    """The collector's thresholds raised to the highest of what the blocks inside ask for.
+
+    Like ``SharedSetting`` (the first entry saves the thresholds, the last
+    exit restores them), but each block names its young threshold: an
+    ingestion that runs a retrieval keeps its own, higher one, and the
+    retrieval's raise is back when the ingestion ends first.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._asked: list[int] = []
+        self._saved: tuple[int, ...] | None = None
+
+    @property
+    def users(self) -> int:
+        """Blocks inside now."""
+        return len(self._asked)
+
+    def _apply(self) -> None:
+        first, second, third = self._saved  # type: ignore[misc]
+        if first > 0:  # 0 means collection is off; leave it off
+            gc.set_threshold(max(first, *self._asked), second, max(third, FULL_COLLECTION_THRESHOLD))
+
+    @contextmanager
+    def __call__(self, young: int = YOUNG_COLLECTION_THRESHOLD) -> Iterator[None]:
+        with self._lock:
+            if not self._asked:
+                self._saved = gc.get_threshold()
+            self._asked.append(young)
+            self._apply()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._asked.remove(young)
+                if self._asked:
+                    self._apply()
+                else:
+                    gc.set_threshold(*self._saved)  # type: ignore[misc]
+                    self._saved = None
 
 
-def _restore_thresholds(saved: tuple[int, ...]) -> None:
-    gc.set_threshold(*saved)
+fewer_collections = _RaisedThresholds()
+"""``with fewer_collections():`` raises the youngest and the oldest generation's thresholds for the block.
 
-
-fewer_collections = SharedSetting(_raise_thresholds, _restore_thresholds)
-"""``with fewer_collections():`` raises the youngest and the oldest generation's thresholds for the block."""
+``fewer_collections(young=BULK_YOUNG_COLLECTION_THRESHOLD)`` asks for a
+higher young threshold; concurrent blocks get the highest one asked for.
+"""
 
 
 during_retrieval = True

@@ -5,7 +5,12 @@ from __future__ import annotations
 import gc
 import threading
 
-from llama_consciousness.gcquiet import FULL_COLLECTION_THRESHOLD, YOUNG_COLLECTION_THRESHOLD, fewer_collections
+from llama_consciousness.gcquiet import (
+    BULK_YOUNG_COLLECTION_THRESHOLD,
+    FULL_COLLECTION_THRESHOLD,
+    YOUNG_COLLECTION_THRESHOLD,
+    fewer_collections,
+)
 
 
 def test_threshold_is_raised_inside_and_restored_after_nested_and_concurrent_uses() -> None:
@@ -30,6 +35,30 @@ def test_threshold_is_raised_inside_and_restored_after_nested_and_concurrent_use
     release.set()
     thread.join(5)
     assert gc.get_threshold() == before
+
+
+def test_the_highest_young_threshold_asked_for_applies_while_its_block_runs() -> None:
+    """An ingestion's bulk raise outlives a retrieval inside it, and a retrieval outliving it falls back."""
+    before = gc.get_threshold()
+    bulk = max(before[0], BULK_YOUNG_COLLECTION_THRESHOLD)
+    retrieval = max(before[0], YOUNG_COLLECTION_THRESHOLD)
+    assert bulk > retrieval
+    with fewer_collections(young=BULK_YOUNG_COLLECTION_THRESHOLD):
+        assert gc.get_threshold()[0] == bulk
+        with fewer_collections():
+            assert gc.get_threshold()[0] == bulk and fewer_collections.users == 2
+        assert gc.get_threshold()[0] == bulk
+    assert gc.get_threshold() == before
+    # Overlapping, not nested: the retrieval's raise is back when the bulk block ends first.
+    outer = fewer_collections()
+    inner = fewer_collections(young=BULK_YOUNG_COLLECTION_THRESHOLD)
+    outer.__enter__()
+    inner.__enter__()
+    assert gc.get_threshold()[0] == bulk
+    inner.__exit__(None, None, None)
+    assert gc.get_threshold() == (retrieval, before[1], max(before[2], FULL_COLLECTION_THRESHOLD))
+    outer.__exit__(None, None, None)
+    assert gc.get_threshold() == before and fewer_collections.users == 0
 
 
 def test_threshold_is_restored_when_the_block_fails() -> None:
@@ -106,3 +135,27 @@ def test_shared_setting_applies_once_and_restores_what_it_found() -> None:
     with pytest.raises(KeyError), setting():
         raise KeyError("x")
     assert calls[-1] == ("restore", "found") and setting.users == 0
+
+
+def test_an_ingestion_runs_with_the_bulk_threshold_and_restores_it(memory, monkeypatch) -> None:
+    import uuid
+
+    from llama_consciousness.ingestion import pipeline
+    from llama_consciousness.schema import MemoryNode
+
+    before = gc.get_threshold()
+    seen: list[int] = []
+    original = pipeline._ingest
+
+    def spy(*args, **kwargs):
+        seen.append(gc.get_threshold()[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "_ingest", spy)
+    tag = uuid.uuid4().hex[:8]
+    record = MemoryNode(node_id=f"gc_{tag}", level="N2", node_type="Observation", name="Meter",
+                        description="The meter read 7 litres.", energy=0.5, confidence=0.7)
+    report = memory.ingest([record], worker="off", entities=False, duplicates="off")
+    assert report.inserted == 1
+    assert seen == [max(before[0], BULK_YOUNG_COLLECTION_THRESHOLD)]
+    assert gc.get_threshold() == before

@@ -35,7 +35,7 @@ from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.validator import LINE_KEY, ConsciousnessMetadataValidator
 from llama_consciousness.ingestion.writer import ConsciousnessGraphWriter
 from llama_consciousness.errors import LevelError
-from llama_consciousness.gcquiet import fewer_collections
+from llama_consciousness.gcquiet import BULK_YOUNG_COLLECTION_THRESHOLD, fewer_collections
 from llama_consciousness.levels import graph_name
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 
@@ -406,7 +406,7 @@ def ingest(
     ``on_bad_line="raise"`` the file is checked completely before the first
     write, so a malformed line anywhere means nothing is ingested.
     """
-    with fewer_collections():  # see gcquiet: a quarter to a third of this process's CPU otherwise
+    with fewer_collections(young=BULK_YOUNG_COLLECTION_THRESHOLD):  # see gcquiet: a third of this process's CPU otherwise
         return _ingest(memory, source, options, progress=progress)
 
 

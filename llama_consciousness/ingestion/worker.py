@@ -306,7 +306,7 @@ def _serve(requests: Connection, replies: Connection) -> None:
 def main(argv: Sequence[str]) -> int:
     import gc
 
-    from llama_consciousness.gcquiet import fewer_collections
+    from llama_consciousness.gcquiet import BULK_YOUNG_COLLECTION_THRESHOLD, fewer_collections
     from llama_consciousness.ingestion.pipeline import pure_pipeline  # noqa: F401 - imported before the freeze
 
     # This process is ours: its imports are kept out of every collection,
@@ -314,7 +314,7 @@ def main(argv: Sequence[str]) -> int:
     gc.freeze()
     requests = Connection(int(argv[1]), writable=False)
     replies = Connection(int(argv[2]), readable=False)
-    with fewer_collections():
+    with fewer_collections(young=BULK_YOUNG_COLLECTION_THRESHOLD):
         _serve(requests, replies)
     return 0
 
