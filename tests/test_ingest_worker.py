@@ -242,6 +242,28 @@ def test_pure_steps_leave_relationships_as_validated() -> None:
     assert validator.validated_relationship(_raw_text_node(relationship, 3)) is None  # another node: none
 
 
+@pytest.mark.parametrize("given", [None, 0.01, 1.5])
+def test_a_validated_relationship_carries_the_computed_completeness(given) -> None:
+    """A completeness in the record is judged as given (1.5 is rejected, as for a memory), then replaced."""
+    from llama_consciousness.ingestion.nodes import text_node_to_relationship
+    from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
+
+    relationship = {"kind": "relationship", "source_id": "w_0", "target_id": "w_1", "relation_type": "TRIGGERED",
+                    "level": "N2", "goal": "g", "mindstate": "m", "energy": 0.4, "confidence": 0.6,
+                    "emotion_vector": {"curiosity": 0.2}, "created_at": "2019-03-01T09:00:00Z"}
+    if given is not None:
+        relationship["metadata_completeness"] = given
+    node = _raw_text_node(relationship, 3)
+    validator = ConsciousnessMetadataValidator(mode="drop")
+    kept = validator([node])
+    if given == 1.5:
+        assert kept == [] and "metadata_completeness" in validator.report.rejected[0].reasons[0]
+        return
+    lent, read = validator.validated_relationship(node), text_node_to_relationship(node)
+    assert lent.metadata_completeness == node.metadata["metadata_completeness"] == round(7 / 13, 6)  # the seven required fields, defaults included
+    assert lent == read and lent.model_fields_set == read.model_fields_set
+
+
 def test_the_package_does_not_import_the_worker_module() -> None:
     """``python -m llama_consciousness.ingestion.worker`` runs the module as ``__main__``: had the
     package imported it already, the process would hold two copies of it (and runpy warns)."""

@@ -73,6 +73,35 @@ def test_link_tiers_follow_the_spec() -> None:
     assert extra.valid  # unknown fields are allowed (extensibility)
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        {},
+        SPEC_LINK,
+        {**SPEC_LINK, "energy": None, "goal": "  ", "felt_quality": "q", "sensory_details": {"sound": "hum"}},
+        {**SPEC_LINK, "emotion_vector": {"": 0.5}, "body_sensation": 3, "formation_trigger": 7},
+    ],
+)
+def test_tier_results_are_what_validation_of_their_fields_gives(data) -> None:
+    """The results are built without pydantic's checks: they must equal validated ones, fields set included."""
+    from llama_consciousness.scoring import validation as v
+
+    for result, listed in ((validate_consciousness_link(data), v.LINK_REQUIRED + v.LINK_IMPORTANT + v.LINK_CONDITIONAL),
+                           (validate_consciousness_node(data), v.NODE_REQUIRED + v.NODE_IMPORTANT + v.NODE_CONDITIONAL)):
+        again = ValidationResult.model_validate(result.model_dump())
+        assert result == again and result.model_fields_set == again.model_fields_set
+        assert result.metadata_completeness == sum(data.get(f) is not None for f in listed) / len(listed)
+        assert result.valid == (result.errors == [])
+
+
+def test_a_missing_important_fields_warning_is_one_shared_string() -> None:
+    """30,000 records without felt_quality pickle one copy of its warning (worker replies)."""
+    first = validate_consciousness_link(SPEC_LINK).warnings
+    second = validate_consciousness_link(dict(SPEC_LINK)).warnings
+    assert first == second and len(first) == 3
+    assert all(a is b for a, b in zip(first, second))
+
+
 def test_field_types() -> None:
     assert validate_field_type("resolution_state", "blocked")
     assert not validate_field_type("resolution_state", "done")

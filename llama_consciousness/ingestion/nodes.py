@@ -110,13 +110,17 @@ def is_relationship(node: BaseNode) -> bool:
     return node.metadata.get(KIND_KEY) == RELATIONSHIP
 
 
-def _fields(metadata: Mapping[str, Any]) -> dict[str, Any]:
+def record_fields(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A node's metadata without the package's private keys and the record kind: the model's fields."""
     return {k: v for k, v in metadata.items() if not k.startswith(PRIVATE_PREFIX) and k != KIND_KEY}
 
 
-def text_node_to_memory(node: BaseNode) -> MemoryNode:
-    """The memory a ``TextNode`` describes (raises pydantic's ValidationError if invalid)."""
-    data = _fields(node.metadata)
+def text_node_to_memory(node: BaseNode, fields: dict[str, Any] | None = None) -> MemoryNode:
+    """The memory a ``TextNode`` describes (raises pydantic's ValidationError if invalid).
+
+    ``fields``: ``record_fields(node.metadata)`` when the caller has it already (it is used up).
+    """
+    data = record_fields(node.metadata) if fields is None else fields
     data.setdefault("node_id", node.node_id)
     data["description"] = node.get_content(metadata_mode="none")
     if node.embedding is not None:
@@ -126,7 +130,7 @@ def text_node_to_memory(node: BaseNode) -> MemoryNode:
 
 def text_node_to_relationship(node: BaseNode) -> ConsciousnessRelationship:
     """The relationship a ``TextNode`` of kind ``relationship`` describes."""
-    return ConsciousnessRelationship.model_validate(_fields(node.metadata))
+    return ConsciousnessRelationship.model_validate(record_fields(node.metadata))
 
 
 def embedding_text(node: BaseNode) -> str:

@@ -23,8 +23,8 @@ from llama_consciousness.errors import ConsciousnessError
 from llama_consciousness.ingestion.nodes import (
     PRIVATE_PREFIX,
     is_relationship,
+    record_fields,
     text_node_to_memory,
-    text_node_to_relationship,
 )
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.schema import ConsciousnessRelationship
@@ -57,23 +57,36 @@ def check_item(node: BaseNode) -> tuple[list[str], list[str], float]:
 
 
 def _check(node: BaseNode) -> tuple[list[str], list[str], float, Any]:
-    """``check_item``, and the model it built (None if it could not be built)."""
-    data: dict[str, Any] = {k: v for k, v in node.metadata.items() if not k.startswith(PRIVATE_PREFIX)}
-    if is_relationship(node):
+    """``check_item``, and the model it built (None if it could not be built).
+
+    A relationship's model carries its completeness, as the writer would
+    read it from the node after this validator (``validated_relationship``).
+    """
+    fields = record_fields(node.metadata)
+    data = dict(fields)
+    relationship = is_relationship(node)
+    if relationship:
         # The spec's insertion defaults, applied before judging (issue 3).
         data.setdefault("resolution_state", "in_progress")
         data.setdefault("energy_transfer_coefficient", 0.5)
         tiers = validate_consciousness_link(data)
-        build = text_node_to_relationship
     else:
         data.setdefault("node_id", node.node_id)
         data.setdefault("resolution_state", "in_progress")
         tiers = validate_consciousness_node(data)
-        build = text_node_to_memory
     errors = list(tiers.errors)
     model = None
     try:
-        model = build(node)
+        if relationship:
+            completeness = round(tiers.metadata_completeness, 6)
+            given = "metadata_completeness" in fields  # judged as given, then replaced, as for a memory
+            if not given:
+                fields["metadata_completeness"] = completeness
+            model = ConsciousnessRelationship.model_validate(fields)
+            if given:
+                model = model.model_copy(update={"metadata_completeness": completeness})
+        else:
+            model = text_node_to_memory(node, fields)
     except ValidationError as exc:
         errors.extend(r for r in _pydantic_reasons(exc) if not any(r.split(":")[0] in e for e in errors))
     return errors, list(tiers.warnings), tiers.metadata_completeness, model
@@ -115,6 +128,8 @@ class ConsciousnessMetadataValidator(ReportingTransform):
     def validated_relationship(self, node: BaseNode) -> ConsciousnessRelationship | None:
         """The model this validator built for a relationship node of its last call (None for any other node).
 
+        The model itself, not a copy: read it, do not change it.
+
         Why: the ingestion worker turns each relationship into its row right
         after the pure steps, which leave relationships alone; reading the
         model validation built saves building it twice.
@@ -122,5 +137,5 @@ class ConsciousnessMetadataValidator(ReportingTransform):
         entry = self._relationships.get(id(node))
         if entry is None or entry[0] is not node:
             return None
-        return entry[1].model_copy(update={"metadata_completeness": node.metadata["metadata_completeness"]})
+        return entry[1]
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from llama_consciousness.schema import ValidationResult
+from llama_consciousness.schema.trusted import trusted_model
 
 RESOLUTION_STATES = ("resolved", "in_progress", "blocked")
 
@@ -92,30 +93,57 @@ def validate_metadata(
     important: Sequence[str],
     conditional: Sequence[str],
 ) -> ValidationResult:
-    """Validate ``data`` against one set of tiers (the spec's algorithm)."""
+    """Validate ``data`` against one set of tiers (the spec's algorithm).
+
+    One pass over the listed fields (an ingestion runs this on every record),
+    and a missing IMPORTANT field's warning is one shared string per field:
+    30,000 relationships without ``felt_quality`` pickle one copy of it, not
+    30,000, when their reports cross from the ingestion worker.
+    """
     errors: list[str] = []
     warnings: list[str] = []
+    present = 0
     for field in required:
-        if field not in data or data[field] is None:
+        value = data.get(field)
+        if value is None:
             errors.append(f"REQUIRED field missing: {field}")
-        elif not validate_field_type(field, data[field]):
-            errors.append(f"REQUIRED field invalid: {field} (got {data[field]!r})")
+            continue
+        present += 1
+        if not validate_field_type(field, value):
+            errors.append(f"REQUIRED field invalid: {field} (got {value!r})")
     for field in important:
-        if field not in data or data[field] is None:
-            warnings.append(f"IMPORTANT field missing: {field}. Recommended for rich consciousness representation.")
-        elif not validate_field_type(field, data[field]):
-            errors.append(f"IMPORTANT field invalid: {field} (got {data[field]!r})")
+        value = data.get(field)
+        if value is None:
+            warnings.append(_missing_important(field))
+            continue
+        present += 1
+        if not validate_field_type(field, value):
+            errors.append(f"IMPORTANT field invalid: {field} (got {value!r})")
     for field in conditional:
-        if data.get(field) is not None and not validate_field_type(field, data[field]):
-            errors.append(f"CONDITIONAL field invalid: {field} (got {data[field]!r})")
-    listed = list(required) + list(important) + list(conditional)
-    present = [f for f in listed if data.get(f) is not None]
-    return ValidationResult(
-        valid=not errors,
-        errors=errors,
-        warnings=warnings,
-        metadata_completeness=len(present) / len(listed) if listed else 1.0,
-    )
+        value = data.get(field)
+        if value is not None:
+            present += 1
+            if not validate_field_type(field, value):
+                errors.append(f"CONDITIONAL field invalid: {field} (got {value!r})")
+    listed = len(required) + len(important) + len(conditional)
+    return trusted_model(ValidationResult, {
+        "valid": not errors,
+        "errors": errors,
+        "warnings": warnings,
+        "metadata_completeness": present / listed if listed else 1.0,
+    })
+
+
+_MISSING_IMPORTANT: dict[str, str] = {}
+
+
+def _missing_important(field: str) -> str:
+    message = _MISSING_IMPORTANT.get(field)
+    if message is None:
+        message = f"IMPORTANT field missing: {field}. Recommended for rich consciousness representation."
+        if len(_MISSING_IMPORTANT) < 1024:
+            _MISSING_IMPORTANT[field] = message
+    return message
 
 
 def validate_consciousness_link(link_data: Mapping[str, Any]) -> ValidationResult:
