@@ -193,7 +193,12 @@ def test_the_worker_answers_placed_relationships_with_their_rows(memory) -> None
         workers.release(worker, healthy=True)
     assert list(prepared) == [2]  # by position among the kept nodes; the unplaced one has none
     assert isinstance(prepared[2], PreparedEdge)
-    assert prepared[2] == prepare_edge(text_node_to_relationship(out[2]))
+    here, _ = workers.run_pure(IngestOptions(), from_records(to_records(nodes)))
+    assert prepared[2] == prepare_edge(text_node_to_relationship(here[2]))
+    # its fields travel in the row only; the node keeps what places it and the private keys
+    assert out[2].metadata == {k: v for k, v in here[2].metadata.items()
+                               if k in ("kind", "level") or k.startswith("lc_")}
+    assert out[3].metadata == here[3].metadata  # not prepared: all of it
     # the writer takes the prepared row instead of reading the node again
     writer = ConsciousnessGraphWriter(memory=memory, prepared={id(out[2]): prepared[2]})
     batches = writer._split(out)

@@ -57,6 +57,32 @@ def to_records(nodes: Sequence[BaseNode]) -> list[Record]:
     return [(n.node_id, n.get_content(metadata_mode=MetadataMode.NONE), n.metadata, n.embedding) for n in nodes]
 
 
+_PLACEMENT = ("level", "citizen_id")
+
+
+def answer_records(nodes: Sequence[BaseNode], prepared: dict[int, Any]) -> list[Record]:
+    """``to_records`` of a chunk's kept nodes, with its prepared relationships slimmed.
+
+    Why: a relationship whose row the worker made (``prepare_edges``) is
+    written from that row alone; this process reads of its node only what
+    places it (kind, level, citizen) and the package's private keys.  Its
+    other fields would cross the pipe twice, in the node and in the row: a
+    third of a relationship chunk's reply.
+    """
+    from llama_consciousness.ingestion.nodes import KIND_KEY, PRIVATE_PREFIX
+
+    records = to_records(nodes)
+    for position in prepared:
+        node_id, text, metadata, embedding = records[position]
+        slim = {k: v for k, v in metadata.items() if k.startswith(PRIVATE_PREFIX)}
+        slim[KIND_KEY] = metadata[KIND_KEY]
+        for key in _PLACEMENT:
+            if key in metadata:
+                slim[key] = metadata[key]
+        records[position] = (node_id, text, slim, embedding)
+    return records
+
+
 def from_records(records: Sequence[Record]) -> list[BaseNode]:
     from llama_consciousness.ingestion.nodes import record_text_node
 
@@ -294,7 +320,8 @@ def _serve(requests: Connection, replies: Connection) -> None:
             out, report = run_pure(options, from_records(records), pipelines, embed_model)
             validator = next((t for t in pipelines[options].transformations
                               if isinstance(t, ConsciousnessMetadataValidator)), None)
-            answer = (ticket, "ok", (to_records(out), prepare_edges(out, validator)), report)
+            prepared = prepare_edges(out, validator)
+            answer = (ticket, "ok", (answer_records(out, prepared), prepared), report)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
             answer = (ticket, "error", _picklable(exc), None)
         try:
