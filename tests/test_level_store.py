@@ -628,6 +628,9 @@ def test_wire_rows_hold_each_field_where_the_upsert_queries_read_it() -> None:
     wire = records.edge_wire(edge, True)
     assert len(wire) == len(records.EDGE_WIRE) and wire[records.EDGE_WIRE.index("derived")] is True
     assert {name: wire[i] for i, name in enumerate(records.EDGE_WIRE) if name in edge["props"]} == edge["props"]
+    # every field is sent once (the ids lead both the head and the properties)
+    assert len(set(records.NODE_WIRE)) == len(records.NODE_WIRE) and set(records.NODE_PROPS) <= set(records.NODE_WIRE)
+    assert len(set(records.EDGE_WIRE)) == len(records.EDGE_WIRE) and set(records.EDGE_PROPS) <= set(records.EDGE_WIRE)
 
 
 # -- prepared edges (rows made ahead, as the ingestion worker and the writer's MENTIONS do) --------

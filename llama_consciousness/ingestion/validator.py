@@ -115,10 +115,10 @@ class ConsciousnessMetadataValidator(ReportingTransform):
                     raise MemoryValidationError(str(item_id), errors, line)
                 self._report.reject(str(item_id), "validation", errors, line)
                 continue
-            for warning in warnings:
-                self._report.warn(str(item_id), warning)
             node.metadata["metadata_completeness"] = round(completeness, 6)
             if warnings:
+                key = str(item_id)
+                self._report.warnings.extend([(key, warning) for warning in warnings])
                 node.metadata["lc_warnings"] = warnings
             if is_relationship(node):
                 self._relationships[id(node)] = (node, model)

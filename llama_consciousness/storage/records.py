@@ -20,6 +20,7 @@ import json
 import numpy as np
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from datetime import datetime
 from typing import Any
 
@@ -204,8 +205,14 @@ def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, 
 NODE_PROPS = NODE_SCALARS + ("base_id",) + NODE_LISTS + EMOTION_PROPS + tuple(JSON_PROPS.values())
 EDGE_PROPS = EDGE_SCALARS + EMOTION_PROPS + ("sensory_details_json",)
 
-NODE_WIRE = ("node_id", "hash", "embedding", "keep_times") + TIME_FIELDS + NODE_PROPS
-EDGE_WIRE = ("edge_id", "source_id", "target_id", "hash", "derived", "keep_times") + TIME_FIELDS + EDGE_PROPS
+# The ids lead both the wire rows and the properties: on the wire they are
+# sent once (a fifth of an edge row's text was its ids sent twice).
+_NODE_IDS = ("node_id",)
+_EDGE_IDS = ("edge_id", "source_id", "target_id")
+assert NODE_PROPS[: len(_NODE_IDS)] == _NODE_IDS and EDGE_PROPS[: len(_EDGE_IDS)] == _EDGE_IDS
+
+NODE_WIRE = _NODE_IDS + ("hash", "embedding", "keep_times") + TIME_FIELDS + NODE_PROPS[len(_NODE_IDS):]
+EDGE_WIRE = _EDGE_IDS + ("hash", "derived", "keep_times") + TIME_FIELDS + EDGE_PROPS[len(_EDGE_IDS):]
 """What each position of a wire row holds (``row[i]`` in the upsert queries)."""
 
 
@@ -216,13 +223,13 @@ def node_wire(row: dict[str, Any]) -> list[Any]:
     (``params.Rows``); maps would need a Python call per value.
     """
     return [row["node_id"], row["hash"], row["embedding"], row["keep_times"],
-            *row["times"].values(), *row["props"].values()]
+            *row["times"].values(), *islice(row["props"].values(), len(_NODE_IDS), None)]
 
 
 def edge_wire(row: dict[str, Any], derived: bool) -> list[Any]:
     """An edge row as the positional list the upsert query reads (see ``node_wire``)."""
     return [row["edge_id"], row["source_id"], row["target_id"], row["hash"], derived, row["keep_times"],
-            *row["times"].values(), *row["props"].values()]
+            *row["times"].values(), *islice(row["props"].values(), len(_EDGE_IDS), None)]
 
 
 @dataclass(frozen=True, slots=True)
