@@ -808,3 +808,20 @@ async def test_async_pipeline_writes_what_the_sync_path_writes(memory) -> None:
     assert async_nodes == sync_nodes
     assert async_edges == sync_edges
     assert memory.counts("N1", async_citizen) == memory.counts("N1", sync_citizen)
+
+
+def test_a_chunk_is_cut_by_graph_in_order_and_unplaceable_records_share_a_lane() -> None:
+    from llama_consciousness.ingestion.nodes import record_text_node
+    from llama_consciousness.ingestion.pipeline import _by_graph
+
+    places = [("N2", None), ("N1", "ada"), ("N1", " ada "), ("N9", None), ("N1", None), ("N1", "bad id!"),
+              ("N3", None), ("N1", 7), (None, None), ("N2", "ignored"), ("N1", "ada")]
+    nodes = [record_text_node(f"m{i}", "", {"level": level, "citizen_id": citizen})
+             for i, (level, citizen) in enumerate(places)]
+    parts = _by_graph(nodes)
+    assert {key: [n.node_id for n in part] for key, part in parts.items()} == {
+        "collective_n2": ["m0", "m9"],
+        "citizen_ada": ["m1", "m2", "m10"],
+        None: ["m3", "m4", "m5", "m7", "m8"],
+        "ecosystem_n3": ["m6"],
+    }

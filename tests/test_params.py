@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llama_consciousness.storage.params import Rows, header, literal
+from llama_consciousness.storage.params import Ids, Rows, header, literal
 
 scalars = (
     st.none()
@@ -92,6 +92,24 @@ def test_bulk_rows_fall_back_where_json_escapes_differ(memory) -> None:
         literal(Rows([["nul\x00here"]]))
     with pytest.raises(ValueError, match="non-finite"):
         literal(Rows([[float("inf")]]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(ids=st.lists(st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=20),
+                    max_size=8))
+def test_id_lists_are_read_back_exactly(memory, ids) -> None:
+    """``Ids`` go through the JSON encoder like ``Rows``; control characters fall back to per-item quoting."""
+    graph = memory.db.select_graph("params_roundtrip")
+    (got,), = graph.query(header({"v": Ids(ids)}) + "RETURN $v").result_set
+    assert got == ids
+
+
+def test_id_lists_fall_back_and_refuse_like_plain_lists() -> None:
+    tricky = ["bell\x07", 'q"uote', "back\\slash", "C:\\u00e9", "é ✓"]
+    assert literal(Ids(tricky)) == literal(list(tricky))
+    assert literal(Ids(["a", 1, None])) == literal(["a", 1, None])
+    with pytest.raises(ValueError, match="NUL"):
+        literal(Ids(["nul\x00here"]))
 
 
 def test_a_memory_row_hash_is_stable_across_releases() -> None:

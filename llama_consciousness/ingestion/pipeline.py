@@ -338,13 +338,19 @@ def _by_graph(nodes: list[BaseNode]) -> dict[str | None, list[BaseNode]]:
     lane of their own, where the writer reports them as usual.
     """
     parts: dict[str | None, list[BaseNode]] = {}
+    keys: dict[tuple[Any, Any], str | None] = {}  # a chunk names a handful of graphs: each is checked once
     for node in nodes:
-        level = node.metadata.get("level")
-        citizen = node.metadata.get("citizen_id")
-        try:
-            key = graph_name(str(level), citizen.strip() if isinstance(citizen, str) else citizen)
-        except (LevelError, ValueError):
-            key = None
+        metadata = node.metadata
+        level, citizen = metadata.get("level"), metadata.get("citizen_id")
+        place = (level, citizen) if type(level) is str and (citizen is None or type(citizen) is str) else None
+        key = keys.get(place, False) if place is not None else False
+        if key is False:
+            try:
+                key = graph_name(str(level), citizen.strip() if isinstance(citizen, str) else citizen)
+            except (LevelError, ValueError):
+                key = None
+            if place is not None:
+                keys[place] = key
         parts.setdefault(key, []).append(node)
     return parts
 

@@ -30,7 +30,7 @@ from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelations
 from llama_consciousness.schema.trusted import trusted_model
 from llama_consciousness.storage import records, replies
 from llama_consciousness.storage.records import PreparedEdge
-from llama_consciousness.storage.params import Rows
+from llama_consciousness.storage.params import Ids, Rows
 from llama_consciousness.storage.params import header as params_header
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.temporal import TemporalWindow, cypher_predicate, cypher_time
@@ -439,7 +439,7 @@ class LevelPlans:
             rows = yield Query(
                 f"UNWIND $ids AS id OPTIONAL MATCH (n:{NODE_LABEL} {{node_id: id}}) "
                 "WITH id, n WHERE n IS NULL RETURN id",
-                {"ids": wanted},
+                {"ids": Ids(wanted)},
                 read_only=True,
             )
             missing = {r[0] for r in rows}
@@ -458,7 +458,7 @@ class LevelPlans:
         if node_rows:
             stored = yield Query(
                 f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN id, n.content_hash",
-                {"ids": [r["node_id"] for r in node_rows]},
+                {"ids": Ids([r["node_id"] for r in node_rows])},
                 read_only=True,
             )
             known = dict(stored)
@@ -466,7 +466,7 @@ class LevelPlans:
         if edge_rows:
             stored = yield Query(
                 f"UNWIND $ids AS id MATCH ()-[r:{EDGE_TYPE} {{edge_id: id}}]->() RETURN id, r.content_hash",
-                {"ids": [r["edge_id"] for r in edge_rows]},
+                {"ids": Ids([r["edge_id"] for r in edge_rows])},
                 read_only=True,
             )
             known = dict(stored)
@@ -494,7 +494,7 @@ class LevelPlans:
     def get_nodes(self, node_ids: Sequence[str]) -> Plan:
         rows = yield Query(
             f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN {_NODE_PROJECTION}",
-            {"ids": list(node_ids)},
+            {"ids": Ids(node_ids)},
             read_only=True,
         )
         found = {n.node_id: n for n in (records.node_from_props(r[0]) for r in rows)}
@@ -517,7 +517,7 @@ class LevelPlans:
             rows = yield Query(
                 f"MATCH (s:{NODE_LABEL})-[r:{EDGE_TYPE}]->(t:{NODE_LABEL}) "
                 f"WHERE s.node_id IN $ids OR t.node_id IN $ids RETURN {_EDGE_PROJECTION}",
-                {"ids": list(node_ids)},
+                {"ids": Ids(node_ids)},
                 read_only=True,
             )
         return [records.edge_from_props(r[0]) for r in rows]
@@ -585,7 +585,7 @@ class LevelPlans:
         """Which of ``node_ids`` are stored in this graph."""
         rows = yield Query(
             f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN id",
-            {"ids": list(node_ids)},
+            {"ids": Ids(node_ids)},
             read_only=True,
         )
         return {r[0] for r in rows}

@@ -64,6 +64,24 @@ def _rows(rows: Rows) -> str:
     return text
 
 
+class Ids(list):
+    """A flat list of strings (ids), sent through the C JSON encoder as ``Rows`` are.
+
+    Why: an upsert looks up the stored hashes of every id of its batch, tens
+    of thousands per ingestion, each quoted by a Python call otherwise.
+    """
+
+
+def _ids(ids: Ids) -> str:
+    try:
+        text = _encode_json(ids)
+    except (TypeError, ValueError):  # not all strings: the slow path says which
+        text = None
+    if text is None or "\\u" in text:
+        return literal(list(ids))
+    return text
+
+
 _KEYS: dict[str, str] = {}
 
 
@@ -97,6 +115,8 @@ def literal(value: Any) -> str:
         return _encode_numbers(value)
     if kind is Rows:
         return _rows(value)
+    if kind is Ids:
+        return _ids(value)
     if kind in (list, tuple):
         # C fast path for vectors (long lists of numbers)
         if len(value) > 8 and type(value[0]) is float and all(map(_is_number, value)):
