@@ -825,3 +825,33 @@ def test_a_chunk_is_cut_by_graph_in_order_and_unplaceable_records_share_a_lane()
         None: ["m3", "m4", "m5", "m7", "m8"],
         "ecosystem_n3": ["m6"],
     }
+
+
+def test_a_bulk_load_into_a_new_level_skips_the_hash_reads_and_a_rerun_does_not(memory, tmp_path, monkeypatch) -> None:
+    """The reads of stored hashes before each write find nothing in a level that was empty: they are
+    skipped there, and the write itself still leaves unchanged rows alone (a record given twice)."""
+    from llama_consciousness.storage import replies
+
+    hash_reads: list[str] = []
+    original = replies.run
+
+    def spy(graph, text, read_only, timeout):
+        if "content_hash" in text and read_only:
+            hash_reads.append(graph.name)
+        return original(graph, text, read_only, timeout)
+
+    monkeypatch.setattr(replies, "run", spy)
+    citizen = "bulk" + uuid.uuid4().hex[:10]
+    records = [mem("b1", citizen, "First", "Ada wrote the first note."),
+               mem("b2", citizen, "Second", "Grace wrote the second note."),
+               mem("b1", citizen, "First", "Ada wrote the first note."),  # the same record again, in a later chunk
+               rel("b1", "b2", "PRECEDES")]
+    path = write_file(tmp_path / "bulk.jsonl", records)
+    first = memory.ingest(path, chunk_size=2, worker="off")
+    assert hash_reads == []
+    assert (first.inserted, first.unchanged, first.relationships_inserted) == (2, 1, 1)
+    before = dump(memory.level("N1", citizen))
+    again = memory.ingest(path, chunk_size=2, worker="off")
+    assert hash_reads and set(hash_reads) == {f"citizen_{citizen}"}
+    assert (again.inserted, again.updated, again.relationships_inserted, again.relationships_unchanged) == (0, 0, 0, 1)
+    assert dump(memory.level("N1", citizen)) == before

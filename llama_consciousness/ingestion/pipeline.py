@@ -124,7 +124,8 @@ def _store_steps(
                                          memo=memo))
     steps.append(
         ConsciousnessGraphWriter(memory=memory, batch_size=o.batch_size, link_entities=o.entities,
-                                 on_error="raise" if o.on_invalid == "raise" else "drop", prepared=prepared or {})
+                                 on_error="raise" if o.on_invalid == "raise" else "drop", prepared=prepared or {},
+                                 memo=memo)
     )
     return steps
 

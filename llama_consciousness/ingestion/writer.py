@@ -121,6 +121,11 @@ class ConsciousnessGraphWriter(ReportingTransform):
     level_threads: int = Field(
         default=2, ge=1, le=16, description="level graphs written side by side (their server work overlaps)"
     )
+    memo: Any = Field(
+        default=None, exclude=True,
+        description="the run's DuplicateMemo (dedupe): in a level that held no memory when the run reached it, "
+                    "batches are written without first reading the stored hashes of their rows",
+    )
     prepared: dict[int, Any] = Field(
         default_factory=dict, exclude=True,
         description="relationships already validated and turned into rows (records.PreparedEdge), by id() of "
@@ -336,6 +341,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
         new_ids = {n.node_id for n in all_nodes}
         batch.relationships, stored_endpoints = self._check_endpoints(store, batch, new_ids, report)
         report.entities += len(mention_links)
+        # A bulk load into a new level: the hash reads before each write would find nothing.
+        check_stored = self.memo is None or not self.memo.judged((batch.level, batch.citizen_id), store).empty_at_start
 
         # Memories (with their entities, expiries and derived links) in
         # batches; then the explicit relationships, once all endpoints exist.
@@ -359,7 +366,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
             to_write = mem.embed_nodes(chunk + chunk_entities)
             chunk_changes = [c for m in chunk for c in changes_by_new.get(m.node_id, [])]
             result = store.upsert(to_write, chunk_links, chunk_changes, base_ids,
-                                  derived={link.edge_id for link in chunk_links}, volatile=batch.volatile)
+                                  derived={link.edge_id for link in chunk_links}, volatile=batch.volatile,
+                                  check_stored=check_stored)
             self._count(result, ids, report)
             if mem.vector_backends[batch.level] == "pgvector":
                 mem.pgvector.upsert(store.plans.graph, to_write)
@@ -368,7 +376,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
         # Relationship rows are small: several memory batches' worth per transaction.
         size = self.batch_size * 4
         for start in range(0, len(batch.relationships), size):
-            result = store.upsert([], batch.relationships[start : start + size], present=stored_endpoints)
+            result = store.upsert([], batch.relationships[start : start + size], present=stored_endpoints,
+                                  check_stored=check_stored)
             report.relationships_inserted += result.edges_created
             report.relationships_updated += result.edges_updated
             report.relationships_unchanged += result.edges_unchanged

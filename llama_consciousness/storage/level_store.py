@@ -402,6 +402,7 @@ class LevelPlans:
         derived: frozenset[str] | set[str] = frozenset(),
         volatile: Mapping[str, tuple[str, ...]] | None = None,
         present: frozenset[str] | set[str] = frozenset(),
+        check_stored: bool = True,
     ) -> Plan:
         """Write memories, expire the versions they supersede, write relationships.
 
@@ -415,7 +416,11 @@ class LevelPlans:
         overwrite a relationship stated explicitly.  ``present`` are ids the
         caller has just found stored: they are not looked up again.
         A relationship may come as a ``records.PreparedEdge`` (its row made
-        ahead, by an ingestion's worker process).
+        ahead, by an ingestion's worker process).  ``check_stored=False``
+        sends every row without first reading the stored hashes of the
+        batch: for a graph the caller knows held none of these rows (a bulk
+        load into a new level), where those reads find nothing.  The write
+        leaves unchanged rows alone either way, so the result is the same.
         """
         nodes = _dedupe(nodes, "node_id")
         edges = [self._place_edge(e) for e in _dedupe(relationships, "edge_id")]
@@ -455,7 +460,7 @@ class LevelPlans:
         # Rows whose content is already stored are not sent at all: a rerun
         # costs a list of hashes instead of every embedding again.
         total_nodes, total_edges = len(node_rows), len(edge_rows)
-        if node_rows:
+        if node_rows and check_stored:
             stored = yield Query(
                 f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN id, n.content_hash",
                 {"ids": Ids([r["node_id"] for r in node_rows])},
@@ -463,7 +468,7 @@ class LevelPlans:
             )
             known = dict(stored)
             node_rows = [r for r in node_rows if known.get(r["node_id"]) != r["hash"]]
-        if edge_rows:
+        if edge_rows and check_stored:
             stored = yield Query(
                 f"UNWIND $ids AS id MATCH ()-[r:{EDGE_TYPE} {{edge_id: id}}]->() RETURN id, r.content_hash",
                 {"ids": Ids([r["edge_id"] for r in edge_rows])},
@@ -732,8 +737,10 @@ class _StoreMethods:
         derived: frozenset[str] | set[str] = frozenset(),
         volatile: Mapping[str, tuple[str, ...]] | None = None,
         present: frozenset[str] | set[str] = frozenset(),
+        check_stored: bool = True,
     ) -> Any:
-        return self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived, volatile, present))
+        return self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived, volatile, present,
+                                           check_stored))
 
     def get_node(self, node_id: str) -> Any:
         return self._run(self.plans.get_node(node_id))
