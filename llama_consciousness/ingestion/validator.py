@@ -21,7 +21,6 @@ from pydantic import Field, PrivateAttr, ValidationError
 
 from llama_consciousness.errors import ConsciousnessError
 from llama_consciousness.ingestion.nodes import (
-    PRIVATE_PREFIX,
     is_relationship,
     record_fields,
     text_node_to_memory,
