@@ -33,7 +33,7 @@ from llama_consciousness.ingestion.loader import MemoryFileError, iter_json_obje
 from llama_consciousness.ingestion.nodes import memory_to_text_node, record_text_node, relationship_to_text_node
 from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.validator import LINE_KEY, ConsciousnessMetadataValidator
-from llama_consciousness.ingestion.writer import ConsciousnessGraphWriter
+from llama_consciousness.ingestion.writer import RELATIONSHIP_FACTOR, ConsciousnessGraphWriter
 from llama_consciousness.errors import LevelError
 from llama_consciousness.gcquiet import BULK_YOUNG_COLLECTION_THRESHOLD, fewer_collections
 from llama_consciousness.levels import graph_name
@@ -356,8 +356,8 @@ def _by_graph(nodes: list[BaseNode]) -> dict[str | None, list[BaseNode]]:
     return parts
 
 
-RELATIONSHIP_CHUNK_FACTOR = 4
-"""Relationship chunks hold this many times ``chunk_size`` records."""
+RELATIONSHIP_CHUNK_FACTOR = RELATIONSHIP_FACTOR
+"""Relationship chunks hold this many times ``chunk_size`` records (the writer's factor)."""
 
 STORE_THREADS = 6
 """Threads serving the graph lanes: while some wait for the server, one runs Python.

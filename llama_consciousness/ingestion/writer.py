@@ -105,6 +105,14 @@ def _derived_link(
     return ConsciousnessRelationship(**data)
 
 
+RELATIONSHIP_FACTOR = 4
+"""Relationships per unit of work, in memories' units (a transaction of ``batch_size``, a chunk of ``chunk_size``).
+
+Why: a relationship's row is a fraction of a memory's (no text, no vector)
+and each transaction and chunk costs a few round trips per level graph.
+"""
+
+
 class ConsciousnessGraphWriter(ReportingTransform):
     """Write memories, entities, supersessions and relationships into the level graphs."""
 
@@ -373,8 +381,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
                 mem.pgvector.upsert(store.plans.graph, to_write)
                 if chunk_changes:  # expired versions must stop matching in Postgres too
                     mem.pgvector.mirror_validity(store.plans.graph, store.get_nodes([c.old_id for c in chunk_changes]))
-        # Relationship rows are small: several memory batches' worth per transaction.
-        size = self.batch_size * 4
+        size = self.batch_size * RELATIONSHIP_FACTOR
         for start in range(0, len(batch.relationships), size):
             result = store.upsert([], batch.relationships[start : start + size], present=stored_endpoints,
                                   check_stored=check_stored)
