@@ -173,6 +173,31 @@ def test_surfaces_when_skips_cue_only_concepts_and_limits():
     assert infer_surfaces_when(DEBUGGING, extract_concepts(DEBUGGING), max_patterns=0) == []
 
 
+def test_surfaces_when_without_cue_words_is_what_the_full_rules_give(monkeypatch):
+    """The shortcut for texts without any cue word must agree with the rules run on every word."""
+    import random
+
+    from llama_consciousness.scoring import cognitive
+
+    words = ["docker", "setup", "error", "use", "always", "why", "how", "to", "set", "up", "the", "paths",
+             "Elefante", "crash", "avoid", "config", "never", "fix", "do", "not", "notes", "meeting",
+             "[REDACTED:email]", "don\u2019t", "ops", "latency", ",", ";", "-", "."]
+    rng = random.Random(7)
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 14))) for _ in range(400)]
+    texts += ["Always use absolute paths in Elefante to avoid errors", "Meeting notes about latency"]
+    concepts = [extract_concepts(t) for t in texts]
+    fast = [infer_surfaces_when(t, c) for t, c in zip(texts, concepts)]
+
+    class Always(frozenset):  # every text "has a cue": the full rules run
+        def isdisjoint(self, other) -> bool:
+            return False
+
+    monkeypatch.setattr(cognitive, "_CUE_WORDS", Always())
+    slow = [infer_surfaces_when(t, c) for t, c in zip(texts, concepts)]
+    assert fast == slow
+    assert any(fast) and not all(fast)  # both kinds of text were met
+
+
 def test_surfaces_when_deduplicates():
     text = "How to fix docker errors: always pin versions"
     result = infer_surfaces_when(text, extract_concepts(text), max_patterns=20)

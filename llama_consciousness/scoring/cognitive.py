@@ -298,6 +298,10 @@ _CUE_ONLY_WORDS = (
 )
 
 
+_CUE_WORDS = _ERROR_WORDS | _RULE_WORDS | _IMPERATIVE_WORDS | _CONFIG_WORDS | frozenset(("why", "how", "set"))
+"""Every word ``_category_triggers`` can fire on: a text with none of them triggers no category."""
+
+
 def _category_triggers(tokens: Sequence[_Token]) -> dict[str, list[int]]:
     """Token indexes of the cue words of each category found in ``tokens``."""
     found: dict[str, list[int]] = {category.name: [] for category in SURFACE_CATEGORIES}
@@ -375,6 +379,10 @@ def infer_surfaces_when(
     topical = [c.strip().lower() for c in concepts if c and c.strip().lower() not in _CUE_ONLY_WORDS]
     topical = list(dict.fromkeys(topical))
     if not topical:
+        return []
+    if _CUE_WORDS.isdisjoint(tokenize(text)):
+        # No cue of any category (three memories in four): no pattern, and
+        # the clause-aware tokens are not needed to know it.
         return []
     topical_set = set(topical)
     tokens = _tokens(text)
