@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 _encode_numbers = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
@@ -51,17 +52,25 @@ _encode_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=
                                 check_circular=False).encode
 
 
-def _rows(rows: Rows) -> str:
+def _as_json(value: list, plain: Callable[[list], list]) -> str:
+    """``value`` through the C JSON encoder, or ``literal(plain(value))`` where JSON would not do.
+
+    ``plain`` turns ``value`` into plain lists, which only the slow path needs.
+    """
     try:
-        text = _encode_json(rows)
+        text = _encode_json(value)
     except (TypeError, ValueError):  # a NaN, a non-JSON type: the slow path says which
         text = None
     if text is None or "\\u" in text:
         # Control characters and NULs come out as \u escapes (and so may a
         # harmless backslash before a "u"): per-value quoting sends the
         # former raw and refuses NULs with a clear error.
-        return literal([list(row) for row in rows])
+        return literal(plain(value))
     return text
+
+
+def _plain_rows(rows: list) -> list:
+    return [list(row) for row in rows]
 
 
 class Ids(list):
@@ -72,14 +81,6 @@ class Ids(list):
     """
 
 
-def _ids(ids: Ids) -> str:
-    try:
-        text = _encode_json(ids)
-    except (TypeError, ValueError):  # not all strings: the slow path says which
-        text = None
-    if text is None or "\\u" in text:
-        return literal(list(ids))
-    return text
 
 
 _KEYS: dict[str, str] = {}
@@ -114,9 +115,9 @@ def literal(value: Any) -> str:
     if kind is Vector:
         return _encode_numbers(value)
     if kind is Rows:
-        return _rows(value)
+        return _as_json(value, _plain_rows)
     if kind is Ids:
-        return _ids(value)
+        return _as_json(value, list)
     if kind in (list, tuple):
         # C fast path for vectors (long lists of numbers)
         if len(value) > 8 and type(value[0]) is float and all(map(_is_number, value)):
