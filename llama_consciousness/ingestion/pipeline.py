@@ -356,9 +356,6 @@ def _by_graph(nodes: list[BaseNode]) -> dict[str | None, list[BaseNode]]:
     return parts
 
 
-RELATIONSHIP_CHUNK_FACTOR = RELATIONSHIP_FACTOR
-"""Relationship chunks hold this many times ``chunk_size`` records (the writer's factor)."""
-
 STORE_THREADS = 6
 """Threads serving the graph lanes: while some wait for the server, one runs Python.
 
@@ -473,7 +470,7 @@ def _ingest(
                     rel.metadata["citizen_id"] = citizen
         # Relationships are light to check and each chunk costs a few round
         # trips per graph: they go in larger chunks.
-        size = o.chunk_size * RELATIONSHIP_CHUNK_FACTOR
+        size = o.chunk_size * RELATIONSHIP_FACTOR
         for start in range(0, len(held), size):
             if bar is not None:
                 bar.update(min(size, len(held) - start))

@@ -14,6 +14,7 @@ from a plain chat log has none of them and is still worth keeping.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
@@ -134,16 +135,10 @@ def validate_metadata(
     })
 
 
-_MISSING_IMPORTANT: dict[str, str] = {}
-
-
+@functools.lru_cache(maxsize=1024)
 def _missing_important(field: str) -> str:
-    message = _MISSING_IMPORTANT.get(field)
-    if message is None:
-        message = f"IMPORTANT field missing: {field}. Recommended for rich consciousness representation."
-        if len(_MISSING_IMPORTANT) < 1024:
-            _MISSING_IMPORTANT[field] = message
-    return message
+    """The warning for a missing IMPORTANT field: one string object per field (see ``validate_metadata``)."""
+    return f"IMPORTANT field missing: {field}. Recommended for rich consciousness representation."
 
 
 def validate_consciousness_link(link_data: Mapping[str, Any]) -> ValidationResult:
