@@ -94,6 +94,30 @@ def test_bulk_rows_fall_back_where_json_escapes_differ(memory) -> None:
         literal(Rows([[float("inf")]]))
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("where", ["field", "list", "deep"])
+def test_bulk_rows_refuse_non_finite_numbers_wherever_they_are(bad, where) -> None:
+    """orjson would write them as null: the null count gives them away, also among Nones and the word null."""
+    row = [None, "null and void", ["null", None], 0.5]
+    if where == "field":
+        rows = [row, [None, bad]]
+    elif where == "list":
+        rows = [row, [None, [0.5, bad]]]
+    else:
+        rows = [row, [None, [1.0, [None, bad]]]]
+    with pytest.raises(ValueError, match="non-finite"):
+        literal(Rows(rows))
+
+
+def test_bulk_rows_with_nones_and_the_word_null_read_back_exactly(memory) -> None:
+    graph = memory.db.select_graph("params_roundtrip")
+    rows = [[None, "null", "a null here", [None, "null"], [[None]], 0.25], [None, None]]
+    text = literal(Rows(rows))
+    assert text.startswith("[[null,") and "\\u" not in text  # the fast path, nulls and all
+    (got,), = graph.query(header({"v": Rows(rows)}) + "RETURN $v").result_set
+    assert got == rows
+
+
 @settings(max_examples=60, deadline=None)
 @given(ids=st.lists(st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=20),
                     max_size=8))
