@@ -369,6 +369,20 @@ def test_malformed_json_line_refuses_the_file_or_is_skipped(memory, citizen, tmp
     assert len(memory.get_nodes(["walk_note", "lunch_note"], "N1", citizen)) == 2
 
 
+@pytest.mark.parametrize("worker", ["off", "on"])
+def test_a_malformed_line_after_the_first_chunk_still_means_nothing_is_written(memory, tmp_path, worker) -> None:
+    """The rest of a file is parsed while the first chunk's pure steps run, but before any write."""
+    cit = "late" + uuid.uuid4().hex[:10]
+    records = [mem(f"gauge_{i}", cit, f"Gauge {i}", f"Reading {i} of the rain gauge on the roof.") for i in range(7)]
+    path = write_file(tmp_path / "late_break.jsonl", records, raw_lines={8: '{"node_id": "cut", '})
+    with pytest.raises(MemoryFileError) as caught:
+        memory.ingest(path, chunk_size=2, worker=worker)
+    assert caught.value.line == 8 and "malformed JSON" in str(caught.value)
+    assert memory.counts("N1", cit) == (0, 0)
+    report = memory.ingest(path, chunk_size=2, worker=worker, on_bad_line="skip")  # and the worker still serves
+    assert report.inserted == 7 and [r.line for r in report.rejected] == [8]
+
+
 def test_invalid_fields_raise_with_the_fields_or_are_dropped(memory, citizen, tmp_path) -> None:
     fine = mem("fine_note", citizen, "Fine", "A perfectly ordinary memory about the weekly planning.")
     all_wrong = mem("all_wrong", citizen, "All wrong", "Three fields out of range.",
@@ -699,6 +713,41 @@ def test_small_chunks_write_what_one_chunk_writes(memory, tmp_path, worker) -> N
         assert report.rejected == []
     assert _portable(memory.level("N1", one)) == _portable(memory.level("N1", many))
     assert memory.get_node("plan_v1", "N1", many).superseded_by == "plan_v2"
+
+
+def test_relationship_chunks_alternate_between_the_worker_and_this_process(memory, tmp_path, monkeypatch) -> None:
+    """Every second relationship chunk runs its pure steps here (``RELATIONSHIPS_HERE_EVERY``);
+    the writer then makes their rows itself, and the graph is the same as from one chunk."""
+    from llama_consciousness.ingestion import pipeline, worker as workers
+
+    def records(cit: str) -> list[dict[str, Any]]:
+        out = [mem(f"hub_{i}", cit, f"Hub {i}", f"Reading {i} of the tide gauge at the harbour.",
+                   created_at=iso(T0 + timedelta(hours=i)), energy=0.3 + 0.1 * i) for i in range(4)]
+        out += [rel(f"hub_{i}", f"hub_{j}", "FOLLOWS" if j > i else "PRECEDES", energy=0.2 + 0.05 * (i + j))
+                for i in range(4) for j in range(4) if i != j]
+        return out
+
+    here: list[str] = []
+    sent: list[str] = []
+    pure_here, submit = pipeline._pure_here, workers.PureStageWorker.submit
+
+    def spy_here(o, chunk):
+        here.append(chunk[0].metadata.get("kind", "memory"))
+        return pure_here(o, chunk)
+
+    def spy_submit(self, options, nodes, embed_model=None):
+        sent.append(nodes[0].metadata.get("kind", "memory"))
+        return submit(self, options, nodes, embed_model)
+
+    one, many = "r1" + uuid.uuid4().hex[:10], "r4" + uuid.uuid4().hex[:10]
+    whole = memory.ingest(write_file(tmp_path / "one.jsonl", records(one)), chunk_size=1000, worker="off")
+    monkeypatch.setattr(pipeline, "_pure_here", spy_here)
+    monkeypatch.setattr(workers.PureStageWorker, "submit", spy_submit)
+    parts = memory.ingest(write_file(tmp_path / "many.jsonl", records(many)), chunk_size=1, worker="on")
+    # 12 relationships in chunks of 4 (RELATIONSHIP_FACTOR): the second chunk ran here
+    assert sent.count("relationship") == 2 and here.count("relationship") == 1
+    assert whole.relationships_inserted == parts.relationships_inserted == 12
+    assert _portable(memory.level("N1", one)) == _portable(memory.level("N1", many))
 
 
 @pytest.mark.parametrize("worker", ["off", "on"])
