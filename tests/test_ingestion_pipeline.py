@@ -576,6 +576,18 @@ def test_near_duplicates_in_one_batch_and_versions_are_not_duplicates(memory, ci
     assert not [e for e in edges if e.relation_type == "DUPLICATE_OF"]
 
 
+def test_a_skipped_duplicate_is_not_what_later_memories_duplicate(memory, tmp_path) -> None:
+    """Skip mode: the third memory's closest earlier one was skipped, so it is judged against the kept one."""
+    cit = "skip" + uuid.uuid4().hex[:10]
+    again = SAME_TEXT + " Sure, thanks."  # 0.977 to SAME_TEXT, 1.0 to itself
+    records = [mem("reply_a", cit, "Chat reply", SAME_TEXT), mem("reply_b", cit, "Chat reply", again),
+               mem("reply_c", cit, "Chat reply", again)]
+    report = memory.ingest(write_file(tmp_path / "skips.jsonl", records), duplicates="skip")
+    assert (report.duplicates, report.inserted) == (2, 1)
+    assert ("reply_c", "skipped: near-duplicate of reply_a") in report.warnings
+    assert ("reply_b", "skipped: near-duplicate of reply_a") in report.warnings
+
+
 def test_near_duplicates_across_chunks_of_one_run(memory, citizen, tmp_path, monkeypatch) -> None:
     """Chunks of a run are compared with the run's earlier chunks; a level empty at the start is not asked."""
     from llama_consciousness.storage.level_store import LevelGraphStore

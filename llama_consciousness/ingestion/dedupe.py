@@ -176,7 +176,13 @@ class NearDuplicateFilter(ReportingTransform):
             sims = vectors @ earlier.vectors.T
             best_earlier = sims.argmax(axis=1)
             best_earlier_sim = sims[np.arange(len(group)), best_earlier]
-        within = vectors @ vectors.T  # each memory against the chunk's others
+        # Each memory's best match among the chunk's memories before it, in
+        # one product and one masked argmax: a match that was dropped (skip)
+        # is looked past in the loop, where only then the kept ones are scanned.
+        within = vectors @ vectors.T
+        before = np.where(np.tri(len(group), k=-1, dtype=bool), within, -np.inf)
+        best_before = before.argmax(axis=1)
+        best_before_sim = before[np.arange(len(group)), best_before]
         kept: list[int] = []
         dropped: set[str] = set()
 
@@ -195,11 +201,13 @@ class NearDuplicateFilter(ReportingTransform):
                 if (best_earlier_sim[i] > self.threshold and earlier.bases[j] != base
                         and earlier.ids[j] != node.node_id):
                     duplicate_of = earlier.ids[j]
-            if duplicate_of is None and kept:
-                sims_here = within[i, kept]
-                best = int(np.argmax(sims_here))
-                other = group[kept[best]].node_id
-                if sims_here[best] > self.threshold and bases[other] != base:
+            if duplicate_of is None and best_before_sim[i] > self.threshold:
+                j = int(best_before[i])
+                if group[j].node_id in dropped:  # the best earlier one is gone: the best of those kept
+                    sims_here = within[i, kept]
+                    j = kept[int(np.argmax(sims_here))]
+                other = group[j].node_id
+                if within[i, j] > self.threshold and bases[other] != base:
                     duplicate_of = other
             if duplicate_of is None:
                 kept.append(i)
