@@ -65,6 +65,49 @@ async def test_async_stream_matches_sync(demo) -> None:
     assert len(other.temporal_dissonances) == len(sync.temporal_dissonances)
 
 
+@pytest.mark.parametrize("path", ["sync", "async"])
+async def test_a_stream_reads_its_connector_candidates_before_it_builds_its_nodes(demo, monkeypatch, path) -> None:
+    """The retriever starts the traversal graph's first read before assembly; the stream is the same."""
+    from llama_consciousness.retrievers.six_way import SixWayHybridRetriever
+    from llama_consciousness.storage import replies
+
+    def run():
+        retriever = demo.stream_retriever("ada")
+        intention = _intention("evolution")
+        if path == "sync":
+            return retriever.retrieve_stream(intention)
+        return retriever.aretrieve_stream(intention)
+
+    async def stream_of():
+        out = run()
+        return await out if path == "async" else out
+
+    order: list[str] = []
+    command, finish = replies.command, SixWayHybridRetriever._finish
+
+    def count(graph, text, read_only, timeout_ms):
+        if "min_links" in text:
+            order.append("candidates")
+        return command(graph, text, read_only, timeout_ms)
+
+    def spy_finish(self, *args, **kwargs):
+        order.append("finish")
+        return finish(self, *args, **kwargs)
+
+    monkeypatch.setattr(replies, "command", count)
+    monkeypatch.setattr(SixWayHybridRetriever, "_finish", spy_finish)
+    early = await stream_of()
+    assert order.index("finish") == 2  # N1's and N2's candidates went out before the nodes were built
+    reads = order.count("candidates")
+    monkeypatch.setattr(SixWayHybridRetriever, "_prefetch_found", lambda self, intention, fused: None)
+    order.clear()
+    late = await stream_of()
+    assert order[0] == "finish" and order.count("candidates") == reads  # the early read replaced one, no extra read
+    graph = lambda s: ({n.node_id for n in s.traversal_graph.nodes}, {e.edge_id for e in s.traversal_graph.edges})  # noqa: E731
+    assert graph(early) == graph(late)
+    assert [n.node_id for n in early.activation_tiers["focus"]] == [n.node_id for n in late.activation_tiers["focus"]]
+
+
 def test_all_postprocessors_compose_in_a_query_engine(demo) -> None:
     Settings.llm = MockLLM()
     retriever = demo.retriever("ada", intention_defaults={"temporal_mode": "evolution"})

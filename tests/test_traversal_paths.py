@@ -775,6 +775,36 @@ def test_a_build_on_memories_outside_the_early_read_reads_afresh(memory, citizen
     assert again.build_graph(nodes[:3]) is not None and len(sent) == 1  # a subset: the early read is used
 
 
+def test_candidates_read_from_the_found_memories_serve_the_later_steps(memory, citizen, pipeline_story, monkeypatch):
+    """``prefetch_found`` (a retriever, before it builds nodes) reads once; the superset prefetch and the build use it."""
+    from llama_consciousness.storage import replies
+
+    _, nodes = pipeline_story
+    expected = TraversalPathPostprocessor(memory=memory).build_graph(nodes)
+    sent: list[str] = []
+    command = replies.command
+
+    def count(graph, text, read_only, timeout_ms):
+        if "min_links" in text:
+            sent.append(text)
+        return command(graph, text, read_only, timeout_ms)
+
+    monkeypatch.setattr(replies, "command", count)
+    pp = TraversalPathPostprocessor(memory=memory)
+    found = [(n.node.metadata["level"], n.node.metadata.get("citizen_id"), n.node.metadata["node_id"]) for n in nodes]
+    pp.prefetch_found(found + [("N1", citizen, "garden")])  # a superset of the nodes the steps will see
+    pp.prefetch_superset(nodes)  # covered: kept, not read again
+    assert len(sent) == 1 and not pp._candidates.empty
+    got = pp.build_graph(nodes)
+    assert len(sent) == 1 and pp._candidates.empty  # claimed by the build
+    assert {n.node_id for n in got.nodes} == {n.node_id for n in expected.nodes}
+    assert {e.edge_id for e in got.edges} == {e.edge_id for e in expected.edges}
+    pp.prefetch_found(found[:2])
+    pp.prefetch_superset(nodes)  # not covered: read again for these nodes
+    assert len(sent) == 3
+    pp.discard_prefetch()
+
+
 def test_a_graph_build_needs_no_separate_similarity_read(memory, citizen, pipeline_story, monkeypatch):
     """Connectors, links and the cosines of path steps come back in one job per level graph."""
     from llama_consciousness.storage import level_store

@@ -20,7 +20,9 @@ queries send the next one as soon as the previous reply is in.  A step may
 also offer ``prefetch_superset(nodes, intention)``: called with the nodes as
 they are before the first step that may drop some, for reads that stay
 valid for any subset of them (the traversal graph's connector candidates);
-the step checks them against the nodes it finally sees.
+the step checks them against the nodes it finally sees.  The same reads
+can start earlier still, from the memories the retriever found, before it
+builds the nodes (``prefetch_found``, called by ``retrieve_stream``).
 """
 
 from __future__ import annotations
@@ -124,6 +126,21 @@ def _prefetch(postprocessors: Sequence[StreamPostprocessor], done: int, nodes: l
             return
         keeps_order = getattr(step, "keeps_order", None)
         in_order = in_order and keeps_order is not None and keeps_order(nodes)
+
+
+def prefetch_found(postprocessors: Sequence[StreamPostprocessor], found: Sequence[tuple[str, Any, str]],
+                   intention: Any) -> None:
+    """Steps that can read ahead from the memories a retrieval found, ``(level, citizen, node_id)``.
+
+    A retriever calls this before it turns what it found into nodes and a
+    stream (``prefetch_found``, e.g. the traversal graph's connector
+    candidates, a read that stays valid for any subset of the memories), so
+    that the server answers while the client assembles.
+    """
+    for step in postprocessors:
+        early = getattr(step, "prefetch_found", None)
+        if early is not None:
+            early(found, intention)
 
 
 def _prefetch_superset(postprocessors: Sequence[StreamPostprocessor], first: int, nodes: list[NodeWithScore],

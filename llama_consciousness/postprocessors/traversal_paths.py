@@ -241,23 +241,42 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         (``choose_connectors``), so the first of the neighbourhood's two
         reads goes out before those steps run, and :meth:`prefetch` (or the
         build) only sends the second.  A build whose memories are not all
-        among ``nodes`` reads afresh.
+        among ``nodes`` reads afresh.  Candidates already being read for
+        these memories (:meth:`prefetch_found`) are kept.
         """
-        self._candidates.discard()
-        if not self.include_connectors or self.max_connectors <= 0:
-            return
         members, _ = self._retrieved(nodes)
-        window = TemporalWindow(self.temporal_mode or "current")
-        groups = self._groups(members)
-        if not groups:
+        self._prefetch_candidates({key: [m.memory.node_id for m in group]
+                                   for key, group in self._groups(members).items()})
+
+    def prefetch_found(self, found: Sequence[tuple[str, Optional[str], str]], intention: Any = None) -> None:
+        """:meth:`prefetch_superset` for memories given as ``(level, citizen, node_id)``.
+
+        Why: a retriever knows which memories it found before it turns them
+        into nodes and a stream (a few milliseconds of client time for a
+        hundred memories); it calls this first, so the server reads the
+        candidates meanwhile, and the steps see the read done.
+        """
+        groups: dict[tuple[str, Optional[str]], list[str]] = {}
+        for level, citizen, node_id in found:
+            groups.setdefault((level, citizen if level == "N1" else None), []).append(node_id)
+        self._prefetch_candidates(groups)
+
+    def _prefetch_candidates(self, groups: dict[tuple[str, Optional[str]], list[str]]) -> None:
+        if not self.include_connectors or self.max_connectors <= 0 or not groups:
+            self._candidates.discard()
             return
+        window = TemporalWindow(self.temporal_mode or "current")
+        key = self._ids_key(groups, window)
+        held = self._candidates.key
+        if held is not None and self._covers(held, key):
+            return  # already being read, for these memories or more
+        self._candidates.discard()
         memory_filter = MemoryFilter(window, include_entities=True)
         try:
             keys, running = self._level_jobs("connector candidates", {
-                key: (lambda plans, group=group: connector_candidates(
-                    plans, [m.memory.node_id for m in group], memory_filter))
-                for key, group in groups.items()})
-            self._candidates.hold(self._memo_key(groups, window), running, keys)
+                group: (lambda plans, ids=ids: connector_candidates(plans, ids, memory_filter))
+                for group, ids in groups.items()})
+            self._candidates.hold(key, running, keys)
         except Exception as exc:  # the build reads them itself
             logger.debug("traversal graph: candidate prefetch failed: %s", exc)
 
@@ -418,6 +437,10 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         return found
 
     def _memo_key(self, groups: dict[tuple[str, Optional[str]], list[_Member]], window: TemporalWindow) -> tuple:
+        return self._ids_key({key: [m.memory.node_id for m in group] for key, group in groups.items()}, window)
+
+    def _ids_key(self, groups: dict[tuple[str, Optional[str]], list[str]], window: TemporalWindow) -> tuple:
+        """What a read stands for: the memories (graph ids), the window, the settings, the graphs' versions."""
         versions = []
         version_of = getattr(self.memory, "graph_version", None)
         for level, citizen in sorted(groups, key=lambda k: (k[0], k[1] or "")):
@@ -426,7 +449,7 @@ class TraversalPathPostprocessor(StreamPostprocessor):
                 versions.append((graph, version_of(graph) if version_of else 0))
             except Exception:
                 versions.append((level, citizen, None))
-        ids = frozenset(m.gid for group in groups.values() for m in group)
+        ids = frozenset(graph_id(level, node_id) for (level, _), group in groups.items() for node_id in group)
         when = (window.mode, window.as_of_time, window.time_range_start, window.time_range_end)
         return ids, when, self.include_connectors, self.max_connectors, tuple(versions)
 
@@ -458,16 +481,16 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         level whose read failed is simply read again by its neighbourhood.
         """
         want = self._memo_key(groups, window)
-
-        def covers(held: tuple) -> bool:
-            return (want[0] <= held[0] and want[1:4] == held[1:4]
-                    and set(want[4]) <= set(held[4]))
-
-        claimed = self._candidates.claim_if(covers)
+        claimed = self._candidates.claim_if(lambda held: self._covers(held, want))
         if claimed is None:
             return {}
         running, keys = claimed
         return {key: found for key, found in zip(keys, running.results()) if not isinstance(found, BaseException)}
+
+    @staticmethod
+    def _covers(held: tuple, want: tuple) -> bool:
+        """Whether a read for key ``held`` serves key ``want``: a superset of its memories, all else equal."""
+        return want[0] <= held[0] and want[1:4] == held[1:4] and set(want[4]) <= set(held[4])
 
     @classmethod
     def _collect(cls, keys: list[tuple[str, Optional[str]]], running: Interleaved

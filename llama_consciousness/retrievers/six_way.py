@@ -19,7 +19,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,7 +169,7 @@ class SixWayHybridRetriever(BaseRetriever):
         ``last_nodes`` holds the nodes as the postprocessors left them.
         """
         intention = self.intention_for(intention)
-        stream, nodes = self._retrieve_both(intention)
+        stream, nodes = self._retrieve_both(intention, self._prefetch_found if self.stream_postprocessors else None)
         if self.stream_postprocessors:
             from llama_consciousness.postprocessors.pipeline import complete_stream
 
@@ -180,7 +180,8 @@ class SixWayHybridRetriever(BaseRetriever):
     @quiet_retrieval
     async def aretrieve_stream(self, intention: RetrievalIntention | str) -> ConsciousnessStream:
         intention = self.intention_for(intention)
-        stream, nodes = await self._aretrieve_both(intention)
+        stream, nodes = await self._aretrieve_both(
+            intention, self._prefetch_found if self.stream_postprocessors else None)
         if self.stream_postprocessors:
             from llama_consciousness.postprocessors.pipeline import acomplete_stream
 
@@ -252,8 +253,25 @@ class SixWayHybridRetriever(BaseRetriever):
 
     # -- sync path ----------------------------------------------------------------
 
+    def _prefetch_found(self, intention: RetrievalIntention, fused: _Fused) -> None:
+        """Let the stream's postprocessors start their reads from the memories found (``prefetch_found``).
+
+        Called before ``_finish`` turns them into nodes and a stream, a few
+        milliseconds of client time that the server spends on those reads.
+        """
+        from llama_consciousness.postprocessors.pipeline import prefetch_found
+
+        found, ranked = fused
+        if self.config.final_top_k is not None:
+            ranked = ranked[: self.config.final_top_k]
+        memories = [(found[key]["level"], found[key]["node"].citizen_id, found[key]["node"].node_id)
+                    for key, _ in ranked]
+        prefetch_found(self.stream_postprocessors, memories, intention)
+
     @quiet_retrieval
-    def _retrieve_both(self, intention: RetrievalIntention) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+    def _retrieve_both(
+        self, intention: RetrievalIntention, before_finish: Callable[[RetrievalIntention, _Fused], None] | None = None
+    ) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
         cached = self._cached(intention)
         if cached:
             self.last_stream = cached[0]
@@ -272,6 +290,8 @@ class SixWayHybridRetriever(BaseRetriever):
         targets = self._neighbour_targets(fused, outcomes)
         if targets:
             self._add_neighbours(fused, self._neighbours_sync(targets, intention, memory_filter))
+        if before_finish is not None:
+            before_finish(intention, fused)
         return self._finish(intention, outcomes, retrieved_at, started, fused)
 
     def _neighbours_sync(self, targets: dict[str, list[str]], intention: RetrievalIntention,
@@ -374,7 +394,9 @@ class SixWayHybridRetriever(BaseRetriever):
     # -- async path ---------------------------------------------------------------
 
     @quiet_retrieval
-    async def _aretrieve_both(self, intention: RetrievalIntention) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+    async def _aretrieve_both(
+        self, intention: RetrievalIntention, before_finish: Callable[[RetrievalIntention, _Fused], None] | None = None
+    ) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
         cached = self._cached(intention)
         if cached:
             self.last_stream = cached[0]
@@ -399,6 +421,8 @@ class SixWayHybridRetriever(BaseRetriever):
             found = await asyncio.gather(*(self._neighbours_async(item, intention, memory_filter)
                                            for item in targets.items()))
             self._add_neighbours(fused, dict(zip(targets, found)))
+        if before_finish is not None:
+            before_finish(intention, fused)
         return self._finish(intention, outcomes, retrieved_at, started, fused)
 
     async def _neighbours_async(self, item: tuple[str, list[str]], intention: RetrievalIntention,

@@ -206,6 +206,11 @@ class PrefetchSlot:
     def empty(self) -> bool:
         return self._held is None
 
+    @property
+    def key(self) -> Any:
+        """The key of the held reads (None when nothing is held)."""
+        return None if self._held is None else self._held[0]
+
     def hold(self, key: Any, running: Interleaved, extra: Any = None) -> None:
         self.discard()
         self._held = (key, running, extra)
