@@ -747,13 +747,10 @@ def test_connectors_chosen_from_a_supersets_candidates_are_the_servers(memory, c
     assert choose_connectors({"x": [("a", 1.0), ("a", 2.0)]}, ["a", "b"]) == []  # two links, one memory
 
 
-def test_a_build_on_memories_outside_the_early_read_reads_afresh(memory, citizen, pipeline_story, monkeypatch):
-    """Candidates read for other memories than the build's are dropped, never used."""
+def _candidate_reads(monkeypatch) -> list[str]:
+    """The connector-candidate queries sent from now on (the list fills as they go out)."""
     from llama_consciousness.storage import replies
 
-    _, nodes = pipeline_story
-    pp = TraversalPathPostprocessor(memory=memory)
-    expected = pp.model_copy().build_graph(nodes)
     sent: list[str] = []
     command = replies.command
 
@@ -763,12 +760,24 @@ def test_a_build_on_memories_outside_the_early_read_reads_afresh(memory, citizen
         return command(graph, text, read_only, timeout_ms)
 
     monkeypatch.setattr(replies, "command", count)
+    return sent
+
+
+def _nodes_and_edges(graph) -> tuple[set[str], set[str]]:
+    return {n.node_id for n in graph.nodes}, {e.edge_id for e in graph.edges}
+
+
+def test_a_build_on_memories_outside_the_early_read_reads_afresh(memory, citizen, pipeline_story, monkeypatch):
+    """Candidates read for other memories than the build's are dropped, never used."""
+    _, nodes = pipeline_story
+    pp = TraversalPathPostprocessor(memory=memory)
+    expected = pp.model_copy().build_graph(nodes)
+    sent = _candidate_reads(monkeypatch)
     fresh = TraversalPathPostprocessor(memory=memory)
     fresh.prefetch_superset(nodes[:2])  # the build below also has memories these do not cover
     got = fresh.build_graph(nodes)
     assert len(sent) == 2 and fresh._candidates.empty
-    assert {n.node_id for n in got.nodes} == {n.node_id for n in expected.nodes}
-    assert {e.edge_id for e in got.edges} == {e.edge_id for e in expected.edges}
+    assert _nodes_and_edges(got) == _nodes_and_edges(expected)
     sent.clear()
     again = TraversalPathPostprocessor(memory=memory)
     again.prefetch_superset(nodes)
@@ -777,19 +786,9 @@ def test_a_build_on_memories_outside_the_early_read_reads_afresh(memory, citizen
 
 def test_candidates_read_from_the_found_memories_serve_the_later_steps(memory, citizen, pipeline_story, monkeypatch):
     """``prefetch_found`` (a retriever, before it builds nodes) reads once; the superset prefetch and the build use it."""
-    from llama_consciousness.storage import replies
-
     _, nodes = pipeline_story
     expected = TraversalPathPostprocessor(memory=memory).build_graph(nodes)
-    sent: list[str] = []
-    command = replies.command
-
-    def count(graph, text, read_only, timeout_ms):
-        if "min_links" in text:
-            sent.append(text)
-        return command(graph, text, read_only, timeout_ms)
-
-    monkeypatch.setattr(replies, "command", count)
+    sent = _candidate_reads(monkeypatch)
     pp = TraversalPathPostprocessor(memory=memory)
     found = [(n.node.metadata["level"], n.node.metadata.get("citizen_id"), n.node.metadata["node_id"]) for n in nodes]
     pp.prefetch_found(found + [("N1", citizen, "garden")])  # a superset of the nodes the steps will see
@@ -797,8 +796,7 @@ def test_candidates_read_from_the_found_memories_serve_the_later_steps(memory, c
     assert len(sent) == 1 and not pp._candidates.empty
     got = pp.build_graph(nodes)
     assert len(sent) == 1 and pp._candidates.empty  # claimed by the build
-    assert {n.node_id for n in got.nodes} == {n.node_id for n in expected.nodes}
-    assert {e.edge_id for e in got.edges} == {e.edge_id for e in expected.edges}
+    assert _nodes_and_edges(got) == _nodes_and_edges(expected)
     pp.prefetch_found(found[:2])
     pp.prefetch_superset(nodes)  # not covered: read again for these nodes
     assert len(sent) == 3
