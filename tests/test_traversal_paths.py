@@ -784,6 +784,30 @@ def test_a_build_on_memories_outside_the_early_read_reads_afresh(memory, citizen
     assert again.build_graph(nodes[:3]) is not None and len(sent) == 1  # a subset: the early read is used
 
 
+def test_a_prefetch_reads_ids_from_metadata_and_the_build_claims_it(memory, citizen, pipeline_story, monkeypatch,
+                                                                    caplog):
+    """``prefetch`` groups the nodes' ids without validating them; the build on the same nodes uses its read."""
+    import copy
+    import logging
+
+    _, nodes = pipeline_story
+    expected = TraversalPathPostprocessor(memory=memory).build_graph(nodes)
+    pp = TraversalPathPostprocessor(memory=memory)
+    by_metadata = {key: set(ids) for key, ids in pp._found_ids(nodes).items()}
+    assert by_metadata == {key: set(ids) for key, ids in pp._groups(pp._retrieved(nodes)[0]).items()}
+    broken = copy.deepcopy(nodes[0])
+    del broken.node.metadata["level"]
+    stray = copy.deepcopy(nodes[1])
+    stray.node.metadata["citizen_id"] = None  # N1 without its citizen
+    assert {key: set(ids) for key, ids in pp._found_ids([*nodes, broken, stray]).items()} == by_metadata
+    sent = _candidate_reads(monkeypatch)
+    with caplog.at_level(logging.WARNING):
+        pp.prefetch(nodes)
+        got = pp.build_graph(nodes)
+    assert len(sent) == 1 and not caplog.records  # the prefetch's read, claimed by the build
+    assert _nodes_and_edges(got) == _nodes_and_edges(expected)
+
+
 def test_candidates_read_from_the_found_memories_serve_the_later_steps(memory, citizen, pipeline_story, monkeypatch):
     """``prefetch_found`` (a retriever, before it builds nodes) reads once; the superset prefetch and the build use it."""
     _, nodes = pipeline_story
