@@ -53,7 +53,7 @@ import html
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -254,10 +254,7 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         hundred memories); it calls this first, so the server reads the
         candidates meanwhile, and the steps see the read done.
         """
-        groups: dict[tuple[str, Optional[str]], list[str]] = {}
-        for level, citizen, node_id in found:
-            groups.setdefault((level, citizen if level == "N1" else None), []).append(node_id)
-        self._prefetch_candidates(groups)
+        self._prefetch_candidates(self._by_graph(found))
 
     def _prefetch_candidates(self, groups: dict[tuple[str, Optional[str]], list[str]]) -> None:
         if not self.include_connectors or self.max_connectors <= 0 or not groups:
@@ -467,14 +464,23 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         only makes the read's key differ from the build's, which then reads
         afresh.
         """
+        return TraversalPathPostprocessor._by_graph(
+            (node.node.metadata.get("level"), node.node.metadata.get("citizen_id"),
+             node.node.metadata.get("node_id", node.node.node_id)) for node in nodes)
+
+    @staticmethod
+    def _by_graph(found: Iterable[tuple[Any, Any, Any]]) -> dict[tuple[str, Optional[str]], list[str]]:
+        """``(level, citizen, node_id)`` triples as ids by level graph, each once (the citizen only for N1).
+
+        A triple that names no level graph (no or an unknown level, N1
+        without its citizen, no id) is left out: not a memory a build keeps.
+        """
         groups: dict[tuple[str, Optional[str]], dict[str, None]] = {}
-        for node in nodes:
-            meta = node.node.metadata
-            level = meta.get("level")
-            node_id = meta.get("node_id", node.node.node_id)
-            citizen = meta.get("citizen_id") if level == "N1" else None
+        for level, citizen, node_id in found:
+            if level != "N1":
+                citizen = None
             if level not in LEVELS or (level == "N1" and type(citizen) is not str) or type(node_id) is not str:
-                continue  # not a memory the build will keep (it says why)
+                continue
             groups.setdefault((level, citizen), {})[node_id] = None
         return {key: list(ids) for key, ids in groups.items()}
 
