@@ -39,10 +39,11 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
+
+from llama_consciousness.shared_setting import SharedSetting
 
 YOUNG_COLLECTION_THRESHOLD = 100_000
 """Net new container objects between young collections during a retrieval (CPython's default is 700)."""
@@ -62,47 +63,24 @@ FULL_COLLECTION_THRESHOLD = 1000
 """Young collections between full ones during a bulk operation (CPython's default is 10)."""
 
 
-class _RaisedThresholds:
-    """The collector's thresholds raised to the highest of what the blocks inside ask for.
+def _raise_to_asked(saved: tuple[int, ...], asked: list[int]) -> None:
+    first, second, third = saved
+    if first > 0:  # 0 means collection is off; leave it off
+        gc.set_threshold(max(first, *asked), second, max(third, FULL_COLLECTION_THRESHOLD))
 
-    Like ``SharedSetting`` (the first entry saves the thresholds, the last
-    exit restores them), but each block names its young threshold: an
-    ingestion that runs a retrieval keeps its own, higher one, and the
+
+class _RaisedThresholds(SharedSetting):
+    """The collector's thresholds raised to the highest young threshold the blocks inside ask for.
+
+    An ingestion that runs a retrieval keeps its own, higher one, and the
     retrieval's raise is back when the ingestion ends first.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._asked: list[int] = []
-        self._saved: tuple[int, ...] | None = None
+        super().__init__(gc.get_threshold, lambda saved: gc.set_threshold(*saved), _raise_to_asked)
 
-    @property
-    def users(self) -> int:
-        """Blocks inside now."""
-        return len(self._asked)
-
-    def _apply(self) -> None:
-        first, second, third = self._saved  # type: ignore[misc]
-        if first > 0:  # 0 means collection is off; leave it off
-            gc.set_threshold(max(first, *self._asked), second, max(third, FULL_COLLECTION_THRESHOLD))
-
-    @contextmanager
-    def __call__(self, young: int = YOUNG_COLLECTION_THRESHOLD) -> Iterator[None]:
-        with self._lock:
-            if not self._asked:
-                self._saved = gc.get_threshold()
-            self._asked.append(young)
-            self._apply()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._asked.remove(young)
-                if self._asked:
-                    self._apply()
-                else:
-                    gc.set_threshold(*self._saved)  # type: ignore[misc]
-                    self._saved = None
+    def __call__(self, young: int = YOUNG_COLLECTION_THRESHOLD) -> AbstractContextManager[None]:  # type: ignore[override]
+        return super().__call__(young)
 
 
 fewer_collections = _RaisedThresholds()

@@ -22,32 +22,46 @@ from typing import Any
 class SharedSetting:
     """``apply()`` on the first entry (returns what to restore), ``restore(saved)`` on the last exit.
 
-    Use an instance as ``with setting(): ...``; the exit runs also when the block fails.
+    Use an instance as ``with setting(): ...``; the exit runs also when the
+    block fails.  With ``adjust``, each entry may ask for a value
+    (``with setting(ask): ...``) and ``adjust(saved, asked)`` sets what
+    the blocks inside now ask for, after every entry and every exit but the
+    last (e.g. the highest of several thresholds).
     """
 
-    def __init__(self, apply: Callable[[], Any], restore: Callable[[Any], None]) -> None:
+    def __init__(
+        self,
+        apply: Callable[[], Any],
+        restore: Callable[[Any], None],
+        adjust: Callable[[Any, list[Any]], None] | None = None,
+    ) -> None:
         self._apply = apply
         self._restore = restore
+        self._adjust = adjust
         self._lock = threading.Lock()
-        self._users = 0
+        self._asked: list[Any] = []
         self._saved: Any = None
 
     @property
     def users(self) -> int:
         """Blocks inside the setting now."""
-        return self._users
+        return len(self._asked)
 
     @contextmanager
-    def __call__(self) -> Iterator[None]:
+    def __call__(self, ask: Any = None) -> Iterator[None]:
         with self._lock:
-            if self._users == 0:
+            if not self._asked:
                 self._saved = self._apply()
-            self._users += 1
+            self._asked.append(ask)
+            if self._adjust is not None:
+                self._adjust(self._saved, self._asked)
         try:
             yield
         finally:
             with self._lock:
-                self._users -= 1
-                if self._users == 0:
+                self._asked.remove(ask)
+                if not self._asked:
                     saved, self._saved = self._saved, None
                     self._restore(saved)
+                elif self._adjust is not None:
+                    self._adjust(self._saved, self._asked)

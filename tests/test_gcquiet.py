@@ -137,6 +137,21 @@ def test_shared_setting_applies_once_and_restores_what_it_found() -> None:
     assert calls[-1] == ("restore", "found") and setting.users == 0
 
 
+def test_shared_setting_adjusts_to_what_the_blocks_inside_ask_for() -> None:
+    from llama_consciousness.shared_setting import SharedSetting
+
+    calls: list[tuple[str, object]] = []
+    setting = SharedSetting(lambda: "found", lambda saved: calls.append(("restore", saved)),
+                            lambda saved, asked: calls.append(("adjust", max(asked))))
+    outer = setting(3)
+    outer.__enter__()
+    with setting(7):
+        assert calls == [("adjust", 3), ("adjust", 7)]
+    assert calls[-1] == ("adjust", 3)  # the inner block left: back to what the outer one asks
+    outer.__exit__(None, None, None)
+    assert calls[-1] == ("restore", "found") and setting.users == 0
+
+
 def test_an_ingestion_runs_with_the_bulk_threshold_and_restores_it(memory, monkeypatch) -> None:
     import uuid
 
