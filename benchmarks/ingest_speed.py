@@ -508,7 +508,8 @@ def run_ours(memory: ConsciousnessMemory, data: Dataset, label: str, options: di
 
 def _forks(memory: ConsciousnessMemory) -> int:
     """Background saves the memory's server has forked so far (snapshots and append-only file rewrites)."""
-    return int(redis.Redis.from_url(memory._falkordb_server.url).info("stats").get("total_forks", 0))
+    with redis.Redis.from_url(memory._falkordb_server.url) as client:  # closed: two per row otherwise left open
+        return int(client.info("stats").get("total_forks", 0))
 
 
 def _flat(record: dict[str, Any], drop: tuple[str, ...]) -> dict[str, Any]:
