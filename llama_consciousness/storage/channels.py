@@ -200,7 +200,11 @@ def keyword_search(plans: LevelPlans, text: str, k: int, memory_filter: MemoryFi
         "WITH hits, log(1.0 + (toFloat(total) - size(hits) + 0.5) / (size(hits) + 0.5)) AS idf "
         "UNWIND hits AS c "
         f"WITH c, sum(idf) AS score WHERE {pred.text} "
-        f"RETURN {_NODE}, score ORDER BY score DESC, c.node_id ASC LIMIT $k",
+        # the forty properties are read for the k kept, not for every memory
+        # that matched a word (FalkorDB projects a RETURN before its ORDER
+        # BY): 63 -> 26 ms of server time per query at 50K memories
+        "WITH c, score ORDER BY score DESC, c.node_id ASC LIMIT $k "
+        f"RETURN {_NODE}, score",
         {**pred.params, "terms": terms, "k": int(k)},
         read_only=True,
     )

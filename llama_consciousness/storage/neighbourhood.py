@@ -93,7 +93,8 @@ def connectors(
         # linked often enough, not on every link walked: same answer, a
         # fraction of the work
         f"WHERE linked >= $min_links AND NOT c.node_id IN $ids AND {pred} "
-        f"RETURN {_NODE}, linked, energy ORDER BY linked DESC, energy DESC, c.node_id ASC LIMIT $limit",
+        "WITH c, linked, energy ORDER BY linked DESC, energy DESC, c.node_id ASC LIMIT $limit "
+        f"RETURN {_NODE}, linked, energy",
         {**params, "ids": list(node_ids), "min_links": int(min_links), "limit": min(int(limit), MAX_CONNECTORS)},
         read_only=True,
     )
