@@ -709,3 +709,142 @@ def test_compact_replies_decode_as_the_official_client_does(memory, fresh_graph)
     with_node = replies.run(graph, "MATCH (m:Memory) RETURN m.x, m", True)
     assert with_node[0][0] == 0.25 and with_node[0][1].properties["node_id"] == "a"
     assert replies.run(graph, "MATCH (m:Memory {node_id: 'none'}) RETURN m.node_id", True) == []
+
+
+def test_vector_search_is_exact_under_concurrent_searches_of_one_graph(memory, fresh_graph, caplog):
+    """Concurrent KNN queries on one graph make FalkorDB repeat memories in a page (FalkorDB #2848).
+
+    A repeated memory takes the place of a real neighbour, so a chatbot
+    serving several users at once would silently lose answers.  Each search
+    here runs on its own connection, four at a time, and must return what it
+    returns alone.
+    """
+    import threading
+
+    store = fresh_graph("N2", dimension=16)
+    rng = random.Random(11)
+    vectors = {f"c{i}": unit(rng, 16) for i in range(3000)}
+    nodes = [mk(i, v, created_at=at(0)) for i, v in vectors.items()]
+    for start in range(0, len(nodes), 1000):
+        store.upsert(nodes[start:start + 1000])
+    queries = [unit(rng, 16) for _ in range(8)]
+    window = TemporalWindow()
+    alone = [[h.node.node_id for h in store.vector_search(q, 40, window)] for q in queries]
+    assert all(len(set(ids)) == 40 for ids in alone)
+    wrong: list[tuple[int, list[str]]] = []
+
+    def search(worker: int) -> None:
+        own = LevelGraphStore(memory.db, store.plans)
+        for round_ in range(30):
+            i = (worker + round_) % len(queries)
+            ids = [h.node.node_id for h in own.vector_search(queries[i], 40, window)]
+            if ids != alone[i]:
+                wrong.append((i, ids))
+
+    threads = [threading.Thread(target=search, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong, f"{len(wrong)} of 120 concurrent searches differed, e.g. {wrong[0]}"
+    assert "repeated memories" not in caplog.text  # no page of ours was corrupted and read again
+
+
+def test_knn_page_reads_again_a_page_that_repeats_a_memory(caplog):
+    """The last column of a vector-search page says whether it held each memory once (pure edge case)."""
+    from llama_consciousness.storage.level_store import KNN_ATTEMPTS, Query, _knn_page
+
+    repeated, clean = [[["m1"], 0.1, False], [["m1"], 0.1, False]], [[["m1"], 0.1, True], [["m2"], 0.2, True]]
+    plan = _knn_page("g", "CALL db.idx.vector.queryNodes(...)", {"fetch": 80})
+    first = next(plan)
+    assert isinstance(first, Query) and first.read_only
+    assert plan.send(repeated) == first  # the same question again
+    with pytest.raises(StopIteration) as done:
+        plan.send(clean)
+    assert done.value.value == clean
+    # an empty page is not a corrupted one
+    plan = _knn_page("g", "CALL db.idx.vector.queryNodes(...)", {})
+    next(plan)
+    with pytest.raises(StopIteration) as done:
+        plan.send([])
+    assert done.value.value == []
+    # a page corrupted every time: the last one, and a warning
+    plan = _knn_page("g", "CALL db.idx.vector.queryNodes(...)", {})
+    next(plan)
+    for _ in range(KNN_ATTEMPTS - 1):
+        plan.send(repeated)
+    with pytest.raises(StopIteration) as done:
+        plan.send(repeated)
+    assert done.value.value == repeated
+    assert "repeated memories in 4 pages in a row" in caplog.text
+
+
+async def test_vector_searches_of_one_graph_pass_its_gate_in_async_and_interleaved_runs(memory, fresh_graph):
+    """The async store and ``run_interleaved`` hold the same per-graph gate as the sync store.
+
+    Two searches of one graph in one interleaved run go one after the
+    other (no deadlock on the run's own gate); async searches wait for a
+    gate a thread holds without blocking the event loop.
+    """
+    import asyncio
+    import threading
+
+    from llama_consciousness.storage import knn_gate
+    from llama_consciousness.storage.interleaved import Interleaved, run_interleaved
+
+    store = fresh_graph("N2", dimension=16)
+    rng = random.Random(12)
+    vectors = {f"g{i}": unit(rng, 16) for i in range(3000)}
+    nodes = [mk(i, v, created_at=at(0)) for i, v in vectors.items()]
+    for start in range(0, len(nodes), 1000):
+        store.upsert(nodes[start:start + 1000])
+    queries = [unit(rng, 16) for _ in range(6)]
+    window = TemporalWindow()
+    alone = [[h.node.node_id for h in store.vector_search(q, 40, window)] for q in queries]
+    name = store.plans.graph
+
+    # one interleaved run, six searches of the same graph, and a plain query beside them
+    jobs = [(name, store.plans.vector_search(q, 40, window)) for q in queries] + [(name, store.plans.counts())]
+    *found, counts = run_interleaved(memory.db, jobs)
+    assert [[h.node.node_id for h in hits] for hits in found] == alone
+    assert counts == (3000, 0)
+    lock = knn_gate.gate(memory.db, name)
+    assert lock is knn_gate.gate(memory.async_db, name)  # one server, one gate for both clients
+    assert not lock.locked()
+    # while the first search is in flight the second waits; the plain query goes at once
+    run = Interleaved(memory.db, [(name, store.plans.vector_search(q, 40, window)) for q in queries[:2]]
+                      + [(name, store.plans.counts())])
+    assert lock.locked() and [job.sent for job in run._state] == [True, False, True]
+    first, second, _ = run.results()
+    assert [[h.node.node_id for h in hits] for hits in (first, second)] == alone[:2]
+    assert not lock.locked()
+
+    # an async search waits for a gate held elsewhere, and the event loop goes on meanwhile
+    own = AsyncLevelGraphStore(memory.async_db, store.plans)
+    lock.acquire()
+    waiting = asyncio.ensure_future(own._run(store.plans.vector_search(queries[0], 40, window)))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    lock.release()
+    assert [h.node.node_id for h in await waiting] == alone[0]
+
+    # async searches, many at once, while threads search the same graph
+    wrong: list[int] = []
+
+    def threaded() -> None:
+        own = LevelGraphStore(memory.db, store.plans)
+        for round_ in range(20):
+            i = round_ % len(queries)
+            if [h.node.node_id for h in own.vector_search(queries[i], 40, window)] != alone[i]:
+                wrong.append(i)
+
+    threads = [threading.Thread(target=threaded) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    found = await asyncio.gather(*(own._run(store.plans.vector_search(queries[i % 6], 40, window))
+                                   for i in range(24)))
+    for thread in threads:
+        await asyncio.to_thread(thread.join)
+    assert [[h.node.node_id for h in hits] for hits in found] == [alone[i % 6] for i in range(24)]
+    assert not wrong
+    assert not lock.locked()

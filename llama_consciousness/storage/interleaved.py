@@ -15,19 +15,20 @@ thread, no lock hand-offs, and the server still sees every query early.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from redis.exceptions import ResponseError
 
-from llama_consciousness.storage import replies
+from llama_consciousness.storage import knn_gate, replies
 from llama_consciousness.storage.level_store import Pause, Plan, Query, StorageError, _missing_graph
 from llama_consciousness.storage.params import header as params_header
 
 
 class _Job:
-    __slots__ = ("graph", "plan", "connection", "sent", "result", "done")
+    __slots__ = ("graph", "plan", "connection", "sent", "result", "done", "gate", "pending")
 
     def __init__(self, graph: Any, plan: Plan) -> None:
         self.graph = graph
@@ -36,6 +37,10 @@ class _Job:
         self.sent = False
         self.result: Any = None
         self.done = False
+        # a vector search holds its graph's gate while in flight (knn_gate);
+        # one whose gate was taken waits in ``pending`` (its command)
+        self.gate: threading.Lock | None = None
+        self.pending: tuple[list[Any], threading.Lock] | None = None
 
 
 def _connection(pool: Any) -> Any:
@@ -69,13 +74,14 @@ class Interleaved:
     """
 
     def __init__(self, db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int | None = None) -> None:
+        self._db = db
         self._pool = db.connection.connection_pool
         self._timeout_ms = timeout_ms
         self._state = [_Job(db.select_graph(name), plan) for name, plan in jobs]
         self._closed = False
         try:
             for job in self._state:
-                _advance(self._pool, job, None, first=True, timeout_ms=timeout_ms)
+                _advance(self._db, self._pool, job, None, first=True, timeout_ms=timeout_ms)
         except BaseException:
             self._close()
             raise
@@ -84,7 +90,7 @@ class Interleaved:
     def empty(cls) -> Interleaved:
         """Nothing to run (no connection is taken)."""
         out = cls.__new__(cls)
-        out._pool, out._timeout_ms, out._state, out._closed = None, None, [], False
+        out._db, out._pool, out._timeout_ms, out._state, out._closed = None, None, None, [], False
         return out
 
     def results(self) -> list[Any]:
@@ -93,14 +99,32 @@ class Interleaved:
             raise RuntimeError("the results of these plans were already taken")
         try:
             while True:
+                self._send_pending(wait=False)
                 waiting = [job for job in self._state if job.sent]
                 if not waiting:
-                    break
+                    if not any(job.pending for job in self._state):
+                        break
+                    # Nothing of ours in flight, so no gate held: waiting for
+                    # one that another thread holds cannot close a cycle.
+                    self._send_pending(wait=True)
+                    continue
                 # the first reply that is ready, else wait for the oldest query
                 self._read(next((j for j in waiting if j.connection.can_read(timeout=0)), waiting[0]))
         finally:
             self._close()
         return [job.result for job in self._state]
+
+    def _send_pending(self, *, wait: bool) -> None:
+        """Send the vector searches whose graph's gate is free (with ``wait``, the first one at least)."""
+        for job in self._state:
+            if job.pending is None:
+                continue
+            command, lock = job.pending
+            if not lock.acquire(blocking=wait):
+                continue
+            wait = False
+            job.gate, job.pending = lock, None
+            _send(job, command)
 
     def progress(self) -> None:
         """Read the replies that are ready now and send the queries that follow them; never waits.
@@ -118,11 +142,15 @@ class Interleaved:
                 return
             if ready:
                 self._read(job)
+        self._send_pending(wait=False)
 
     def _read(self, job: _Job) -> None:
         job.sent = False
         try:
-            response = job.connection.read_response()
+            try:
+                response = job.connection.read_response()
+            finally:
+                _release(job)
             rows = replies.result_rows(job.graph, response)
         except ResponseError as exc:
             if not _missing_graph(exc):
@@ -133,7 +161,7 @@ class Interleaved:
             job.connection.disconnect()
             _fail(job, exc)
             return
-        _advance(self._pool, job, rows, first=False, timeout_ms=self._timeout_ms)
+        _advance(self._db, self._pool, job, rows, first=False, timeout_ms=self._timeout_ms)
 
     def discard(self) -> None:
         """Give up on the results (their connections are dropped, not reused)."""
@@ -149,18 +177,38 @@ class Interleaved:
                     job.sent = False
                 self._pool.release(job.connection)
                 job.connection = None
+            _release(job)
+            job.pending = None
             if not job.done:
                 job.plan.close()
 
 
+def _release(job: _Job) -> None:
+    if job.gate is not None:
+        job.gate.release()
+        job.gate = None
+
+
 def _fail(job: _Job, exc: BaseException) -> None:
+    _release(job)
+    job.pending = None
     job.result = exc if isinstance(exc, StorageError) else StorageError(
         f"query on graph {job.graph.name!r} failed: {exc}")
     job.done = True
     job.plan.close()
 
 
-def _advance(pool: Any, job: _Job, rows: Any, *, first: bool, timeout_ms: int | None) -> None:
+def _send(job: _Job, command: list[Any]) -> None:
+    try:
+        job.connection.send_command(*command)
+    except Exception as exc:
+        job.connection.disconnect()
+        _fail(job, exc)
+        return
+    job.sent = True
+
+
+def _advance(db: Any, pool: Any, job: _Job, rows: Any, *, first: bool, timeout_ms: int | None) -> None:
     """Give the plan its rows and send its next query (or record its result)."""
     try:
         step = next(job.plan) if first else job.plan.send(rows)
@@ -178,14 +226,14 @@ def _advance(pool: Any, job: _Job, rows: Any, *, first: bool, timeout_ms: int | 
         return
     if job.connection is None:
         job.connection = _connection(pool)
-    text = params_header(step.params) + step.cypher
-    try:
-        job.connection.send_command(*replies.command(job.graph, text, True, timeout_ms))
-    except Exception as exc:
-        job.connection.disconnect()
-        _fail(job, exc)
-        return
-    job.sent = True
+    command = replies.command(job.graph, params_header(step.params) + step.cypher, True, timeout_ms)
+    if knn_gate.searches_vectors(step.cypher):
+        lock = knn_gate.gate(db, job.graph.name)
+        if not lock.acquire(blocking=False):  # sent when the search in flight is read
+            job.pending = (command, lock)
+            return
+        job.gate = lock
+    _send(job, command)
 
 
 class PrefetchSlot:

@@ -19,6 +19,7 @@ cannot drift apart.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,12 +29,14 @@ from typing import Any
 from llama_consciousness.errors import EmbeddingDimensionError, StorageError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema.trusted import trusted_model
-from llama_consciousness.storage import records, replies
+from llama_consciousness.storage import knn_gate, records, replies
 from llama_consciousness.storage.records import PreparedEdge
 from llama_consciousness.storage.params import Ids, Rows
 from llama_consciousness.storage.params import header as params_header
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.temporal import TemporalWindow, cypher_predicate, cypher_time
+
+logger = logging.getLogger(__name__)
 
 NODE_LABEL = "Memory"
 EDGE_TYPE = "LINK"
@@ -633,14 +636,17 @@ class LevelPlans:
         params: dict[str, Any] = {**predicate.params, "q": records.wire_vector(embedding), "k": int(k)}
         cypher = (
             f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $fetch, vecf32($q)) "
-            f"YIELD node AS n, score WHERE {predicate.text} "
+            # whether the index repeated a memory in this page (see _knn_page)
+            "YIELD node AS n, score WITH count(n) AS page_rows, count(DISTINCT n) AS page_nodes, "
+            "collect([n, score]) AS page UNWIND page AS hit WITH hit[0] AS n, hit[1] AS score, page_rows, page_nodes "
+            f"WHERE {predicate.text} "
             # projected after the cut: FalkorDB projects a RETURN before its
             # ORDER BY, which read every fetched memory's forty properties
-            "WITH n, score ORDER BY score ASC LIMIT $k "
-            f"RETURN {_NODE_PROJECTION}, score"
+            "WITH n, score, page_rows, page_nodes ORDER BY score ASC LIMIT $k "
+            f"RETURN {_NODE_PROJECTION}, score, page_rows = page_nodes"
         )
         fetch = min(max(k * oversample, k + 16), MAX_FETCH)
-        rows = yield Query(cypher, {**params, "fetch": fetch}, read_only=True)
+        rows = yield from _knn_page(self.graph, cypher, {**params, "fetch": fetch})
         if len(rows) < k and fetch < MAX_FETCH:
             # Short: filters or orphans took slots.  A bound on what the index
             # can return is the label count, which FalkorDB answers from its
@@ -650,7 +656,7 @@ class LevelPlans:
             plateau = len(rows) if fetch >= total else None
             while total and len(rows) < k and fetch < MAX_FETCH:
                 fetch = min(fetch * 4, MAX_FETCH)
-                rows = yield Query(cypher, {**params, "fetch": fetch}, read_only=True)
+                rows = yield from _knn_page(self.graph, cypher, {**params, "fetch": fetch})
                 # Orphans take index slots, so the index may hold more entries than
                 # live nodes: past ``total``, stop only when a bigger fetch adds nothing.
                 if len(rows) == plateau:
@@ -658,7 +664,7 @@ class LevelPlans:
                 if fetch >= total:
                     plateau = len(rows)
         hits: dict[str, VectorHit] = {}
-        for values, score in rows:
+        for values, score, _ in rows:
             props = records.node_props(values)  # once: node_from_props takes the map as it is
             node_id = props["node_id"]
             if node_id not in hits:
@@ -682,6 +688,32 @@ class LevelPlans:
             yield from self.wait_operational()
         yield from self.ensure_schema()
         yield from self.wait_operational()
+
+
+KNN_ATTEMPTS = 4
+
+
+def _knn_page(graph: str, cypher: str, params: dict[str, Any]) -> Plan:
+    """A page of the vector index, read again while it repeats a memory.
+
+    FalkorDB's vector index shares one visited-node set between the
+    searches running at the same time on a graph, so concurrent searches
+    (two users of one chatbot, two channels of one retrieval) can return a
+    memory several times in one page, in the place of real neighbours
+    (FalkorDB issue #2848, fixed upstream but not in the server we ship).
+    The query's last column says whether its page held each memory once; a
+    page that did not is thrown away and the same question asked again.
+    After ``KNN_ATTEMPTS`` the last page is used, its repeats dropped, and a
+    warning logged.
+    """
+    rows: list[Any] = []
+    for _ in range(KNN_ATTEMPTS):
+        rows = yield Query(cypher, params, read_only=True)
+        if not rows or rows[0][-1]:
+            return rows
+    logger.warning("vector search on %r: the index repeated memories in %d pages in a row (FalkorDB #2848); "
+                   "using the last page without its repeats", graph, KNN_ATTEMPTS)
+    return rows
 
 
 _RETRIEVED_FIELDS = frozenset(ConsciousnessNode.model_fields)
@@ -806,7 +838,11 @@ class LevelGraphStore(_StoreMethods):
             return self.graph.create_node_unique_constraint(query.label, query.prop)
         try:
             text = params_header(query.params) + query.cypher
-            return replies.run(self.graph, text, query.read_only, self.timeout_ms if query.read_only else None)
+            timeout = self.timeout_ms if query.read_only else None
+            if knn_gate.searches_vectors(query.cypher):
+                with knn_gate.gate(self.db, self.plans.graph):
+                    return replies.run(self.graph, text, query.read_only, timeout)
+            return replies.run(self.graph, text, query.read_only, timeout)
         except Exception as exc:  # the client raises redis.ResponseError and friends
             if query.read_only and _missing_graph(exc):
                 return []
@@ -846,7 +882,15 @@ class AsyncLevelGraphStore(_StoreMethods):
             return await self.graph.create_node_unique_constraint(query.label, query.prop)
         try:
             text = params_header(query.params) + query.cypher
-            return await replies.arun(self.graph, text, query.read_only, self.timeout_ms if query.read_only else None)
+            timeout = self.timeout_ms if query.read_only else None
+            if knn_gate.searches_vectors(query.cypher):
+                lock = knn_gate.gate(self.db, self.plans.graph)
+                await knn_gate.acquire(lock)
+                try:
+                    return await replies.arun(self.graph, text, query.read_only, timeout)
+                finally:
+                    lock.release()
+            return await replies.arun(self.graph, text, query.read_only, timeout)
         except Exception as exc:
             if query.read_only and _missing_graph(exc):
                 return []
