@@ -14,6 +14,10 @@ until its reply is read.  Searches of different graphs (a retrieval's three
 levels) still run in parallel, and so does every other query.  Searches from
 other processes are not gated; ``level_store._knn_page`` throws away a page
 that repeats a memory, the visible half of the same corruption.
+
+The gates are not reentrant: a read held ahead (``Interleaved`` kept for
+later, as the postprocessors' prefetches are) must not contain a vector
+search, or the same thread's next search of that graph would wait for it.
 """
 
 from __future__ import annotations
