@@ -711,6 +711,19 @@ def test_compact_replies_decode_as_the_official_client_does(memory, fresh_graph)
     assert replies.run(graph, "MATCH (m:Memory {node_id: 'none'}) RETURN m.node_id", True) == []
 
 
+def _searched_graph(fresh_graph, *, seed: int, queries: int):
+    """A graph of 3,000 memories (16 dimensions), some queries, and each one's top 40 searched alone."""
+    store = fresh_graph("N2", dimension=16)
+    rng = random.Random(seed)
+    nodes = [mk(f"c{i}", unit(rng, 16), created_at=at(0)) for i in range(3000)]
+    for start in range(0, len(nodes), 1000):
+        store.upsert(nodes[start:start + 1000])
+    asked = [unit(rng, 16) for _ in range(queries)]
+    alone = [[h.node.node_id for h in store.vector_search(q, 40, TemporalWindow())] for q in asked]
+    assert all(len(set(ids)) == 40 for ids in alone)
+    return store, asked, alone
+
+
 def test_vector_search_is_exact_under_concurrent_searches_of_one_graph(memory, fresh_graph, caplog):
     """Concurrent KNN queries on one graph make FalkorDB repeat memories in a page (FalkorDB #2848).
 
@@ -721,16 +734,8 @@ def test_vector_search_is_exact_under_concurrent_searches_of_one_graph(memory, f
     """
     import threading
 
-    store = fresh_graph("N2", dimension=16)
-    rng = random.Random(11)
-    vectors = {f"c{i}": unit(rng, 16) for i in range(3000)}
-    nodes = [mk(i, v, created_at=at(0)) for i, v in vectors.items()]
-    for start in range(0, len(nodes), 1000):
-        store.upsert(nodes[start:start + 1000])
-    queries = [unit(rng, 16) for _ in range(8)]
+    store, queries, alone = _searched_graph(fresh_graph, seed=11, queries=8)
     window = TemporalWindow()
-    alone = [[h.node.node_id for h in store.vector_search(q, 40, window)] for q in queries]
-    assert all(len(set(ids)) == 40 for ids in alone)
     wrong: list[tuple[int, list[str]]] = []
 
     def search(worker: int) -> None:
@@ -792,15 +797,8 @@ async def test_vector_searches_of_one_graph_pass_its_gate_in_async_and_interleav
     from llama_consciousness.storage import knn_gate
     from llama_consciousness.storage.interleaved import Interleaved, run_interleaved
 
-    store = fresh_graph("N2", dimension=16)
-    rng = random.Random(12)
-    vectors = {f"g{i}": unit(rng, 16) for i in range(3000)}
-    nodes = [mk(i, v, created_at=at(0)) for i, v in vectors.items()]
-    for start in range(0, len(nodes), 1000):
-        store.upsert(nodes[start:start + 1000])
-    queries = [unit(rng, 16) for _ in range(6)]
+    store, queries, alone = _searched_graph(fresh_graph, seed=12, queries=6)
     window = TemporalWindow()
-    alone = [[h.node.node_id for h in store.vector_search(q, 40, window)] for q in queries]
     name = store.plans.graph
 
     # one interleaved run, six searches of the same graph, and a plain query beside them
