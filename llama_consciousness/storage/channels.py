@@ -100,7 +100,7 @@ def traverse(
     # reached memory comes back, with its links' properties: one reply of k
     # rows, not one per path and no second query for the links.  The end
     # has no label test: links join only memories, and testing the label of
-    # every path's end was a tenth of the walk's server time.
+    # every path's end was 5-10% of the walk's server time.
     edge = records.projection("e", records.EDGE_READ_PROPS)
     cypher = (
         f"MATCH (s:{NODE_LABEL}) WHERE s.node_id IN $ids AND {start.text} "

@@ -696,11 +696,10 @@ KNN_ATTEMPTS = 4
 def _knn_page(graph: str, cypher: str, params: dict[str, Any]) -> Plan:
     """A page of the vector index, read again while it repeats a memory.
 
-    FalkorDB's vector index shares one visited-node set between the
-    searches running at the same time on a graph, so concurrent searches
-    (two users of one chatbot, two channels of one retrieval) can return a
-    memory several times in one page, in the place of real neighbours
-    (FalkorDB issue #2848, fixed upstream but not in the server we ship).
+    Concurrent searches of one graph corrupt each other's pages (FalkorDB
+    #2848; see ``knn_gate``, which keeps this process's searches apart).  A
+    search from another process can still collide with ours, and a page
+    that repeats a memory is the part of that corruption a reader can see.
     The query's last column says whether its page held each memory once; a
     page that did not is thrown away and the same question asked again.
     After ``KNN_ATTEMPTS`` the last page is used, its repeats dropped, and a
