@@ -674,7 +674,7 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
             f"MATCH (res:{NODE_LABEL} {{node_id: pair.res}}) "
             # The filters on c come in a WITH: inline, the planner would start from
             # every Decision / Action / Learning (node_type index) and walk to res.
-            # A path form, not (a)-[r]-(b): see channels.traverse.
+            # A path form, not (a)-[r]-(b): see channels.links_of_ids.
             f"MATCH p = (res)-[:{EDGE_TYPE}*1..2]-(c:{NODE_LABEL}) "
             f"WITH pair, p, c WHERE c.node_type IN $types AND {reach.text} AND c.node_id <> pair.pb "
             "AND c.node_id <> pair.res "
