@@ -80,8 +80,10 @@ def traverse(
 ) -> Plan:
     """Memories within ``depth`` links of the start memories, best paths first.
 
-    One query starts from all entities at once (decision #3).  A memory
-    reached by several paths is kept once, with its best path.  The links
+    One query starts from all entities at once (decision #3); a second one
+    only when the best paths it grouped reached fewer than k memories (see
+    :func:`walk_cypher`).  A memory reached by several paths is kept once,
+    with its best path.  The links
     walked must be visible in the temporal window too: a relationship that
     was superseded is not a path in ``current`` mode.
     """
