@@ -141,8 +141,11 @@ def walk_cypher(memory_filter: MemoryFilter, depth: int, include_start: bool) ->
     No memory reached has its label tested: links join only memories, and
     the test was 5-10% of the walk's server time.
     """
-    # Start points may be entity hubs; emotions/energy filters apply to answers only.
-    start = MemoryFilter(memory_filter.window, include_entities=True).cypher("s", "fs_", entities=True)
+    # What a start, or a memory a path runs through, must pass: in the window
+    # and not quarantined.  Start points may be entity hubs; emotions/energy
+    # filters apply to answers only.
+    passable = MemoryFilter(memory_filter.window, include_entities=True)
+    start = passable.cypher("s", "fs_", entities=True)
     reach = memory_filter.cypher("c", "fc_")
     link = cypher_predicate(memory_filter.window, "r", "fr_")
     # A path runs only through memories that exist in the window and are not
@@ -152,7 +155,7 @@ def walk_cypher(memory_filter: MemoryFilter, depth: int, include_start: bool) ->
     params = {**start.params, **reach.params, **link.params}
     end = reach.text
     if memory_filter.include_quarantined:
-        hop_c = MemoryFilter(memory_filter.window, include_entities=True).cypher("c", "fx_", entities=True)
+        hop_c = passable.cypher("c", "fx_", entities=True)
         end += f" AND {hop_c.text}"
         params.update(hop_c.params)
     if not include_start:
@@ -167,7 +170,7 @@ def walk_cypher(memory_filter: MemoryFilter, depth: int, include_start: bool) ->
             if there == "c":
                 test = end
             else:
-                hop = MemoryFilter(memory_filter.window, include_entities=True).cypher(there, "fx_", entities=True)
+                hop = passable.cypher(there, "fx_", entities=True)
                 params.update(hop.params)
                 test = hop.text
             steps.append(f"MATCH p = ({here})-[:{EDGE_TYPE}]-({there}) "
