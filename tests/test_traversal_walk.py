@@ -90,18 +90,12 @@ def walk_in_python(nodes, links, start_ids, k, memory_filter, depth, include_sta
     return [(node_id, key[3], -key[0], -key[1], key[2], path) for node_id, (key, path) in ranked[:k]]
 
 
-@pytest.fixture(scope="module")
-def walked_graph(memory):
-    from llama_consciousness.storage.level_store import LevelGraphStore, LevelPlans
-    import uuid
-
-    plans = LevelPlans(f"test_walk_{uuid.uuid4().hex[:10]}", "N2", None, dimension=4)
-    store = LevelGraphStore(memory.db, plans)
-    store.ensure_schema()
+@pytest.fixture
+def walked_graph(fresh_graph):
+    store = fresh_graph("N2")
     nodes, links = build(random.Random(2024))
     store.upsert(nodes, links)
-    yield store, nodes, links
-    store.delete()
+    return store, nodes, links
 
 
 def check(store, nodes, links, start_ids, k, memory_filter, depth, include_start):
