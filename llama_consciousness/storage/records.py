@@ -60,10 +60,14 @@ JSON_PROPS = {"sensory_details": "sensory_details_json", "extra": "extra_json"}
 # newer version expires a memory, ``base_id`` to find versions of one belief.
 NODE_STORE_PROPS = ("superseded_by", "base_id")
 
-NODE_READ_PROPS = NODE_SCALARS + NODE_LISTS + TIME_FIELDS + EMOTION_PROPS + ("superseded_by",) + (
+# ``emotion_canonical`` is written for queries to filter on and never read
+# back: the model keeps the names as given, and the canonical list is derived
+# from them (a list in every node and link of every reply, for nothing).
+EMOTION_READ_PROPS = ("emotion_names", "emotion_values")
+NODE_READ_PROPS = NODE_SCALARS + NODE_LISTS + TIME_FIELDS + EMOTION_READ_PROPS + ("superseded_by",) + (
     "sensory_details_json", "extra_json",
 )
-EDGE_READ_PROPS = EDGE_SCALARS + TIME_FIELDS + EMOTION_PROPS + ("sensory_details_json",)
+EDGE_READ_PROPS = EDGE_SCALARS + TIME_FIELDS + EMOTION_READ_PROPS + ("sensory_details_json",)
 
 
 def projection(var: str, props: tuple[str, ...]) -> str:
