@@ -176,3 +176,78 @@ def test_prefetch_slot_gives_reads_only_to_the_same_key(memory, fresh_graph) -> 
     slot.discard()
     assert slot.empty
     assert run_interleaved(memory.db, [(a.plans.graph, _two_step("w"))]) == ["w!"]  # connections still good
+
+
+# -- work beside a query in flight (Query.meanwhile) ---------------------------------
+
+
+def _ro_calls(memory) -> int:
+    """How many GRAPH.RO_QUERY commands the server has received."""
+    return memory.db.connection.info("commandstats").get("cmdstat_graph.RO_QUERY", {}).get("calls", 0)
+
+
+def _sent_within(memory, before: int, seconds: float = 5.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while _ro_calls(memory) <= before:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return True
+
+
+def _beside(memory, seen: list[str]):
+    """A plan whose second query carries work that notes whether the server had that query already."""
+    first = yield Query("RETURN $v", {"v": "a"}, read_only=True)
+    before = _ro_calls(memory)
+    second = yield Query("RETURN $v + $w", {"v": first[0][0], "w": "b"}, read_only=True,
+                         meanwhile=lambda: seen.append("sent" if _sent_within(memory, before) else "not sent"))
+    return second[0][0]
+
+
+async def test_meanwhile_runs_once_while_its_query_is_on_the_server(memory, fresh_graph) -> None:
+    from llama_consciousness.storage.level_store import AsyncLevelGraphStore
+
+    a = fresh_graph()
+    seen: list[str] = []
+    assert run_interleaved(memory.db, [(a.plans.graph, _beside(memory, seen))]) == ["ab"]
+    assert seen == ["sent"]  # called once, after the query went out and before its reply was read
+    seen.clear()
+    assert await AsyncLevelGraphStore(memory.async_db, a.plans)._run(_beside(memory, seen)) == "ab"
+    assert seen == ["sent"]
+    seen.clear()
+    calls = []
+
+    def sync_plan():
+        rows = yield Query("RETURN 1", read_only=True, meanwhile=lambda: calls.append(_ro_calls(memory)))
+        return rows[0][0], _ro_calls(memory)
+
+    answer, after = a._run(sync_plan())  # the plain sync store sends and reads in one call: the work comes first
+    assert answer == 1 and calls == [after - 1]
+
+
+async def test_meanwhile_failing_stops_its_plan_alone_and_leaves_connections_reusable(memory, fresh_graph) -> None:
+    from llama_consciousness.storage.level_store import AsyncLevelGraphStore
+
+    a = fresh_graph()
+
+    def broken():
+        raise ValueError("models could not be built")
+
+    def plan():
+        rows = yield Query("RETURN 1", read_only=True, meanwhile=broken)
+        return rows
+
+    failed, fine = run_interleaved(memory.db, [(a.plans.graph, plan()), (a.plans.graph, _two_step("z"))])
+    assert isinstance(failed, ValueError) and "models could not be built" in str(failed)
+    assert fine == "z!"
+    assert run_interleaved(memory.db, [(a.plans.graph, _two_step("y"))]) == ["y!"]  # its reply was read, not left
+
+    astore = AsyncLevelGraphStore(memory.async_db, a.plans)
+    with pytest.raises(ValueError, match="models could not be built"):
+        await astore._run(plan())
+    assert await astore._run(_two_step("x")) == "x!"
+    with pytest.raises(ValueError, match="models could not be built"):
+        a._run(plan())
+    assert a._run(_two_step("w")) == "w!"

@@ -17,7 +17,7 @@ asyncio store run the very same code.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +77,7 @@ def traverse(
     *,
     depth: int = 2,
     include_start: bool = False,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Plan:
     """Memories within ``depth`` links of the start memories, best paths first.
 
@@ -85,16 +86,20 @@ def traverse(
     :func:`walk_cypher`).  A memory reached by several paths is kept once,
     with its best path.  The links
     walked must be visible in the temporal window too: a relationship that
-    was superseded is not a path in ``current`` mode.
+    was superseded is not a path in ``current`` mode.  ``meanwhile`` rides
+    on the walk's query (see ``Query``), or runs at once when there is
+    nothing to walk.
     """
     if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= MAX_DEPTH:
         raise ValueError(f"traversal depth must be an int in [1, {MAX_DEPTH}], got {depth!r}")
     if k <= 0 or not start_ids:
+        if meanwhile is not None:
+            meanwhile()
         return []
     cypher, params = walk_cypher(memory_filter, depth, include_start)
     paths = max(PATHS_PER_RESULT * int(k), MIN_PATHS)
     params = {**params, "ids": list(start_ids), "k": int(k), "paths": paths}
-    rows = yield Query(cypher, params, read_only=True)
+    rows = yield Query(cypher, params, read_only=True, meanwhile=meanwhile)
     if len(rows) < k and sum(row[-1] for row in rows) >= paths:
         # Fewer than k memories, so every one came back with its count of
         # paths; together they filled the cut, which may have left memories

@@ -28,7 +28,7 @@ from llama_consciousness.storage.params import header as params_header
 
 
 class _Job:
-    __slots__ = ("graph", "plan", "connection", "sent", "result", "done", "gate", "pending")
+    __slots__ = ("graph", "plan", "connection", "sent", "result", "done", "gate", "pending", "error")
 
     def __init__(self, graph: Any, plan: Plan) -> None:
         self.graph = graph
@@ -41,6 +41,9 @@ class _Job:
         # one whose gate was taken waits in ``pending`` (its command)
         self.gate: threading.Lock | None = None
         self.pending: tuple[list[Any], threading.Lock] | None = None
+        # what the plan's ``Query.meanwhile`` raised: the plan stops with it
+        # once the reply of the query it ran beside is read
+        self.error: BaseException | None = None
 
 
 def _connection(pool: Any) -> Any:
@@ -161,6 +164,10 @@ class Interleaved:
             job.connection.disconnect()
             _fail(job, exc)
             return
+        if job.error is not None:
+            job.result, job.done = job.error, True
+            job.plan.close()
+            return
         _advance(self._db, self._pool, job, rows, first=False, timeout_ms=self._timeout_ms)
 
     def discard(self) -> None:
@@ -231,9 +238,16 @@ def _advance(db: Any, pool: Any, job: _Job, rows: Any, *, first: bool, timeout_m
         lock = knn_gate.gate(db, job.graph.name)
         if not lock.acquire(blocking=False):  # sent when the search in flight is read
             job.pending = (command, lock)
-            return
-        job.gate = lock
-    _send(job, command)
+        else:
+            job.gate = lock
+            _send(job, command)
+    else:
+        _send(job, command)
+    if step.meanwhile is not None and not job.done:
+        try:
+            step.meanwhile()
+        except Exception as exc:
+            job.error = exc
 
 
 class PrefetchSlot:

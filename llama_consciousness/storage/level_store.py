@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -82,11 +82,21 @@ class VectorIndexConfig:
 
 @dataclass(frozen=True)
 class Query:
-    """A Cypher query for the plan's graph; values only ever in ``params``."""
+    """A Cypher query for the plan's graph; values only ever in ``params``.
+
+    ``meanwhile`` is work of the plan's own that does not need this query's
+    rows, such as building the models of the previous reply.  A runner calls
+    it once, after sending the query and before reading its reply, so that
+    this process works while the server does (``run_interleaved`` and the
+    asyncio store; the plain sync store, which sends and reads in one call,
+    calls it first).  An exception it raises stops the plan as the query's
+    own failure would.
+    """
 
     cypher: str
     params: dict[str, Any] = field(default_factory=dict)
     read_only: bool = False
+    meanwhile: Callable[[], object] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -621,12 +631,36 @@ class LevelPlans:
         fewer than k rows, so the index is asked for ``oversample * k`` and,
         while that was not enough, asked again for four times as many.
         """
+        rows = yield from self.vector_rows(embedding, k, window, min_energy=min_energy,
+                                           min_confidence=min_confidence, oversample=oversample)
+        return vector_hits(rows, k)
+
+    def vector_rows(
+        self,
+        embedding: Sequence[float],
+        k: int,
+        window: TemporalWindow | MemoryFilter,
+        *,
+        min_energy: float | None = None,
+        min_confidence: float | None = None,
+        oversample: int = 4,
+        meanwhile: Callable[[], object] | None = None,
+    ) -> Plan:
+        """:meth:`vector_search`'s rows, before they become models (:func:`vector_hits`).
+
+        For a caller that needs only the ids first (:func:`first_ids`): the
+        graph channel's walk from the nearest memories goes out before their
+        models are built.  ``meanwhile`` rides on the first query (see
+        ``Query``).
+        """
         if self.dimension is not None and len(embedding) != self.dimension:
             raise EmbeddingDimensionError(
                 f"query embedding has dimension {len(embedding)}, level graph {self.graph!r} "
                 f"indexes dimension {self.dimension}"
             )
         if k <= 0:
+            if meanwhile is not None:
+                meanwhile()
             return []
         if isinstance(window, MemoryFilter):
             memory_filter = window
@@ -646,7 +680,7 @@ class LevelPlans:
             f"RETURN {_NODE_PROJECTION}, score, page_rows = page_nodes"
         )
         fetch = min(max(k * oversample, k + 16), MAX_FETCH)
-        rows = yield from _knn_page(self.graph, cypher, {**params, "fetch": fetch})
+        rows = yield from _knn_page(self.graph, cypher, {**params, "fetch": fetch}, meanwhile)
         if len(rows) < k and fetch < MAX_FETCH:
             # Short: filters or orphans took slots.  A bound on what the index
             # can return is the label count, which FalkorDB answers from its
@@ -663,13 +697,7 @@ class LevelPlans:
                     break
                 if fetch >= total:
                     plateau = len(rows)
-        hits: dict[str, VectorHit] = {}
-        for values, score, _ in rows:
-            props = records.node_props(values)  # once: node_from_props takes the map as it is
-            node_id = props["node_id"]
-            if node_id not in hits:
-                hits[node_id] = VectorHit(records.node_from_props(props), 1.0 - float(score))
-        return list(hits.values())[:k]
+        return rows
 
     def reindex_vectors(self) -> Plan:
         """Drop and rebuild the vector index, clearing orphan vectors."""
@@ -693,7 +721,8 @@ class LevelPlans:
 KNN_ATTEMPTS = 4
 
 
-def _knn_page(graph: str, cypher: str, params: dict[str, Any]) -> Plan:
+def _knn_page(graph: str, cypher: str, params: dict[str, Any],
+              meanwhile: Callable[[], object] | None = None) -> Plan:
     """A page of the vector index, read again while it repeats a memory.
 
     Concurrent searches of one graph corrupt each other's pages (FalkorDB
@@ -707,13 +736,41 @@ def _knn_page(graph: str, cypher: str, params: dict[str, Any]) -> Plan:
     """
     rows: list[Any] = []
     for _ in range(KNN_ATTEMPTS):
-        rows = yield Query(cypher, params, read_only=True)
+        rows = yield Query(cypher, params, read_only=True, meanwhile=meanwhile)
+        meanwhile = None  # once, beside the first attempt
         if not rows or rows[0][-1]:
             return rows
     logger.warning("vector search on %r: the index repeated memories in %d pages in a row (FalkorDB #2848); "
                    "using the last page without its repeats", graph, KNN_ATTEMPTS)
     return rows
 
+
+def vector_hits(rows: Sequence[Any], k: int) -> list[VectorHit]:
+    """Rows of :meth:`LevelPlans.vector_rows` as hits, nearest first, each memory once, at most k."""
+    hits: dict[str, VectorHit] = {}
+    for values, score, _ in rows:
+        props = records.node_props(values)  # once: node_from_props takes the map as it is
+        node_id = props["node_id"]
+        if node_id not in hits:
+            hits[node_id] = VectorHit(records.node_from_props(props), 1.0 - float(score))
+    return list(hits.values())[:k]
+
+
+def first_ids(rows: Sequence[Any], n: int) -> list[str]:
+    """The node_ids of the first n hits :func:`vector_hits` would make of ``rows`` (no models built)."""
+    out: list[str] = []
+    if n <= 0:
+        return out
+    for values, _, _ in rows:
+        node_id = values[0]  # NODE_READ_PROPS[0]
+        if node_id not in out:
+            out.append(node_id)
+            if len(out) >= n:
+                break
+    return out
+
+
+assert records.NODE_READ_PROPS[0] == "node_id"
 
 _RETRIEVED_FIELDS = frozenset(ConsciousnessNode.model_fields)
 assert _RETRIEVED_FIELDS == frozenset(MemoryNode.model_fields) | {"retrieval_source", "relevance_score"}
@@ -835,6 +892,8 @@ class LevelGraphStore(_StoreMethods):
             return None
         if isinstance(query, UniqueConstraint):
             return self.graph.create_node_unique_constraint(query.label, query.prop)
+        if query.meanwhile is not None:
+            query.meanwhile()
         try:
             text = params_header(query.params) + query.cypher
             timeout = self.timeout_ms if query.read_only else None
@@ -879,6 +938,15 @@ class AsyncLevelGraphStore(_StoreMethods):
             return None
         if isinstance(query, UniqueConstraint):
             return await self.graph.create_node_unique_constraint(query.label, query.prop)
+        if query.meanwhile is not None:
+            sent = asyncio.ensure_future(self._execute(replace(query, meanwhile=None)))
+            await asyncio.sleep(0)  # the query's task runs up to its first wait: it is on its way
+            try:
+                query.meanwhile()
+            except BaseException:
+                await asyncio.gather(sent, return_exceptions=True)  # no reply left unread
+                raise
+            return await sent
         try:
             text = params_header(query.params) + query.cypher
             timeout = self.timeout_ms if query.read_only else None
