@@ -43,13 +43,15 @@ What it does, per size (``--sizes nodes:relationships``, per level)
 
    * six-way end to end, sync ``retrieve_stream`` and async
      ``aretrieve_stream`` (all queries in one ``asyncio.run`` loop);
-   * the sync path decomposed exactly as ``_retrieve_both`` runs it:
+   * the sync path decomposed exactly as ``_retrieve_both`` runs it (inside
+     ``quiet_retrieval``'s raised collector thresholds, as that method is):
      preparation (filter, query embedding, query names, graph list), each
      level on its own (``_levels_sync`` for that level: its vector and
      graph queries in flight together), and
      assembly (``_finish``: ConsciousnessNodes, fusion, NodeWithScores,
      stream);
-   * each channel on its own, straight on the store plans
+   * each channel on its own, straight on the store plans (with the
+     collector's own thresholds)
      (``LevelGraphStore._run(plans.vector_search(...))``, entity match +
      ``channels.traverse(...)``, ``channels.keyword_search(...)``), with
      each query's client round trip and FalkorDB's own "internal execution
@@ -162,6 +164,7 @@ from llama_index.core.llms import MockLLM  # noqa: E402
 from llama_index.core.vector_stores.types import VectorStoreQuery  # noqa: E402
 from llama_index.graph_stores.falkordb import FalkorDBPropertyGraphStore  # noqa: E402
 
+from llama_consciousness.gcquiet import quiet_retrieval  # noqa: E402
 from llama_consciousness.memory import ConsciousnessMemory  # noqa: E402
 from llama_consciousness.retrievers.config import SIX_WAY_CONCATENATION, RetrievalConfig  # noqa: E402
 from llama_consciousness.retrievers.six_way import SixWayHybridRetriever  # noqa: E402
@@ -686,7 +689,9 @@ def measure_decomposed(retriever: SixWayHybridRetriever, queries: Sequence[str])
         out.setdefault(f"floor {lvl}", Series()).add(ms_since(t0), server=float(result.run_time_ms),
                                                       rows=len(result.result_set))
 
-    for number, text in enumerate(queries):
+    # as _retrieve_both runs: inside quiet_retrieval's raised collector thresholds
+    @quiet_retrieval
+    def decompose(number: int, text: str) -> None:
         rebuilds = TrackingRetriever.rebuilds
         t_all = time.perf_counter()
         intention = retriever.intention_for(text)
@@ -723,6 +728,8 @@ def measure_decomposed(retriever: SixWayHybridRetriever, queries: Sequence[str])
         _, nodes = retriever._finish(intention, outcomes, retrieved_at, started)
         out["assembly"].add(ms_since(t0), nodes=len(nodes))
         out["total"].add(ms_since(t_all) - floors_time * 1000, rebuilt=float(TrackingRetriever.rebuilds > rebuilds))
+    for number, text in enumerate(queries):
+        decompose(number, text)
     return out
 
 
