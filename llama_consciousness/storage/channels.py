@@ -160,8 +160,6 @@ def walk_cypher(memory_filter: MemoryFilter, depth: int, include_start: bool) ->
     passable = MemoryFilter(memory_filter.window, include_entities=True)
     start = passable.cypher("s", "fs_", entities=True)
     reach = memory_filter.cypher("c", "fc_")
-    link = cypher_predicate(memory_filter.window, "r", "fr_")
-
     def link_of(var: str) -> str:  # the link test on a hop's link (``var`` is r1, r2, ...: never user text)
         return cypher_predicate(memory_filter.window, var, "fr_").text
 
@@ -169,7 +167,7 @@ def walk_cypher(memory_filter: MemoryFilter, depth: int, include_start: bool) ->
     # quarantined: an expired belief must not connect two current ones.  The
     # start passed the same test already and the end passes ``reach``, which
     # implies it unless quarantined memories are asked for.
-    params = {**start.params, **reach.params, **link.params}
+    params = {**start.params, **reach.params, **cypher_predicate(memory_filter.window, "r", "fr_").params}
     end = reach.text
     if memory_filter.include_quarantined:
         hop_c = passable.cypher("c", "fx_", entities=True)

@@ -644,14 +644,12 @@ class LevelPlans:
         min_energy: float | None = None,
         min_confidence: float | None = None,
         oversample: int = 4,
-        meanwhile: Callable[[], object] | None = None,
     ) -> Plan:
         """:meth:`vector_search`'s rows, before they become models (:func:`vector_hits`).
 
         For a caller that needs only the ids first (:func:`first_ids`): the
         graph channel's walk from the nearest memories goes out before their
-        models are built.  ``meanwhile`` rides on the first query (see
-        ``Query``).
+        models are built.
         """
         if self.dimension is not None and len(embedding) != self.dimension:
             raise EmbeddingDimensionError(
@@ -659,8 +657,6 @@ class LevelPlans:
                 f"indexes dimension {self.dimension}"
             )
         if k <= 0:
-            if meanwhile is not None:
-                meanwhile()
             return []
         if isinstance(window, MemoryFilter):
             memory_filter = window
@@ -680,7 +676,7 @@ class LevelPlans:
             f"RETURN {_NODE_PROJECTION}, score, page_rows = page_nodes"
         )
         fetch = min(max(k * oversample, k + 16), MAX_FETCH)
-        rows = yield from _knn_page(self.graph, cypher, {**params, "fetch": fetch}, meanwhile)
+        rows = yield from _knn_page(self.graph, cypher, {**params, "fetch": fetch})
         if len(rows) < k and fetch < MAX_FETCH:
             # Short: filters or orphans took slots.  A bound on what the index
             # can return is the label count, which FalkorDB answers from its
@@ -721,8 +717,7 @@ class LevelPlans:
 KNN_ATTEMPTS = 4
 
 
-def _knn_page(graph: str, cypher: str, params: dict[str, Any],
-              meanwhile: Callable[[], object] | None = None) -> Plan:
+def _knn_page(graph: str, cypher: str, params: dict[str, Any]) -> Plan:
     """A page of the vector index, read again while it repeats a memory.
 
     Concurrent searches of one graph corrupt each other's pages (FalkorDB
@@ -736,8 +731,7 @@ def _knn_page(graph: str, cypher: str, params: dict[str, Any],
     """
     rows: list[Any] = []
     for _ in range(KNN_ATTEMPTS):
-        rows = yield Query(cypher, params, read_only=True, meanwhile=meanwhile)
-        meanwhile = None  # once, beside the first attempt
+        rows = yield Query(cypher, params, read_only=True)
         if not rows or rows[0][-1]:
             return rows
     logger.warning("vector search on %r: the index repeated memories in %d pages in a row (FalkorDB #2848); "
