@@ -613,16 +613,8 @@ class LevelPlans:
         edges = yield Query(f"MATCH ()-[r:{EDGE_TYPE}]->() RETURN count(r)", read_only=True)
         return (int(nodes[0][0]) if nodes else 0), (int(edges[0][0]) if edges else 0)
 
-    def vector_search(
-        self,
-        embedding: Sequence[float],
-        k: int,
-        window: TemporalWindow | MemoryFilter,
-        *,
-        min_energy: float | None = None,
-        min_confidence: float | None = None,
-        oversample: int = 4,
-    ) -> Plan:
+    def vector_search(self, embedding: Sequence[float], k: int, window: TemporalWindow | MemoryFilter,
+                      **options: Any) -> Plan:
         """The k nearest memories that pass the filter, filters inside the query.
 
         ``window`` is a temporal window or a full ``MemoryFilter`` (energy,
@@ -630,9 +622,10 @@ class LevelPlans:
         after the KNN step (and orphan vectors left by updates) can leave
         fewer than k rows, so the index is asked for ``oversample * k`` and,
         while that was not enough, asked again for four times as many.
+        ``options`` are :meth:`vector_rows`'s (``min_energy``,
+        ``min_confidence``, ``oversample``).
         """
-        rows = yield from self.vector_rows(embedding, k, window, min_energy=min_energy,
-                                           min_confidence=min_confidence, oversample=oversample)
+        rows = yield from self.vector_rows(embedding, k, window, **options)
         return vector_hits(rows, k)
 
     def vector_rows(
