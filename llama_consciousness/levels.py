@@ -38,6 +38,15 @@ def graph_name(level: str, citizen_id: str | None = None) -> str:
     return SHARED_GRAPHS[level]
 
 
+def home_key(level: str, citizen_id: str | None) -> tuple[str, str | None]:
+    """``(level, citizen)`` naming a record's level graph: the citizen counts in N1 only.
+
+    N2 and N3 are shared graphs, so a citizen id on a record there (who
+    wrote it) must not split them into one batch or lane per writer.
+    """
+    return level, citizen_id if level == "N1" else None
+
+
 def level_key(level: str) -> str:
     """The stream key of a level: ``n1_personal``, ``n2_collective``, ``n3_ecosystem``."""
     return LEVEL_KEYS[check_level(level)]

@@ -870,3 +870,14 @@ async def test_vector_searches_of_one_graph_pass_its_gate_in_async_and_interleav
     assert [[h.node.node_id for h in hits] for hits in found] == [alone[i % 6] for i in range(24)]
     assert not wrong
     assert not lock.locked()
+
+
+def test_home_key_keeps_the_citizen_in_n1_only():
+    """One key per level graph: N2/N3 records of different writers share one batch (pure function)."""
+    from llama_consciousness.levels import graph_name, home_key
+
+    assert home_key("N1", "ada") == ("N1", "ada")
+    assert home_key("N2", "ada") == home_key("N2", None) == ("N2", None)
+    assert home_key("N3", "luca") == ("N3", None)
+    for level, citizen in (("N1", "ada"), ("N2", "ada"), ("N3", None)):
+        assert graph_name(*home_key(level, citizen)) == graph_name(level, citizen)

@@ -32,6 +32,7 @@ from llama_consciousness.blas import one_blas_thread
 from llama_consciousness.ingestion.nodes import embedding_text, is_relationship, text_node_to_memory
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.ingestion.writer import DUPLICATE_KEY
+from llama_consciousness.levels import home_key
 from llama_consciousness.scoring.identity import base_identity
 
 
@@ -58,7 +59,7 @@ def _home(node: BaseNode) -> tuple[tuple[str, str | None], _Version]:
         memory = text_node_to_memory(node)
         node_id, level, citizen = memory.node_id, memory.level, memory.citizen_id
         supersedes, extra = memory.supersedes, memory.extra
-    return (level, citizen if level == "N1" else None), _Version(node_id, supersedes, extra or {})
+    return home_key(level, citizen), _Version(node_id, supersedes, extra or {})
 
 
 class _Judged:

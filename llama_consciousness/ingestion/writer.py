@@ -34,7 +34,7 @@ from llama_consciousness.errors import StorageError
 from llama_consciousness.ingestion.cognitive import COMPUTED_KEY
 from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_memory, text_node_to_relationship
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
-from llama_consciousness.levels import graph_name
+from llama_consciousness.levels import graph_name, home_key
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.scoring.identity import base_identity
 from llama_consciousness.scoring.names import EntityIndex, normalize_entity_name
@@ -184,7 +184,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
             memory = text_node_to_memory(node)
             if node.metadata.get(QUARANTINE_KEY) and not memory.quarantined:
                 memory = memory.model_copy(update={"quarantined": True})
-            key = (memory.level, memory.citizen_id if memory.level == "N1" else None)
+            key = home_key(memory.level, memory.citizen_id)
             batch = batches.setdefault(key, _LevelBatch(*key))
             batch.memories.append(memory)
             home[memory.node_id] = key
@@ -196,7 +196,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
                 batch.volatile[memory.node_id] = tuple(node.metadata[COMPUTED_KEY])
         for rel in relationships:
             if rel.level is not None:
-                key = (rel.level, rel.citizen_id if rel.level == "N1" else None)
+                key = home_key(rel.level, rel.citizen_id)
             elif rel.source_id in home:
                 key = home[rel.source_id]
             else:
