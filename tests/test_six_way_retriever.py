@@ -442,6 +442,25 @@ async def test_async_retrieval_matches_sync(memory, citizen, shared_levels) -> N
 # -- 7. failure isolation ----------------------------------------------------------
 
 
+async def test_a_walk_from_the_vector_hits_that_fails_keeps_those_hits(memory, citizen, monkeypatch) -> None:
+    """The graph channel's failure is its own: the vector answers it started from stay (sync and async)."""
+    from llama_consciousness.storage import channels
+
+    write_chain(memory, citizen)
+    query = "how to bake sourdough bread with rye flour"  # names no memory: the walk starts from the vector hits
+    retriever = SixWayHybridRetriever(memory, citizen, config=SIX_WAY_CONCATENATION)
+    good = retriever.retrieve_stream(n1(citizen, query)).levels["n1_personal"]
+    assert good.vector_results and good.graph_results and good.error is None
+    monkeypatch.setattr(channels, "walk_cypher", lambda *args: ("RETURN nosuchfunction(1)", {}))
+    for stream in (retriever.retrieve_stream(n1(citizen, query)), await retriever.aretrieve_stream(n1(citizen, query))):
+        level = stream.levels["n1_personal"]
+        assert [n.node_id for n in level.vector_results] == [n.node_id for n in good.vector_results]
+        assert level.graph_results == []
+        assert "N1_graph" in level.error and "nosuchfunction" in level.error.lower()
+        assert "N1_vector" not in level.error
+        assert stream.query_count == 1  # the vector search counted, the walk not
+
+
 async def test_a_citizen_without_a_graph_has_an_empty_n1_and_no_error(memory, citizen, shared_levels) -> None:
     retriever = SixWayHybridRetriever(memory, citizen)
     for stream in (retriever.retrieve_stream("anything at all"), await retriever.aretrieve_stream("anything at all")):

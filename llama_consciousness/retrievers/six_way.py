@@ -315,7 +315,8 @@ class SixWayHybridRetriever(BaseRetriever):
         """Every channel of every level, all in flight at once (``run_interleaved``)."""
         outcomes: list[LevelOutcome] = []
         jobs: list[tuple[str, Plan]] = []
-        owners: list[tuple[LevelOutcome, tuple[str, ...]]] = []
+        # each job's level, its channels, and the vector hits a walk-from-them job built before it failed
+        owners: list[tuple[LevelOutcome, tuple[str, ...], list[list[VectorHit]]]] = []
         timeout_ms = int(self.config.channel_timeout_s * 1000)
         k = intention.max_results_per_level
         for level in intention.query_levels:
@@ -335,8 +336,9 @@ class SixWayHybridRetriever(BaseRetriever):
                 # the traversal starts from the vector answers: one job for both
                 channels.remove("vector")
                 channels.remove("graph")
-                jobs.append((plans.graph, self._vector_then_graph(plans, level, embedding, k, memory_filter)))
-                owners.append((out, ("vector", "graph")))
+                found: list[list[VectorHit]] = []
+                jobs.append((plans.graph, self._vector_then_graph(plans, level, embedding, k, memory_filter, found)))
+                owners.append((out, ("vector", "graph"), found))
             for channel in channels:
                 try:
                     if channel == "vector":
@@ -352,16 +354,29 @@ class SixWayHybridRetriever(BaseRetriever):
                     self._channel_failed(out, channel, exc)
                     continue
                 jobs.append((plans.graph, plan))
-                owners.append((out, (channel,)))
-        for (out, channels), result in zip(owners, run_interleaved(self.memory.db, jobs, timeout_ms)):
-            if isinstance(result, BaseException):
-                for channel in channels:
-                    self._channel_failed(out, channel, result)
-                continue
-            for channel, value in zip(channels, result if len(channels) > 1 else (result,)):
-                setattr(out, channel, value)
-                out.queries += 1
+                owners.append((out, (channel,), []))
+        for (out, channels, found), result in zip(owners, run_interleaved(self.memory.db, jobs, timeout_ms)):
+            self._settle(out, channels, result, found)
         return outcomes
+
+    def _settle(self, out: LevelOutcome, channels: tuple[str, ...], result: Any,
+                found: list[list[VectorHit]]) -> None:
+        """A job's result into its level's outcome: one value per channel, or an error entry per channel.
+
+        A walk from the vector hits that fails (or times out) after those
+        hits were built keeps them: only the graph channel is an error.
+        """
+        if isinstance(result, BaseException):
+            if found and channels == ("vector", "graph"):
+                out.vector = found[0]
+                out.queries += 1
+                channels = ("graph",)
+            for channel in channels:
+                self._channel_failed(out, channel, result)
+            return
+        for channel, value in zip(channels, result if len(channels) > 1 else (result,)):
+            setattr(out, channel, value)
+            out.queries += 1
 
     def _start_for(self, store: LevelGraphStore, names: list[str]) -> list[str]:
         """The memories the query names in this level (the level's names are read once per TTL)."""
@@ -386,21 +401,24 @@ class SixWayHybridRetriever(BaseRetriever):
                                        include_start=True))
 
     def _vector_then_graph(self, plans: LevelPlans, level: str, embedding: list[float], k: int,
-                           memory_filter: MemoryFilter) -> Plan:
+                           memory_filter: MemoryFilter, found: list[list[VectorHit]] | None = None) -> Plan:
         """Both channels of a level whose question names none of its memories: the walk starts from the nearest.
 
         The walk goes out as soon as the vector search's rows are in, and the
         vector hits' models are built while the server walks (measured: the
-        walk leaves 0.36 ms after the vector reply instead of 0.75).
+        walk leaves 0.36 ms after the vector reply instead of 0.75).  The
+        hits go into ``found`` as soon as they are built, so that a walk
+        that fails after them does not take them down (``_settle``).
         """
+        built: list[list[VectorHit]] = [] if found is None else found
         if self.memory.vector_backends[level] == "pgvector":
             vector = yield from self._vector_plan(plans, level, embedding, k, memory_filter)
+            built.append(vector)
             start = [h.node.node_id for h in vector[: self.config.fallback_start]]
             graph = yield from ch.traverse(plans, start, k, memory_filter, depth=self.config.graph_depth,
                                            include_start=True)
             return vector, graph
         rows = yield from plans.vector_rows(embedding, k, memory_filter)
-        built: list[list[VectorHit]] = []
         graph = yield from ch.traverse(plans, first_ids(rows, min(self.config.fallback_start, k)), k, memory_filter,
                                        depth=self.config.graph_depth, include_start=True,
                                        meanwhile=lambda: built.append(vector_hits(rows, k)))
@@ -485,13 +503,14 @@ class SixWayHybridRetriever(BaseRetriever):
                 self._channel_failed(out, "graph", exc)
                 channels.remove("graph")
         jobs: dict[tuple[str, ...], Any] = {}
+        found: list[list[VectorHit]] = []
         if ("graph" in channels and not start and self.config.fallback_start and "vector" in channels
                 and self.memory.vector_backends[level] != "pgvector"):
             # the traversal starts from the vector answers: one plan for both, as in the sync path
             channels.remove("vector")
             channels.remove("graph")
             jobs[("vector", "graph")] = asyncio.ensure_future(
-                store._run(self._vector_then_graph(plans, level, embedding, k, memory_filter)))
+                store._run(self._vector_then_graph(plans, level, embedding, k, memory_filter, found)))
         vector_task = asyncio.ensure_future(vector(k)) if "vector" in channels else None
 
         async def graph() -> list[ch.GraphHit]:
@@ -520,12 +539,7 @@ class SixWayHybridRetriever(BaseRetriever):
         for (names_of, job), result in zip(jobs.items(), results):
             if isinstance(result, BaseException):
                 job.cancel()
-                for channel in names_of:
-                    self._channel_failed(out, channel, result)
-                continue
-            for channel, value in zip(names_of, result if len(names_of) > 1 else (result,)):
-                setattr(out, channel, value)
-                out.queries += 1
+            self._settle(out, names_of, result, found if names_of == ("vector", "graph") else [])
         return out
 
     # -- assembly -------------------------------------------------------------------
