@@ -683,12 +683,6 @@ def measure_decomposed(retriever: SixWayHybridRetriever, queries: Sequence[str])
     out: dict[str, Series] = {"prepare": Series(), "assembly": Series(), "total": Series()}
     memory = retriever.memory
 
-    def floor(lvl: str, graph: Any, embedding: list[float]) -> None:
-        t0 = time.perf_counter()
-        result = graph.ro_query(*_with_params(FLOOR, {"q": embedding}))
-        out.setdefault(f"floor {lvl}", Series()).add(ms_since(t0), server=float(result.run_time_ms),
-                                                      rows=len(result.result_set))
-
     # as _retrieve_both runs: inside quiet_retrieval's raised collector thresholds
     @quiet_retrieval
     def decompose(number: int, text: str) -> None:
@@ -703,31 +697,28 @@ def measure_decomposed(retriever: SixWayHybridRetriever, queries: Sequence[str])
         existing = set(memory.db.list_graphs())
         out["prepare"].add(ms_since(t_all))
         outcomes = []
-        floors_time = 0.0
+        floors_ms = 0.0
         for lvl in intention.query_levels:
             before = TrackingRetriever.rebuilds
             one_level = intention.model_copy(update={"query_levels": [lvl]})
             graph = memory.db.select_graph(retriever._plans(lvl, one_level).graph)
-            t_floor = time.perf_counter()
+            floor = out.setdefault(f"floor {lvl}", Series())
             if number % 2 == 0:
-                floor(lvl, graph, embedding)
+                floors_ms += floor_sample(floor, graph, FLOOR, embedding)
             t0 = time.perf_counter()
-            floors_time += t0 - t_floor
             outcome = retriever._levels_sync(one_level, memory_filter, embedding, names, existing)[0]
             out.setdefault(f"level {lvl}", Series()).add(
                 ms_since(t0), vector=len(outcome.vector), graph=len(outcome.graph),
                 rebuilt=float(TrackingRetriever.rebuilds > before))
-            t_floor = time.perf_counter()
             if number % 2 == 1:
-                floor(lvl, graph, embedding)
-            floors_time += time.perf_counter() - t_floor
+                floors_ms += floor_sample(floor, graph, FLOOR, embedding)
             if outcome.errors:
                 log(f"  {lvl}: channel errors {outcome.errors}")
             outcomes.append(outcome)
         t0 = time.perf_counter()
         _, nodes = retriever._finish(intention, outcomes, retrieved_at, started)
         out["assembly"].add(ms_since(t0), nodes=len(nodes))
-        out["total"].add(ms_since(t_all) - floors_time * 1000, rebuilt=float(TrackingRetriever.rebuilds > rebuilds))
+        out["total"].add(ms_since(t_all) - floors_ms, rebuilt=float(TrackingRetriever.rebuilds > rebuilds))
     for number, text in enumerate(queries):
         decompose(number, text)
     return out
@@ -808,10 +799,17 @@ def measure_floor(memory: ConsciousnessMemory, graph: str, embeddings: Sequence[
         g.ro_query(*_with_params(cypher, {"q": q}))
     series = Series()
     for q in embeddings:
-        t0 = time.perf_counter()
-        result = g.ro_query(*_with_params(cypher, {"q": q}))
-        series.add(ms_since(t0), server=float(result.run_time_ms), rows=len(result.result_set))
+        floor_sample(series, g, cypher, q)
     return series
+
+
+def floor_sample(series: Series, graph: Any, cypher: str, embedding: list[float]) -> float:
+    """One floor query on ``graph``, added to ``series`` (with its server time and rows); its ms."""
+    t0 = time.perf_counter()
+    result = graph.ro_query(*_with_params(cypher, {"q": embedding}))
+    ms = ms_since(t0)
+    series.add(ms, server=float(result.run_time_ms), rows=len(result.result_set))
+    return ms
 
 
 def exact_truth(matrix: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
