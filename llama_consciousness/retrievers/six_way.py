@@ -539,7 +539,7 @@ class SixWayHybridRetriever(BaseRetriever):
         for (names_of, job), result in zip(jobs.items(), results):
             if isinstance(result, BaseException):
                 job.cancel()
-            self._settle(out, names_of, result, found if names_of == ("vector", "graph") else [])
+            self._settle(out, names_of, result, found)  # found counts for the vector + graph job only
         return out
 
     # -- assembly -------------------------------------------------------------------

@@ -160,6 +160,7 @@ def walk_cypher(memory_filter: MemoryFilter, depth: int, include_start: bool) ->
     passable = MemoryFilter(memory_filter.window, include_entities=True)
     start = passable.cypher("s", "fs_", entities=True)
     reach = memory_filter.cypher("c", "fc_")
+
     def link_of(var: str) -> str:  # the link test on a hop's link (``var`` is r1, r2, ...: never user text)
         return cypher_predicate(memory_filter.window, var, "fr_").text
 
