@@ -242,7 +242,7 @@ def bm25_keyword_search(k1: float = 1.2, b: float = 0.75, avgdl: float | None = 
     from llama_consciousness.storage.channels import KeywordHit
     from llama_consciousness.storage.level_store import NODE_LABEL, Query
 
-    node_proj = records.projection("c", records.NODE_READ_PROPS)
+    node_proj = records.node_projection("c")
 
     def keyword_search(plans: Any, text: str, k: int, memory_filter: Any) -> Any:
         terms = idf_terms(text, stop)

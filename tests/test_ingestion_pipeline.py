@@ -706,7 +706,12 @@ def _chunking_records(citizen: str) -> list[dict[str, Any]]:
 def _portable(store) -> tuple[dict, dict]:
     """A graph dump without what names its citizen (the content hash covers the citizen id)."""
     nodes, edges = dump(store)
-    strip = lambda props: {k: v for k, v in props.items() if k not in ("citizen_id", "content_hash")}  # noqa: E731
+
+    def strip(props: dict) -> dict:
+        out = {k: v for k, v in props.items() if k not in ("citizen_id", "content_hash")}
+        out["fields_json"] = {k: v for k, v in json.loads(props["fields_json"]).items() if k != "citizen_id"}
+        return out
+
     return ({k: strip(v) for k, v in nodes.items()},
             {k: (s, t, strip(props)) for k, (s, t, props) in edges.items()})
 

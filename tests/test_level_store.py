@@ -18,7 +18,7 @@ from llama_consciousness.errors import EmbeddingDimensionError, LevelError, Stor
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.scoring.emotions import canonical_emotion
 from llama_consciousness.storage import records
-from llama_consciousness.storage.level_store import AsyncLevelGraphStore, LevelGraphStore, LevelPlans
+from llama_consciousness.storage.level_store import AsyncLevelGraphStore, LevelGraphStore, LevelPlans, Supersession
 from llama_consciousness.temporal import TemporalWindow
 
 T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -346,6 +346,78 @@ def test_hostile_strings_are_stored_verbatim(fresh_graph):
     assert hits[0].node.name == name
 
 
+def _hostile_and_structured() -> tuple[list[MemoryNode], list[ConsciousnessRelationship]]:
+    nodes, edges = batch()
+    nodes.append(mk("h'q\"`", [0, 1, 1, 0], name="x'}) DETACH DELETE n //", description="\"d\" \\ \n\t ü 😀",
+                    extra={"nested": {"list": [1, 2.5, "three", None, True]}}, sensory_details={"sound": "rain"},
+                    invalidation_reason="reality_changed", supersedes="old", discovery_energy=0.1 + 0.2,
+                    surfaces_when=["when 'tired'"], created_at=at(2)))
+    edges.append(link("h'q\"`", "a", goal="x`}]->() DELETE r //", sensory_details={"touch": "cold"},
+                      energy=1 / 3, created_at=at(2)))
+    return nodes, edges
+
+
+def _everything_read(store: LevelGraphStore, ids: list[str]) -> tuple:
+    window = TemporalWindow(mode="full_history")
+    return (
+        [n.model_dump() for n in store.get_nodes(ids)],
+        sorted((e.model_dump() for e in store.get_relationships()), key=lambda e: e["edge_id"]),
+        [h.node.model_dump() for h in store.vector_search([1, 0.5, 0.2, 0], 10, window)],
+    )
+
+
+def _digits15(value):
+    """``value`` with every float as FalkorDB's replies print it: 15 significant digits."""
+    if isinstance(value, float):
+        return float(f"{value:.15g}")
+    if isinstance(value, dict):
+        return {k: _digits15(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_digits15(v) for v in value)
+    return value
+
+
+def test_the_read_copy_holds_the_stored_properties(fresh_graph):
+    """``fields_json`` is the upsert's own copy of the properties it reads back (not the cells)."""
+    import json
+
+    store = fresh_graph("N2")
+    nodes, edges = _hostile_and_structured()
+    store.upsert(nodes, edges)
+    for props, copied in [(p, records.NODE_COPIED) for p in raw_nodes(store).values()] + [
+            (p, records.EDGE_COPIED) for p in raw_edges(store).values()]:
+        assert _digits15(json.loads(props["fields_json"])) == {k: props[k] for k in copied if k in props}
+    # every digit: the server holds the exact double, the copy reads it back, a reply's cell would round it
+    assert store.graph.query("MATCH (n:Memory) WHERE n.discovery_energy = $x RETURN n.node_id",
+                             {"x": 0.1 + 0.2}).result_set == [["h'q\"`"]]
+    assert store.get_node("h'q\"`").discovery_energy == 0.1 + 0.2 != 0.3
+    assert [e.energy for e in store.get_relationships(["h'q\"`"]) if e.source_id != "a"] == [1 / 3]
+    # a supersession changes what is read as cells, not the copy, and the reads show it
+    copy = raw_nodes(store)["a"]["fields_json"]
+    store.upsert([mk("a2", [1, 0, 0, 0], created_at=at(30))],
+                 supersessions=[Supersession("a", "a2", expired_at=at(30), reason="reality_changed", invalid_at=at(25))])
+    assert raw_nodes(store)["a"]["fields_json"] == copy
+    read = store.get_node("a")
+    assert (read.expired_at, read.invalid_at, read.superseded_by, read.invalidation_reason) == (
+        at(30), at(25), "a2", "reality_changed")
+
+
+def test_records_without_the_read_copy_read_the_same(fresh_graph):
+    """Records written before the copy existed (or by hand) are read from their properties, cell by cell
+    (their floats to the 15 significant digits of a reply's cells)."""
+    store = fresh_graph("N2")
+    nodes, edges = _hostile_and_structured()
+    store.upsert(nodes, edges)
+    ids = [n.node_id for n in nodes]
+    with_copy = _everything_read(store, ids)
+    assert len(with_copy[0]) == len(nodes) and len(with_copy[1]) == len(edges)
+    store.graph.query("MATCH (n:Memory) WHERE n.node_id <> $keep SET n.fields_json = NULL", {"keep": "a"})
+    store.graph.query("MATCH ()-[r:LINK]->() SET r.fields_json = NULL")
+    assert sum("fields_json" in p for p in raw_nodes(store).values()) == 1  # both kinds in one reply
+    without = _everything_read(store, ids)
+    assert without == _digits15(with_copy) and without != with_copy
+
+
 # -- vector search ----------------------------------------------------------------
 
 
@@ -645,6 +717,7 @@ def test_wire_rows_hold_each_field_where_the_upsert_queries_read_it() -> None:
     wire = records.node_wire(row)
     assert len(wire) == len(records.NODE_WIRE)
     assert {name: wire[i] for i, name in enumerate(records.NODE_WIRE) if name in row["props"]} == row["props"]
+    assert wire[records.NODE_WIRE.index("fields_json")] == records.fields_json(row["props"], records.NODE_COPIED)
     link = ConsciousnessRelationship(source_id="a", target_id="b", relation_type="ENABLES", goal="g", mindstate="m",
                                      energy=0.5, confidence=0.5, emotion_vector={"hope": 0.3})
     edge = records.edge_row(link)
@@ -652,6 +725,7 @@ def test_wire_rows_hold_each_field_where_the_upsert_queries_read_it() -> None:
     wire = records.edge_wire(edge, True)
     assert len(wire) == len(records.EDGE_WIRE) and wire[records.EDGE_WIRE.index("derived")] is True
     assert {name: wire[i] for i, name in enumerate(records.EDGE_WIRE) if name in edge["props"]} == edge["props"]
+    assert wire[records.EDGE_WIRE.index("fields_json")] == records.fields_json(edge["props"], records.EDGE_COPIED)
     # every field is sent once (the ids lead both the head and the properties)
     assert len(set(records.NODE_WIRE)) == len(records.NODE_WIRE) and set(records.NODE_PROPS) <= set(records.NODE_WIRE)
     assert len(set(records.EDGE_WIRE)) == len(records.EDGE_WIRE) and set(records.EDGE_PROPS) <= set(records.EDGE_WIRE)

@@ -28,7 +28,7 @@ from llama_consciousness.storage.level_store import EDGE_TYPE, NODE_LABEL, VECTO
 from llama_consciousness.temporal import cypher_predicate
 
 MAX_DEPTH = 4
-_NODE = records.projection("c", records.NODE_READ_PROPS)
+_NODE = records.node_projection("c")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 
 
@@ -201,7 +201,7 @@ def walk_cypher(memory_filter: MemoryFilter, depth: int, include_start: bool) ->
         branches.append("WITH s " + "".join(steps)
                         + f"RETURN c, s.node_id AS sid, {energy} AS e, {confidence} AS f, {length} AS d, "
                         f"[{', '.join(rels)}] AS rs")
-    edge = records.projection("e", records.EDGE_READ_PROPS)
+    edge = records.edge_projection("e")
     # Ties: the best path of a memory is the one with more energy, then more
     # confidence, then fewer links, then the smaller start id; memories with
     # equal best paths come in node_id order.
@@ -386,7 +386,7 @@ def links_among_cypher(plans: LevelPlans, link: str) -> str:
               if plans.store_vectors else "NULL")
     return (links_of_ids(link, where="t.node_id IN $ids", end="t", directed=True)
             + "WITH s, t, head(relationships(p)) AS r "
-            f"RETURN {records.projection('r', records.EDGE_READ_PROPS)} AS link, {cosine} AS cosine")
+            f"RETURN {records.edge_projection('r')} AS link, {cosine} AS cosine")
 
 
 def run_sync(store: Any, plan: Plan) -> Any:

@@ -172,8 +172,8 @@ class Supersession:
 
 Plan = Generator[Step, Any, Any]
 
-_NODE_PROJECTION = records.projection("n", records.NODE_READ_PROPS)
-_EDGE_PROJECTION = records.projection("r", records.EDGE_READ_PROPS)
+_NODE_PROJECTION = records.node_projection("n")
+_EDGE_PROJECTION = records.edge_projection("r")
 
 
 def _at(wire: tuple[str, ...], name: str) -> str:
@@ -223,7 +223,8 @@ SET {_prop_sets("n", _N, tuple(p for p in records.NODE_PROPS if p not in ("node_
     {_time_sets("n", _N, "old_hash IS NOT NULL", "sup")},
     n.invalidation_reason = CASE WHEN sup AND {_at(_N, "invalidation_reason")} IS NULL
                                  THEN old_reason ELSE {_at(_N, "invalidation_reason")} END,
-    n.{VECTOR_PROPERTY} = {records.SCALED_VECTOR.format(_at(_N, "embedding"))}, n.content_hash = {_at(_N, "hash")}
+    n.{VECTOR_PROPERTY} = {records.SCALED_VECTOR.format(_at(_N, "embedding"))}, n.content_hash = {_at(_N, "hash")},
+    n.{records.FIELDS_JSON} = {_at(_N, records.FIELDS_JSON)}
 RETURN collect(CASE WHEN old_hash IS NULL THEN {_at(_N, "node_id")} END) AS created_ids,
        collect(CASE WHEN old_hash IS NULL THEN NULL ELSE {_at(_N, "node_id")} END) AS updated_ids
 }}
@@ -252,7 +253,8 @@ WITH s, t, row, old.content_hash AS old_hash
 MERGE (s)-[r:{EDGE_TYPE} {{edge_id: {_at(_E, "edge_id")}}}]->(t)
 WITH r, row, old_hash WHERE old_hash IS NULL OR (old_hash <> {_at(_E, "hash")} AND NOT {_at(_E, "derived")})
 SET {_prop_sets("r", _E, tuple(p for p in records.EDGE_PROPS if p != "edge_id"))},
-    {_time_sets("r", _E, "old_hash IS NOT NULL")}, r.content_hash = {_at(_E, "hash")}
+    {_time_sets("r", _E, "old_hash IS NOT NULL")}, r.content_hash = {_at(_E, "hash")},
+    r.{records.FIELDS_JSON} = {_at(_E, records.FIELDS_JSON)}
 RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
        sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS edges_updated
 }}
@@ -749,7 +751,7 @@ def first_ids(rows: Sequence[Any], n: int) -> list[str]:
     if n <= 0:
         return out
     for values, _, _ in rows:
-        node_id = values[0]  # NODE_READ_PROPS[0]
+        node_id = values[0]  # NODE_CELLS[0]
         if node_id not in out:
             out.append(node_id)
             if len(out) >= n:
@@ -757,7 +759,7 @@ def first_ids(rows: Sequence[Any], n: int) -> list[str]:
     return out
 
 
-assert records.NODE_READ_PROPS[0] == "node_id"
+assert records.NODE_CELLS[0] == "node_id"
 
 _RETRIEVED_FIELDS = frozenset(ConsciousnessNode.model_fields)
 assert _RETRIEVED_FIELDS == frozenset(MemoryNode.model_fields) | {"retrieval_source", "relevance_score"}

@@ -20,8 +20,8 @@ from llama_consciousness.temporal import cypher_predicate
 
 __all__ = ["LinkedMemory", "linked_memories"]
 
-_NODE = records.projection("c", records.NODE_READ_PROPS)
-_EDGE = records.projection("r", records.EDGE_READ_PROPS)
+_NODE = records.node_projection("c")
+_EDGE = records.edge_projection("r")
 
 
 @dataclass(frozen=True)

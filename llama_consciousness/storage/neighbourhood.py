@@ -27,7 +27,7 @@ __all__ = [
     "neighbourhood", "pair_similarities",
 ]
 
-_NODE = records.projection("c", records.NODE_READ_PROPS)
+_NODE = records.node_projection("c")
 MAX_CONNECTORS = 1000
 
 

@@ -110,21 +110,16 @@ _EPS = 1e-9
 
 
 def _values(expr: str, edge: bool = False) -> str:
-    """The stored properties of a node (or edge) expression as a list, in a fixed order.
-
-    A list rather than a map: half the items on the wire, and the client's
-    parsing of results is most of the cost of a retrieval.
-    """
-    props = records.EDGE_READ_PROPS if edge else records.NODE_READ_PROPS
-    return "[" + ", ".join(f"{expr}.{p}" for p in props) + "]"
+    """A stored node (or edge) expression as ``records`` reads it back (``node_projection`` / ``edge_projection``)."""
+    return records.edge_projection(expr) if edge else records.node_projection(expr)
 
 
 def _node(values: Sequence[Any]) -> MemoryNode:
-    return records.node_from_props(dict(zip(records.NODE_READ_PROPS, values)))
+    return records.node_from_props(values)
 
 
 def _edge(values: Sequence[Any]) -> ConsciousnessRelationship:
-    return records.edge_from_props(dict(zip(records.EDGE_READ_PROPS, values)))
+    return records.edge_from_props(values)
 
 
 _NODE_N = _values("n")
