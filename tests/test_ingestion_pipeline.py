@@ -30,6 +30,7 @@ from llama_consciousness.ingestion.validator import MemoryValidationError
 from llama_consciousness.memory import memory_text
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema._time import utcnow
+from llama_consciousness.storage.records import NODE_COPIED
 
 T0 = datetime(2019, 3, 1, 9, 0, 0, tzinfo=timezone.utc)
 T1 = datetime(2019, 6, 1, 9, 0, 0, tzinfo=timezone.utc)
@@ -709,11 +710,12 @@ def _portable(store) -> tuple[dict, dict]:
 
     def strip(props: dict) -> dict:
         out = {k: v for k, v in props.items() if k not in ("citizen_id", "content_hash")}
-        out["fields_json"] = {k: v for k, v in json.loads(props["fields_json"]).items() if k != "citizen_id"}
+        if "fields_v1" in out:  # memories: the read copy holds the citizen id too
+            out["fields_v1"] = json.loads(out["fields_v1"])
+            out["fields_v1"][NODE_COPIED.index("citizen_id")] = None
         return out
 
-    return ({k: strip(v) for k, v in nodes.items()},
-            {k: (s, t, strip(props)) for k, (s, t, props) in edges.items()})
+    return ({k: strip(v) for k, v in nodes.items()}, {k: (s, t, strip(props)) for k, (s, t, props) in edges.items()})
 
 
 @pytest.mark.parametrize("worker", ["off", "on"])

@@ -378,32 +378,36 @@ def _digits15(value):
 
 
 def test_the_read_copy_holds_the_stored_properties(fresh_graph):
-    """``fields_json`` is the upsert's own copy of the properties it reads back (not the cells)."""
+    """``fields_v1`` is the upsert's own copy of a memory's properties it reads back (not the cells); links have none."""
     import json
 
     store = fresh_graph("N2")
     nodes, edges = _hostile_and_structured()
     store.upsert(nodes, edges)
-    for props, copied in [(p, records.NODE_COPIED) for p in raw_nodes(store).values()] + [
-            (p, records.EDGE_COPIED) for p in raw_edges(store).values()]:
-        assert _digits15(json.loads(props["fields_json"])) == {k: props[k] for k in copied if k in props}
+    assert not any("fields_v1" in props for props in raw_edges(store).values())
+    for props in raw_nodes(store).values():
+        values = [props.get(k) for k in records.NODE_COPIED]
+        while values[-1] is None:
+            values.pop()
+        assert _digits15(json.loads(props["fields_v1"])) == values
     # every digit: the server holds the exact double, the copy reads it back, a reply's cell would round it
     assert store.graph.query("MATCH (n:Memory) WHERE n.discovery_energy = $x RETURN n.node_id",
                              {"x": 0.1 + 0.2}).result_set == [["h'q\"`"]]
     assert store.get_node("h'q\"`").discovery_energy == 0.1 + 0.2 != 0.3
-    assert [e.energy for e in store.get_relationships(["h'q\"`"]) if e.source_id != "a"] == [1 / 3]
+    # links have no copy: read from their cells, to 15 digits
+    assert [e.energy for e in store.get_relationships(["h'q\"`"]) if e.source_id != "a"] == [float(f"{1 / 3:.15g}")]
     # a supersession changes what is read as cells, not the copy, and the reads show it
-    copy = raw_nodes(store)["a"]["fields_json"]
+    copy = raw_nodes(store)["a"]["fields_v1"]
     store.upsert([mk("a2", [1, 0, 0, 0], created_at=at(30))],
                  supersessions=[Supersession("a", "a2", expired_at=at(30), reason="reality_changed", invalid_at=at(25))])
-    assert raw_nodes(store)["a"]["fields_json"] == copy
+    assert raw_nodes(store)["a"]["fields_v1"] == copy
     read = store.get_node("a")
     assert (read.expired_at, read.invalid_at, read.superseded_by, read.invalidation_reason) == (
         at(30), at(25), "a2", "reality_changed")
 
 
-def test_records_without_the_read_copy_read_the_same(fresh_graph):
-    """Records written before the copy existed (or by hand) are read from their properties, cell by cell
+def test_memories_without_the_read_copy_read_the_same(fresh_graph):
+    """Memories written before the copy existed (or by hand) are read from their properties, cell by cell
     (their floats to the 15 significant digits of a reply's cells)."""
     store = fresh_graph("N2")
     nodes, edges = _hostile_and_structured()
@@ -411,9 +415,8 @@ def test_records_without_the_read_copy_read_the_same(fresh_graph):
     ids = [n.node_id for n in nodes]
     with_copy = _everything_read(store, ids)
     assert len(with_copy[0]) == len(nodes) and len(with_copy[1]) == len(edges)
-    store.graph.query("MATCH (n:Memory) WHERE n.node_id <> $keep SET n.fields_json = NULL", {"keep": "a"})
-    store.graph.query("MATCH ()-[r:LINK]->() SET r.fields_json = NULL")
-    assert sum("fields_json" in p for p in raw_nodes(store).values()) == 1  # both kinds in one reply
+    store.graph.query("MATCH (n:Memory) WHERE n.node_id <> $keep SET n.fields_v1 = NULL", {"keep": "a"})
+    assert sum("fields_v1" in p for p in raw_nodes(store).values()) == 1  # with and without, in one reply
     without = _everything_read(store, ids)
     assert without == _digits15(with_copy) and without != with_copy
 
@@ -717,7 +720,7 @@ def test_wire_rows_hold_each_field_where_the_upsert_queries_read_it() -> None:
     wire = records.node_wire(row)
     assert len(wire) == len(records.NODE_WIRE)
     assert {name: wire[i] for i, name in enumerate(records.NODE_WIRE) if name in row["props"]} == row["props"]
-    assert wire[records.NODE_WIRE.index("fields_json")] == records.fields_json(row["props"], records.NODE_COPIED)
+    assert wire[records.NODE_WIRE.index("fields_v1")] == records.read_copy(row["props"])
     link = ConsciousnessRelationship(source_id="a", target_id="b", relation_type="ENABLES", goal="g", mindstate="m",
                                      energy=0.5, confidence=0.5, emotion_vector={"hope": 0.3})
     edge = records.edge_row(link)
@@ -725,7 +728,6 @@ def test_wire_rows_hold_each_field_where_the_upsert_queries_read_it() -> None:
     wire = records.edge_wire(edge, True)
     assert len(wire) == len(records.EDGE_WIRE) and wire[records.EDGE_WIRE.index("derived")] is True
     assert {name: wire[i] for i, name in enumerate(records.EDGE_WIRE) if name in edge["props"]} == edge["props"]
-    assert wire[records.EDGE_WIRE.index("fields_json")] == records.fields_json(edge["props"], records.EDGE_COPIED)
     # every field is sent once (the ids lead both the head and the properties)
     assert len(set(records.NODE_WIRE)) == len(records.NODE_WIRE) and set(records.NODE_PROPS) <= set(records.NODE_WIRE)
     assert len(set(records.EDGE_WIRE)) == len(records.EDGE_WIRE) and set(records.EDGE_PROPS) <= set(records.EDGE_WIRE)

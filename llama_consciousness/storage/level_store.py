@@ -224,7 +224,7 @@ SET {_prop_sets("n", _N, tuple(p for p in records.NODE_PROPS if p not in ("node_
     n.invalidation_reason = CASE WHEN sup AND {_at(_N, "invalidation_reason")} IS NULL
                                  THEN old_reason ELSE {_at(_N, "invalidation_reason")} END,
     n.{VECTOR_PROPERTY} = {records.SCALED_VECTOR.format(_at(_N, "embedding"))}, n.content_hash = {_at(_N, "hash")},
-    n.{records.FIELDS_JSON} = {_at(_N, records.FIELDS_JSON)}
+    n.{records.FIELDS_COPY} = {_at(_N, records.FIELDS_COPY)}
 RETURN collect(CASE WHEN old_hash IS NULL THEN {_at(_N, "node_id")} END) AS created_ids,
        collect(CASE WHEN old_hash IS NULL THEN NULL ELSE {_at(_N, "node_id")} END) AS updated_ids
 }}
@@ -253,8 +253,7 @@ WITH s, t, row, old.content_hash AS old_hash
 MERGE (s)-[r:{EDGE_TYPE} {{edge_id: {_at(_E, "edge_id")}}}]->(t)
 WITH r, row, old_hash WHERE old_hash IS NULL OR (old_hash <> {_at(_E, "hash")} AND NOT {_at(_E, "derived")})
 SET {_prop_sets("r", _E, tuple(p for p in records.EDGE_PROPS if p != "edge_id"))},
-    {_time_sets("r", _E, "old_hash IS NOT NULL")}, r.content_hash = {_at(_E, "hash")},
-    r.{records.FIELDS_JSON} = {_at(_E, records.FIELDS_JSON)}
+    {_time_sets("r", _E, "old_hash IS NOT NULL")}, r.content_hash = {_at(_E, "hash")}
 RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
        sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS edges_updated
 }}
