@@ -6,6 +6,9 @@ canonical names and intensities (which Cypher arithmetic and filters can
 use), free-form dicts become JSON text.  Times travel as ISO strings and are
 stored as ``localdatetime`` in UTC at one-second resolution.
 
+Each memory also carries a read copy of its properties as one JSON text
+(``FIELDS_COPY``), which replies return in place of thirty-odd cells.
+
 Each record also gets a ``content_hash`` so that writing the same record
 twice changes nothing: re-running an ingestion is free, and (because
 FalkorDB leaves an orphan vector behind every update of an indexed node)
@@ -413,8 +416,9 @@ def _clean(props: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
-def node_from_props(props: Mapping[str, Any], cls: type[MemoryNode] = MemoryNode, **extra: Any) -> MemoryNode:
-    """A stored node as a model (``cls`` may be ``ConsciousnessNode``)."""
+def node_from_props(props: Sequence[Any] | Mapping[str, Any], cls: type[MemoryNode] = MemoryNode,
+                    **extra: Any) -> MemoryNode:
+    """A stored memory (a ``node_projection``, or its property map) as a model (``cls`` may be ``ConsciousnessNode``)."""
     data = _clean(node_props(props))
     for f in NODE_LISTS:
         data.setdefault(f, [])
