@@ -514,11 +514,11 @@ class SixWayHybridRetriever(BaseRetriever):
         vector_task = asyncio.ensure_future(vector(k)) if "vector" in channels else None
 
         async def graph() -> list[ch.GraphHit]:
-            found = start
-            if not found and self.config.fallback_start:
+            ids = start
+            if not ids and self.config.fallback_start:
                 hits = await vector_task if vector_task is not None else await vector(self.config.fallback_start)
-                found = [h.node.node_id for h in hits[: self.config.fallback_start]]
-            return await store._run(ch.traverse(plans, found, k, memory_filter, depth=self.config.graph_depth,
+                ids = [h.node.node_id for h in hits[: self.config.fallback_start]]
+            return await store._run(ch.traverse(plans, ids, k, memory_filter, depth=self.config.graph_depth,
                                                 include_start=True))
 
         async def keyword() -> list[ch.KeywordHit]:

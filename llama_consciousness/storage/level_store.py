@@ -657,7 +657,7 @@ class LevelPlans:
         else:
             memory_filter = MemoryFilter(window, min_energy=min_energy, min_confidence=min_confidence)
         predicate = memory_filter.cypher("n")
-        params: dict[str, Any] = {**predicate.params, "q": _query_vector(embedding), "k": int(k)}
+        params: dict[str, Any] = {**predicate.params, "q": records.scaled_vector(embedding), "k": int(k)}
         cypher = (
             f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $fetch, {_QUERY_VECTOR}) "
             # whether the index repeated a memory in this page (see _knn_page)
@@ -715,7 +715,6 @@ KNN_ATTEMPTS = 4
 # server divides back (``records.scaled_vector``), the same doubles as the
 # 7-decimal floats, in less text for the server to parse.
 _QUERY_VECTOR = records.SCALED_VECTOR.format("$q")
-_query_vector = records.scaled_vector
 
 
 def _knn_page(graph: str, cypher: str, params: dict[str, Any]) -> Plan:

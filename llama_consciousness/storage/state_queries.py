@@ -109,22 +109,9 @@ MONTH_TABLE_YEARS = 12
 _EPS = 1e-9
 
 
-def _values(expr: str, edge: bool = False) -> str:
-    """A stored node (or edge) expression as ``records`` reads it back (``node_projection`` / ``edge_projection``)."""
-    return records.edge_projection(expr) if edge else records.node_projection(expr)
-
-
-def _node(values: Sequence[Any]) -> MemoryNode:
-    return records.node_from_props(values)
-
-
-def _edge(values: Sequence[Any]) -> ConsciousnessRelationship:
-    return records.edge_from_props(values)
-
-
-_NODE_N = _values("n")
-_NODE_C = _values("c")
-_EDGE_R = _values("r", edge=True)
+_NODE_N = records.node_projection("n")
+_NODE_C = records.node_projection("c")
+_EDGE_R = records.edge_projection("r")
 _EDGE_LIST = f"[r IN relationships(p) | {_EDGE_R}]"
 
 
@@ -337,7 +324,7 @@ def _hits(rows: Sequence[Sequence[Any]]) -> list[StateHit]:
     """Rows of (node, score, goal match, emotional similarity, days) as hits."""
     out = []
     for props, score, goal, emo, days in rows:
-        out.append(StateHit(_node(props), float(score),
+        out.append(StateHit(records.node_from_props(props), float(score),
                             goal_match=None if goal is None else float(goal),
                             emotion_similarity=None if emo is None else float(emo),
                             days_ago=None if days is None else float(days)))
@@ -623,7 +610,8 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
             "WITH n, goal_score, emo, sim, ress, rs, coalesce(n.discovery_energy, n.energy) AS impact "
             "ORDER BY impact DESC, sim DESC, n.node_id LIMIT $lim "
             f"RETURN {_NODE_N}, sim, goal_score, emo, "
-            f"[i IN range(0, size(ress) - 1) | [{_values('ress[i]')}, {_values('rs[i]', edge=True)}]]"
+            "[i IN range(0, size(ress) - 1) | "
+            f"[{records.node_projection('ress[i]')}, {records.edge_projection('rs[i]')}]]"
         )
         # Rows come by impact; a row's emotional similarity may be a bound
         # (repeated names), checked here: fetch more while rows fail the check.
@@ -632,7 +620,7 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
             rows = yield Query(cypher, {**params, **extra, "lim": limit}, read_only=True)
             kept = 0
             for props, sim, goal_score, emo, resolutions in rows:
-                node = _node(props)
+                node = records.node_from_props(props)
                 goal = None if goal_score is None else float(goal_score)
                 exact = None
                 if q.emotions:
@@ -642,7 +630,8 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
                 hit = StateHit(node, pattern_similarity(goal, exact), "state", goal, exact)
                 kept += 1
                 if node.node_id not in anchors or hit.score > anchors[node.node_id][0].score:
-                    anchors[node.node_id] = (hit, [(_node(res), _edge(rel)) for res, rel in resolutions])
+                    anchors[node.node_id] = (hit, [(records.node_from_props(res), records.edge_from_props(rel))
+                                                   for res, rel in resolutions])
             if kept >= max_patterns or len(rows) < limit or limit >= MAX_FETCH:
                 break
             limit = min(max(limit * 4, limit + VERIFY_EXTRA), MAX_FETCH)
@@ -684,7 +673,8 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
             read_only=True,
         )
         for pb, res, props, strength, depth, path in rows:
-            related.setdefault((pb, res), []).append((_node(props), float(strength), int(depth), path))
+            related.setdefault((pb, res), []).append(
+                (records.node_from_props(props), float(strength), int(depth), path))
     out: list[StateHit] = []
     for hit, resolutions in order:
         out.append(hit)
@@ -696,7 +686,7 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
             for node, strength, depth, path in found:
                 out.append(StateHit(node, hit.score * strength, "related", pattern_id=hit.node.node_id,
                                     resolution_id=res.node_id, depth=1 + depth,
-                                    path=[edge, *(_edge(e) for e in path)]))
+                                    path=[edge, *(records.edge_from_props(e) for e in path)]))
     return out[:k]
 
 
@@ -725,7 +715,7 @@ def relationships_among(plans: LevelPlans, node_ids: Sequence[str], q: StateQuer
         {**link.params, "ids": list(node_ids)},
         read_only=True,
     )
-    return [_edge(r[0]) for r in rows]
+    return [records.edge_from_props(r[0]) for r in rows]
 
 
 def ensure_state_indexes(plans: LevelPlans) -> Plan:
