@@ -396,9 +396,13 @@ class SixWayHybridRetriever(BaseRetriever):
                     memory_filter: MemoryFilter) -> Plan:
         if not start and self.config.fallback_start:
             hits = yield from self._vector_plan(plans, level, embedding, self.config.fallback_start, memory_filter)
-            start = [h.node.node_id for h in hits[: self.config.fallback_start]]
+            start = self._fallback_ids(hits)
         return (yield from ch.traverse(plans, start, k, memory_filter, depth=self.config.graph_depth,
                                        include_start=True))
+
+    def _fallback_ids(self, hits: list[VectorHit]) -> list[str]:
+        """Where the walk starts when the question names none of the level's memories: the nearest ones."""
+        return [h.node.node_id for h in hits[: self.config.fallback_start]]
 
     def _vector_then_graph(self, plans: LevelPlans, level: str, embedding: list[float], k: int,
                            memory_filter: MemoryFilter, found: list[list[VectorHit]] | None = None) -> Plan:
@@ -414,7 +418,7 @@ class SixWayHybridRetriever(BaseRetriever):
         if self.memory.vector_backends[level] == "pgvector":
             vector = yield from self._vector_plan(plans, level, embedding, k, memory_filter)
             built.append(vector)
-            start = [h.node.node_id for h in vector[: self.config.fallback_start]]
+            start = self._fallback_ids(vector)
             graph = yield from ch.traverse(plans, start, k, memory_filter, depth=self.config.graph_depth,
                                            include_start=True)
             return vector, graph
@@ -517,7 +521,7 @@ class SixWayHybridRetriever(BaseRetriever):
             ids = start
             if not ids and self.config.fallback_start:
                 hits = await vector_task if vector_task is not None else await vector(self.config.fallback_start)
-                ids = [h.node.node_id for h in hits[: self.config.fallback_start]]
+                ids = self._fallback_ids(hits)
             return await store._run(ch.traverse(plans, ids, k, memory_filter, depth=self.config.graph_depth,
                                                 include_start=True))
 
