@@ -378,24 +378,29 @@ def _digits15(value):
 
 
 def test_the_read_copy_holds_the_stored_properties(fresh_graph):
-    """``fields_v1`` is the upsert's own copy of a memory's properties it reads back (not the cells); links have none."""
+    """``fields_v1`` is the upsert's own copy of a record's properties it reads back (not the cells)."""
     import json
 
     store = fresh_graph("N2")
     nodes, edges = _hostile_and_structured()
     store.upsert(nodes, edges)
-    assert not any("fields_v1" in props for props in raw_edges(store).values())
-    for props in raw_nodes(store).values():
-        values = [props.get(k) for k in records.NODE_COPIED]
-        while values[-1] is None:
-            values.pop()
-        assert _digits15(json.loads(props["fields_v1"])) == values
+    stored = [(props, records.NODE_COPIED) for props in raw_nodes(store).values()]
+    stored += [(props, records.EDGE_COPIED) for props in raw_edges(store).values()]
+    assert len(stored) == len(nodes) + len(edges)
+    for props, copied in stored:
+        copy = json.loads(props["fields_v1"])
+        copy += [None] * (len(copied) - len(copy))
+        for name, value in zip(copied, _digits15(copy)):
+            if name in records.EDGE_COPY_ONLY and copied is records.EDGE_COPIED:
+                assert name not in props  # a link's descriptive texts: in its copy only
+            else:
+                assert props.get(name) == value, name
+    assert json.loads(raw_edges(store)[edges[-1].edge_id]["fields_v1"])[-1] == '{"touch": "cold"}'
     # every digit: the server holds the exact double, the copy reads it back, a reply's cell would round it
     assert store.graph.query("MATCH (n:Memory) WHERE n.discovery_energy = $x RETURN n.node_id",
                              {"x": 0.1 + 0.2}).result_set == [["h'q\"`"]]
     assert store.get_node("h'q\"`").discovery_energy == 0.1 + 0.2 != 0.3
-    # links have no copy: read from their cells, to 15 digits
-    assert [e.energy for e in store.get_relationships(["h'q\"`"]) if e.source_id != "a"] == [float(f"{1 / 3:.15g}")]
+    assert [e.energy for e in store.get_relationships(["h'q\"`"]) if e.source_id != "a"] == [1 / 3]
     # a supersession changes what is read as cells, not the copy, and the reads show it
     copy = raw_nodes(store)["a"]["fields_v1"]
     store.upsert([mk("a2", [1, 0, 0, 0], created_at=at(30))],
@@ -406,9 +411,43 @@ def test_the_read_copy_holds_the_stored_properties(fresh_graph):
         at(30), at(25), "a2", "reality_changed")
 
 
-def test_memories_without_the_read_copy_read_the_same(fresh_graph):
-    """Memories written before the copy existed (or by hand) are read from their properties, cell by cell
-    (their floats to the 15 significant digits of a reply's cells)."""
+def test_a_link_written_before_the_copy_keeps_its_texts_in_the_copy_once_rewritten(fresh_graph):
+    """An earlier version stored a link's descriptive texts as properties, without a copy: it reads from
+    them; re-written, the texts move into the copy and the properties go."""
+    store = fresh_graph("N2")
+    nodes, edges = _hostile_and_structured()
+    store.upsert(nodes, edges)
+    edge = edges[0].model_copy(update={"goal": "the old goal", "felt_quality": "uneasy"})
+    store.graph.query("MATCH ()-[r:LINK {edge_id: $id}]->() SET r.fields_v1 = NULL, r.goal = $goal, "
+                      "r.mindstate = $mind, r.felt_quality = 'uneasy', r.formation_trigger = $trigger",
+                      {"id": edge.edge_id, "goal": edge.goal, "mind": edge.mindstate,
+                       "trigger": edge.formation_trigger})
+    read = {e.edge_id: e for e in store.get_relationships()}[edge.edge_id]
+    assert read == edge.model_copy(update={"level": "N2"})
+    changed = edge.model_copy(update={"goal": "a new goal", "energy": 0.25})
+    assert store.upsert((), [changed]).edges_updated == 1
+    props = raw_edges(store)[edge.edge_id]
+    assert not set(records.EDGE_COPY_ONLY) & set(props) and "fields_v1" in props
+    read = {e.edge_id: e for e in store.get_relationships()}[edge.edge_id]
+    assert read == changed.model_copy(update={"level": "N2"})
+
+
+def _as_earlier_links(store: LevelGraphStore, keep: str) -> None:
+    """Links (but those from ``keep``) as an earlier version wrote them: texts as properties, no copy."""
+    import json
+
+    for edge_id, props in raw_edges(store).items():
+        if props["source_id"] == keep:
+            continue
+        copy = dict(zip(records.EDGE_COPIED, json.loads(props["fields_v1"])))
+        texts = {p: copy.get(p) for p in records.EDGE_COPY_ONLY}
+        store.graph.query("MATCH ()-[r:LINK {edge_id: $id}]->() SET r += $texts SET r.fields_v1 = NULL",
+                          {"id": edge_id, "texts": texts})
+
+
+def test_records_without_the_read_copy_read_the_same(fresh_graph):
+    """Records written before the copy existed (or by hand) are read from their properties, cell by cell
+    (their floats to the 15 significant digits of a reply's cells), and validated."""
     store = fresh_graph("N2")
     nodes, edges = _hostile_and_structured()
     store.upsert(nodes, edges)
@@ -416,9 +455,39 @@ def test_memories_without_the_read_copy_read_the_same(fresh_graph):
     with_copy = _everything_read(store, ids)
     assert len(with_copy[0]) == len(nodes) and len(with_copy[1]) == len(edges)
     store.graph.query("MATCH (n:Memory) WHERE n.node_id <> $keep SET n.fields_v1 = NULL", {"keep": "a"})
+    _as_earlier_links(store, keep="a")
     assert sum("fields_v1" in p for p in raw_nodes(store).values()) == 1  # with and without, in one reply
+    assert 0 < sum("fields_v1" in p for p in raw_edges(store).values()) < len(edges)
     without = _everything_read(store, ids)
     assert without == _digits15(with_copy) and without != with_copy
+    # validated: a value written by hand that the model refuses is an error, not a model
+    store.graph.query("MATCH (n:Memory {node_id: 'b'}) SET n.energy = 7.0")
+    store.graph.query("MATCH ()-[r:LINK {edge_id: $id}]->() SET r.energy = 7.0", {"id": edges[-1].edge_id})
+    with pytest.raises(ValueError, match="energy"):
+        store.get_node("b")
+    with pytest.raises(ValueError, match="energy"):
+        store.get_relationships(["h'q\"`"])
+
+
+def test_copied_records_read_as_validation_would_build_them(fresh_graph):
+    """A record read from its copy (not validated again) is the model validation would make of the
+    same properties: equal, with the same fields set, the same types and the same dump."""
+    store = fresh_graph("N2")
+    nodes, edges = _hostile_and_structured()
+    store.upsert(nodes, edges)
+    nodes_read = store.get_nodes([n.node_id for n in nodes])
+    edges_read = store.get_relationships()
+    assert len(nodes_read) == len(nodes) and len(edges_read) == len(edges)
+    for got in nodes_read + edges_read:
+        data = got.model_dump(exclude_unset=True)
+        again = type(got).model_validate(data)
+        assert got == again and got.model_fields_set == again.model_fields_set
+        assert got.model_dump_json() == again.model_dump_json()
+        assert [type(v) for v in got.__dict__.values()] == [type(v) for v in again.__dict__.values()]
+    # the records' own checks still run on what the store changes (the times are cells)
+    store.graph.query("MATCH (n:Memory {node_id: 'b'}) SET n.expired_at = localdatetime('1999-01-01T00:00:00')")
+    with pytest.raises(ValueError, match="expired_at"):
+        store.get_node("b")
 
 
 # -- vector search ----------------------------------------------------------------
@@ -727,10 +796,13 @@ def test_wire_rows_hold_each_field_where_the_upsert_queries_read_it() -> None:
     assert list(edge["times"]) == list(records.TIME_FIELDS) and list(edge["props"]) == list(records.EDGE_PROPS)
     wire = records.edge_wire(edge, True)
     assert len(wire) == len(records.EDGE_WIRE) and wire[records.EDGE_WIRE.index("derived")] is True
-    assert {name: wire[i] for i, name in enumerate(records.EDGE_WIRE) if name in edge["props"]} == edge["props"]
+    assert {name: wire[i] for i, name in enumerate(records.EDGE_WIRE) if name in edge["props"]} == {
+        name: value for name, value in edge["props"].items() if name not in records.EDGE_COPY_ONLY}
+    assert wire[records.EDGE_WIRE.index("fields_v1")] == records.read_copy(edge["props"], records.EDGE_COPIED)
     # every field is sent once (the ids lead both the head and the properties)
     assert len(set(records.NODE_WIRE)) == len(records.NODE_WIRE) and set(records.NODE_PROPS) <= set(records.NODE_WIRE)
-    assert len(set(records.EDGE_WIRE)) == len(records.EDGE_WIRE) and set(records.EDGE_PROPS) <= set(records.EDGE_WIRE)
+    assert len(set(records.EDGE_WIRE)) == len(records.EDGE_WIRE)
+    assert set(records.EDGE_PROPS) - set(records.EDGE_COPY_ONLY) <= set(records.EDGE_WIRE)  # the rest in the copy
 
 
 # -- prepared edges (rows made ahead, as the ingestion worker and the writer's MENTIONS do) --------

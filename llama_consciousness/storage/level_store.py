@@ -208,6 +208,9 @@ def _prop_sets(var: str, wire: tuple[str, ...], props: tuple[str, ...]) -> str:
 
 _N = records.NODE_WIRE
 _E = records.EDGE_WIRE
+# A link written by an earlier version holds its descriptive texts as
+# properties too; re-written, it keeps them in its copy only.
+_LEGACY_LINK_PROPS = "{" + ", ".join(f"{p}: null" for p in records.EDGE_COPY_ONLY) + "}"
 
 _UPSERT_NODES = f"""
 CALL {{
@@ -252,8 +255,10 @@ OPTIONAL MATCH (s)-[old:{EDGE_TYPE} {{edge_id: {_at(_E, "edge_id")}}}]->(t)
 WITH s, t, row, old.content_hash AS old_hash
 MERGE (s)-[r:{EDGE_TYPE} {{edge_id: {_at(_E, "edge_id")}}}]->(t)
 WITH r, row, old_hash WHERE old_hash IS NULL OR (old_hash <> {_at(_E, "hash")} AND NOT {_at(_E, "derived")})
-SET {_prop_sets("r", _E, tuple(p for p in records.EDGE_PROPS if p != "edge_id"))},
-    {_time_sets("r", _E, "old_hash IS NOT NULL")}, r.content_hash = {_at(_E, "hash")}
+SET {_prop_sets("r", _E, tuple(p for p in records.EDGE_STORED if p != "edge_id"))},
+    {_time_sets("r", _E, "old_hash IS NOT NULL")}, r.content_hash = {_at(_E, "hash")},
+    r.{records.FIELDS_COPY} = {_at(_E, records.FIELDS_COPY)}
+SET r += CASE WHEN old_hash IS NULL THEN {{}} ELSE {_LEGACY_LINK_PROPS} END
 RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
        sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS edges_updated
 }}
@@ -743,10 +748,9 @@ def vector_hits(rows: Sequence[Any], k: int) -> list[VectorHit]:
     """Rows of :meth:`LevelPlans.vector_rows` as hits, nearest first, each memory once, at most k."""
     hits: dict[str, VectorHit] = {}
     for values, score, _ in rows:
-        props = records.node_props(values)  # once: node_from_props takes the map as it is
-        node_id = props["node_id"]
+        node_id = values[0]  # NODE_CELLS[0]
         if node_id not in hits:
-            hits[node_id] = VectorHit(records.node_from_props(props), 1.0 - float(score))
+            hits[node_id] = VectorHit(records.node_from_props(values), 1.0 - float(score))
     return list(hits.values())[:k]
 
 

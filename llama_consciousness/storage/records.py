@@ -6,8 +6,9 @@ canonical names and intensities (which Cypher arithmetic and filters can
 use), free-form dicts become JSON text.  Times travel as ISO strings and are
 stored as ``localdatetime`` in UTC at one-second resolution.
 
-Each memory also carries a read copy of its properties as one JSON text
-(``FIELDS_COPY``), which replies return in place of thirty-odd cells.
+Each memory and link also carries a read copy of its properties as one
+JSON text (``FIELDS_COPY``), which replies return in place of twenty to
+thirty-odd cells, and which reads back as the model it was written from.
 
 Each record also gets a ``content_hash`` so that writing the same record
 twice changes nothing: re-running an ingestion is free, and (because
@@ -31,6 +32,7 @@ from typing import Any
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema._time import to_utc
 from llama_consciousness.schema.relationship import default_edge_id
+from llama_consciousness.schema.trusted import trusted_model
 from llama_consciousness.scoring.emotions import canonical_emotion
 from llama_consciousness.scoring.identity import base_identity
 from llama_consciousness.storage.params import Vector
@@ -74,30 +76,30 @@ NODE_READ_PROPS = NODE_SCALARS + NODE_LISTS + TIME_FIELDS + EMOTION_READ_PROPS +
 EDGE_READ_PROPS = EDGE_SCALARS + TIME_FIELDS + EMOTION_READ_PROPS + ("sensory_details_json",)
 
 
-# The read copy.  Every memory also carries its properties as one JSON
-# text, ``fields_v1``, which the upsert writes from the same row as the
-# properties themselves: a list of the values of ``NODE_COPIED`` in that
-# order, its trailing nulls left out.  A reply then holds one string per
-# memory instead of thirty-odd typed cells, each of which costs the server a
-# reply item and this process a parsed list and a decoding step (measured at
-# 50K memories: a level's two channels 5.37 -> 4.62 ms p50 with the copy on
-# memories and links, 4.93 with it on memories only).  It also keeps every
-# digit of a float, which a reply's cells round to 15 significant digits.
-# The properties stay the truth for every query filter; the copy is only
-# read.  What the store itself changes after the upsert (the four times,
-# which it may keep from an older write, and what a supersession sets) is
-# read from the properties, as cells: ``NODE_CELLS``, the id first.  A
-# memory without the copy (written by an earlier version, or by hand) is read
-# from its properties, one cell each; so would be one whose copy has another
-# layout, which would carry another version in its name.  Writing a copied
-# property by hand, outside the store's upsert, leaves the copy stale.
-#
-# Links have no copy: an ingestion writes six times as many links as
-# memories, and their copies cost 5% of its time (the links of a walk are
-# read cell by cell, as before).
+# The read copy.  Every memory and link also carries its properties as one
+# JSON text, ``fields_v1``, which the upsert writes from the same row as the
+# properties themselves: a list of the values of ``NODE_COPIED`` (or
+# ``EDGE_COPIED``) in that order, its trailing nulls left out.  A reply then
+# holds one string per record instead of twenty to thirty-odd typed cells,
+# each of which costs the server a reply item and this process a parsed list
+# and a decoding step (measured at 50K memories: a level's two channels
+# 5.37 -> 4.62 ms p50 with the copy on memories and links).  It also keeps
+# every digit of a float, which a reply's cells round to 15 significant
+# digits.  The properties stay the truth for every query filter; the copy is
+# only read, and it reads back as the model it was written from, without a
+# second validation (``_copied``).  What the store itself changes after the
+# upsert (the four times, which it may keep from an older write, and what a
+# supersession sets) is read from the properties, as cells: ``NODE_CELLS``
+# and ``EDGE_CELLS``, the id first.  A record without the copy (written by
+# an earlier version, or by hand) is read from its properties, one cell
+# each, and validated; so would be one whose copy has another layout, which
+# would carry another version in its name.  Writing a copied property by
+# hand, outside the store's upsert, leaves the copy stale.
 FIELDS_COPY = "fields_v1"
 NODE_CELLS = ("node_id",) + TIME_FIELDS + ("superseded_by", "invalidation_reason")
 NODE_COPIED = tuple(p for p in NODE_READ_PROPS if p not in NODE_CELLS)
+EDGE_CELLS = ("edge_id",) + TIME_FIELDS
+EDGE_COPIED = tuple(p for p in EDGE_READ_PROPS if p not in EDGE_CELLS)
 
 
 def projection(var: str, props: tuple[str, ...]) -> str:
@@ -109,36 +111,45 @@ def projection(var: str, props: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"{var}.{p}" for p in props) + "]"
 
 
+def _record_projection(var: str, cells: tuple[str, ...], copied: tuple[str, ...]) -> str:
+    return (f"[{', '.join(f'{var}.{p}' for p in cells)}, {var}.{FIELDS_COPY}, "
+            f"CASE WHEN {var}.{FIELDS_COPY} IS NULL THEN {projection(var, copied)} END]")
+
+
 def node_projection(var: str) -> str:
     """Cypher for a stored memory as ``node_props`` reads it back: ``var`` is a query variable."""
-    return (f"[{', '.join(f'{var}.{p}' for p in NODE_CELLS)}, {var}.{FIELDS_COPY}, "
-            f"CASE WHEN {var}.{FIELDS_COPY} IS NULL THEN {projection(var, NODE_COPIED)} END]")
+    return _record_projection(var, NODE_CELLS, NODE_COPIED)
 
 
 def edge_projection(var: str) -> str:
     """Cypher for a stored link as ``edge_props`` reads it back."""
-    return projection(var, EDGE_READ_PROPS)
+    return _record_projection(var, EDGE_CELLS, EDGE_COPIED)
+
+
+def _record_props(values: Sequence[Any], cells: tuple[str, ...], copied: tuple[str, ...]) -> dict[str, Any]:
+    at = len(cells)
+    text = values[at]
+    props = dict(zip(copied, orjson.loads(text) if text is not None else values[at + 1]))
+    props.update(zip(cells, values))  # zip stops at the cells
+    return props
 
 
 def node_props(values: Sequence[Any] | Mapping[str, Any]) -> Mapping[str, Any]:
     """A memory's projection (``node_projection``) as a property map."""
-    if isinstance(values, Mapping):
-        return values
-    at = len(NODE_CELLS)
-    text = values[at]
-    props = dict(zip(NODE_COPIED, orjson.loads(text) if text is not None else values[at + 1]))
-    props.update(zip(NODE_CELLS, values))  # zip stops at the cells
-    return props
+    return values if isinstance(values, Mapping) else _record_props(values, NODE_CELLS, NODE_COPIED)
 
 
 def edge_props(values: Sequence[Any] | Mapping[str, Any]) -> Mapping[str, Any]:
     """A link's projection (``edge_projection``) as a property map."""
-    return values if isinstance(values, Mapping) else dict(zip(EDGE_READ_PROPS, values))
+    return values if isinstance(values, Mapping) else _record_props(values, EDGE_CELLS, EDGE_COPIED)
 
 
-def read_copy(props: Mapping[str, Any]) -> str:
-    """The read copy of a memory row's properties (see ``FIELDS_COPY``)."""
-    values = [props[p] for p in NODE_COPIED]
+def read_copy(props: Mapping[str, Any], copied: tuple[str, ...] = NODE_COPIED) -> str:
+    """The read copy of a row's properties (see ``FIELDS_COPY``): a memory's, or with ``EDGE_COPIED`` a link's."""
+    return _copy_text([props[p] for p in copied])
+
+
+def _copy_text(values: list[Any]) -> str:
     while values and values[-1] is None:
         values.pop()
     return orjson.dumps(values).decode()
@@ -275,7 +286,18 @@ _EDGE_IDS = ("edge_id", "source_id", "target_id")
 assert NODE_PROPS[: len(_NODE_IDS)] == _NODE_IDS and EDGE_PROPS[: len(_EDGE_IDS)] == _EDGE_IDS
 
 NODE_WIRE = _NODE_IDS + ("hash", "embedding", "keep_times", FIELDS_COPY) + TIME_FIELDS + NODE_PROPS[len(_NODE_IDS):]
-EDGE_WIRE = _EDGE_IDS + ("hash", "derived", "keep_times") + TIME_FIELDS + EDGE_PROPS[len(_EDGE_IDS):]
+# A link's descriptive texts live in its read copy only: no query filters on
+# them, and an ingestion writes six times as many links as memories, so
+# storing them twice cost more than the copy saves (the copy on links added
+# 5% to an ingestion; with these out of the properties, nothing).  Its ids,
+# type, graph, numbers, emotions and state stay properties, for queries.
+EDGE_COPY_ONLY = (
+    "goal", "mindstate", "formation_trigger", "felt_quality", "emotion_description", "body_sensation",
+    "spatial_context", "sensory_details_json",
+)
+EDGE_STORED = tuple(p for p in EDGE_PROPS if p not in EDGE_COPY_ONLY)
+assert set(EDGE_COPY_ONLY) <= set(EDGE_COPIED) and EDGE_STORED[: len(_EDGE_IDS)] == _EDGE_IDS
+EDGE_WIRE = _EDGE_IDS + ("hash", "derived", "keep_times", FIELDS_COPY) + TIME_FIELDS + EDGE_STORED[len(_EDGE_IDS):]
 """What each position of a wire row holds (``row[i]`` in the upsert queries)."""
 
 
@@ -289,10 +311,13 @@ def node_wire(row: dict[str, Any]) -> list[Any]:
             *row["times"].values(), *islice(row["props"].values(), len(_NODE_IDS), None)]
 
 
+_EDGE_WIRED = EDGE_STORED[len(_EDGE_IDS):]
+
+
 def edge_wire(row: dict[str, Any], derived: bool) -> list[Any]:
     """An edge row as the positional list the upsert query reads (see ``node_wire``)."""
     return [row["edge_id"], row["source_id"], row["target_id"], row["hash"], derived, row["keep_times"],
-            *row["times"].values(), *islice(row["props"].values(), len(_EDGE_IDS), None)]
+            row[FIELDS_COPY], *row["times"].values(), *map(row["props"].__getitem__, _EDGE_WIRED)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,11 +379,13 @@ def _edge_row_and_hashed(edge: ConsciousnessRelationship) -> tuple[dict[str, Any
         "props": props,
         "times": times,
         "keep_times": defaulted,
+        FIELDS_COPY: read_copy(props, EDGE_COPIED),
     }
     return row, hashed
 
 
 _RETARGETED = ("edge_id", "target_id", "formation_trigger")
+_COPY_TARGET, _COPY_TRIGGER = EDGE_COPIED.index("target_id"), EDGE_COPIED.index("formation_trigger")
 
 
 def retargeted_edges(edge: ConsciousnessRelationship, targets: Sequence[tuple[str, str]]) -> list[PreparedEdge]:
@@ -376,6 +403,7 @@ def retargeted_edges(edge: ConsciousnessRelationship, targets: Sequence[tuple[st
     keys = list(hashed)
     pieces = [f"{k!r}: {v!r}" for k, v in hashed.items()]
     at = [keys.index(name) for name in _RETARGETED]
+    copied = [first["props"][p] for p in EDGE_COPIED]  # the read copy's values, two of them set per target
     source, kind = edge.source_id, edge.relation_type
     out = []
     for target_id, trigger in targets:
@@ -385,6 +413,8 @@ def retargeted_edges(edge: ConsciousnessRelationship, targets: Sequence[tuple[st
         text = list(pieces)
         for position, name, value in zip(at, _RETARGETED, (edge_id, target_id, trigger)):
             text[position] = f"{name!r}: {value!r}"
+        copy = list(copied)
+        copy[_COPY_TARGET], copy[_COPY_TRIGGER] = target_id, trigger
         row = {
             "edge_id": edge_id,
             "source_id": source,
@@ -392,6 +422,7 @@ def retargeted_edges(edge: ConsciousnessRelationship, targets: Sequence[tuple[st
             "props": props,
             "times": first["times"],
             "keep_times": first["keep_times"],
+            FIELDS_COPY: _copy_text(copy),
             "hash": _hash_text("{" + ", ".join(text) + "}"),
         }
         out.append(PreparedEdge(edge_id, source, target_id, kind, edge.level, edge.citizen_id, row))
@@ -418,17 +449,61 @@ def _clean(props: Mapping[str, Any]) -> dict[str, Any]:
 
 def node_from_props(props: Sequence[Any] | Mapping[str, Any], cls: type[MemoryNode] = MemoryNode,
                     **extra: Any) -> MemoryNode:
-    """A stored memory (a ``node_projection``, or its property map) as a model (``cls`` may be ``ConsciousnessNode``)."""
+    """A stored memory (a ``node_projection``, or its property map) as a model (``cls`` may be ``ConsciousnessNode``).
+
+    A projection whose read copy is there becomes a ``MemoryNode`` without
+    a second validation (``_copied_node``); anything else (a property map,
+    a memory read cell by cell, another class) is validated.
+    """
+    copied = not isinstance(props, Mapping) and props[len(NODE_CELLS)] is not None
     data = _clean(node_props(props))
     for f in NODE_LISTS:
         data.setdefault(f, [])
     # given, like the lists: a retrieved node's metadata carries it, and the
     # model a retriever registers for the node must count the same fields as set
     data.setdefault("extra", {})
+    if copied and cls is MemoryNode and not extra:
+        node = _copied(MemoryNode, _NODE_FIELDS, data)
+        node._check_node()
+        return node
     data.update(extra)
     return cls.model_validate(data)
 
 
+_NODE_FIELDS = tuple(MemoryNode.model_fields.items())
+_EDGE_FIELDS = tuple(ConsciousnessRelationship.model_fields.items())
+
+
+def _copied(cls: type[Any], fields: tuple[tuple[str, Any], ...], data: dict[str, Any]) -> Any:
+    """A record read from its copy, as the model the upsert wrote it from, without validating it again.
+
+    Why: the copy is this package's own serialisation of a validated model,
+    written by the upsert in the same statement as the properties, so its
+    values passed every check once already; validating them again was the
+    largest part of reading a reply (a level's forty memories: 0.37 ->
+    0.15 ms).  The record's cells (its times, and a memory's
+    ``superseded_by`` and ``invalidation_reason``) are the store's, which a
+    supersession or a re-write may have changed since: the caller runs the
+    model's own checks of them (its interval rules, a personal memory's
+    citizen).  A field the copy leaves out gets its default, as validation
+    would give it, and only the fields read count as set, as after
+    validation.
+    """
+    values = {}
+    for name, info in fields:
+        values[name] = data[name] if name in data else info.get_default(call_default_factory=True)
+    return trusted_model(cls, values, data.keys())
+
+
 def edge_from_props(props: Sequence[Any] | Mapping[str, Any]) -> ConsciousnessRelationship:
-    """A stored link (an ``edge_projection``, or its property map) as a model."""
-    return ConsciousnessRelationship.model_validate(_clean(edge_props(props)))
+    """A stored link (an ``edge_projection``, or its property map) as a model.
+
+    As for memories (``node_from_props``), a projection whose read copy is
+    there is not validated again; a link read cell by cell is.
+    """
+    data = _clean(edge_props(props))
+    if not isinstance(props, Mapping) and props[len(EDGE_CELLS)] is not None:
+        edge = _copied(ConsciousnessRelationship, _EDGE_FIELDS, data)
+        edge._check_relationship()
+        return edge
+    return ConsciousnessRelationship.model_validate(data)
