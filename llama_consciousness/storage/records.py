@@ -23,11 +23,13 @@ import json
 
 import numpy as np
 import orjson
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from datetime import datetime
 from typing import Any
+
+from pydantic_core import PydanticUndefined
 
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema._time import to_utc
@@ -82,10 +84,11 @@ EDGE_READ_PROPS = EDGE_SCALARS + TIME_FIELDS + EMOTION_READ_PROPS + ("sensory_de
 # ``EDGE_COPIED``) in that order, its trailing nulls left out.  A reply then
 # holds one string per record instead of twenty to thirty-odd typed cells,
 # each of which costs the server a reply item and this process a parsed list
-# and a decoding step (measured at 50K memories: a level's two channels
-# 5.37 -> 4.62 ms p50 with the copy on memories and links).  It also keeps
-# every digit of a float, which a reply's cells round to 15 significant
-# digits.  The properties stay the truth for every query filter; the copy is
+# and a decoding step (measured at 50K memories, alternating: a level's two
+# channels 5.37 -> 4.93 ms p50 with the copy on memories, then 5.20 -> 4.83
+# with it on links as well and both read without a second validation).  It
+# also keeps every digit of a float, which a reply's cells round to 15
+# significant digits.  The properties stay the truth for every query filter; the copy is
 # only read, and it reads back as the model it was written from, without a
 # second validation (``_copied``).  What the store itself changes after the
 # upsert (the four times, which it may keep from an older write, and what a
@@ -126,12 +129,17 @@ def edge_projection(var: str) -> str:
     return _record_projection(var, EDGE_CELLS, EDGE_COPIED)
 
 
-def _record_props(values: Sequence[Any], cells: tuple[str, ...], copied: tuple[str, ...]) -> dict[str, Any]:
+def _record_items(values: Sequence[Any], cells: tuple[str, ...], copied: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
+    """A projection's ``(property, value)`` pairs: the copied ones (from the copy, or else the cells
+    that stand in for it), then the cells, which win."""
     at = len(cells)
     text = values[at]
-    props = dict(zip(copied, orjson.loads(text) if text is not None else values[at + 1]))
-    props.update(zip(cells, values))  # zip stops at the cells
-    return props
+    return chain(zip(copied, orjson.loads(text) if text is not None else values[at + 1]),
+                 zip(cells, values))  # zip stops at the cells
+
+
+def _record_props(values: Sequence[Any], cells: tuple[str, ...], copied: tuple[str, ...]) -> dict[str, Any]:
+    return dict(_record_items(values, cells, copied))
 
 
 def node_props(values: Sequence[Any] | Mapping[str, Any]) -> Mapping[str, Any]:
@@ -429,9 +437,9 @@ def retargeted_edges(edge: ConsciousnessRelationship, targets: Sequence[tuple[st
     return out
 
 
-def _clean(props: Mapping[str, Any]) -> dict[str, Any]:
-    """Stored properties back into model fields."""
-    data = {k: v for k, v in props.items() if v is not None}
+def _clean(props: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Stored properties (a map, or its pairs) back into model fields."""
+    data = {k: v for k, v in (props.items() if isinstance(props, Mapping) else props) if v is not None}
     names = data.pop("emotion_names", None) or []
     values = data.pop("emotion_values", None) or []
     data.pop("emotion_canonical", None)
@@ -452,47 +460,83 @@ def node_from_props(props: Sequence[Any] | Mapping[str, Any], cls: type[MemoryNo
     """A stored memory (a ``node_projection``, or its property map) as a model (``cls`` may be ``ConsciousnessNode``).
 
     A projection whose read copy is there becomes a ``MemoryNode`` without
-    a second validation (``_copied_node``); anything else (a property map,
+    a second validation (``_copied``); anything else (a property map,
     a memory read cell by cell, another class) is validated.
     """
-    copied = not isinstance(props, Mapping) and props[len(NODE_CELLS)] is not None
-    data = _clean(node_props(props))
+    if isinstance(props, Mapping):
+        copied, data = False, _clean(props)
+    else:
+        copied, data = props[len(NODE_CELLS)] is not None, _clean(_record_items(props, NODE_CELLS, NODE_COPIED))
     for f in NODE_LISTS:
         data.setdefault(f, [])
     # given, like the lists: a retrieved node's metadata carries it, and the
     # model a retriever registers for the node must count the same fields as set
     data.setdefault("extra", {})
     if copied and cls is MemoryNode and not extra:
-        node = _copied(MemoryNode, _NODE_FIELDS, data)
+        node = _copied(_NODE_FIELDS, data)
         node._check_node()
         return node
     data.update(extra)
     return cls.model_validate(data)
 
 
-_NODE_FIELDS = tuple(MemoryNode.model_fields.items())
-_EDGE_FIELDS = tuple(ConsciousnessRelationship.model_fields.items())
+class _Fields:
+    """What ``_copied`` needs of a model's fields, read once.
+
+    Pydantic's own ``get_default`` copies a default on every call, which for
+    the fifteen-odd fields a copy leaves out cost more than the validation
+    it replaced; so the plain defaults (all immutable, checked here) are
+    laid out once, in the fields' order, and a record's values go over them.
+    """
+
+    def __init__(self, cls: type[Any]) -> None:
+        self.cls = cls
+        self.defaults: dict[str, Any] = {}
+        self.factories: dict[str, Any] = {}
+        self.required: set[str] = set()
+        for name, info in cls.model_fields.items():
+            if info.default_factory is not None:
+                self.factories[name] = info.default_factory
+                self.defaults[name] = None  # holds the field's place in the order
+            elif info.default is PydanticUndefined:
+                self.required.add(name)
+                self.defaults[name] = None
+            else:
+                assert isinstance(info.default, (type(None), str, int, float, bool, tuple)), (
+                    f"{cls.__name__}.{name}: a mutable default would be shared")
+                self.defaults[name] = info.default
 
 
-def _copied(cls: type[Any], fields: tuple[tuple[str, Any], ...], data: dict[str, Any]) -> Any:
+_NODE_FIELDS = _Fields(MemoryNode)
+_EDGE_FIELDS = _Fields(ConsciousnessRelationship)
+
+
+def _copied(fields: _Fields, data: dict[str, Any]) -> Any:
     """A record read from its copy, as the model the upsert wrote it from, without validating it again.
 
     Why: the copy is this package's own serialisation of a validated model,
     written by the upsert in the same statement as the properties, so its
-    values passed every check once already; validating them again was the
-    largest part of reading a reply (a level's forty memories: 0.37 ->
-    0.15 ms).  The record's cells (its times, and a memory's
-    ``superseded_by`` and ``invalidation_reason``) are the store's, which a
-    supersession or a re-write may have changed since: the caller runs the
-    model's own checks of them (its interval rules, a personal memory's
-    citizen).  A field the copy leaves out gets its default, as validation
-    would give it, and only the fields read count as set, as after
-    validation.
+    values passed every check once already (measured on a walk's forty
+    memories and forty links: 12.9 -> 8.0 us to read a memory, 10.4 -> 6.8
+    a link; the validation alone was 5.3 us a memory).  The record's
+    cells (its times, and a memory's ``superseded_by`` and
+    ``invalidation_reason``) are the store's, which a supersession or a
+    re-write may have changed since: the caller runs the model's own checks
+    of them (its interval rules, a personal memory's citizen).  A field the
+    copy leaves out gets its default, as validation would give it, and only
+    the fields read count as set, as after validation.
     """
-    values = {}
-    for name, info in fields:
-        values[name] = data[name] if name in data else info.get_default(call_default_factory=True)
-    return trusted_model(cls, values, data.keys())
+    values = dict(fields.defaults)
+    values.update(data)
+    if len(values) != len(fields.defaults):
+        raise ValueError(f"the read copy of a {fields.cls.__name__} has unknown fields: "
+                         f"{sorted(set(data) - set(fields.defaults))}")
+    if not fields.required <= data.keys():
+        raise ValueError(f"the read copy of a {fields.cls.__name__} lacks {sorted(fields.required - data.keys())}")
+    for name, factory in fields.factories.items():
+        if name not in data:
+            values[name] = factory()
+    return trusted_model(fields.cls, values, data.keys())
 
 
 def edge_from_props(props: Sequence[Any] | Mapping[str, Any]) -> ConsciousnessRelationship:
@@ -501,9 +545,11 @@ def edge_from_props(props: Sequence[Any] | Mapping[str, Any]) -> ConsciousnessRe
     As for memories (``node_from_props``), a projection whose read copy is
     there is not validated again; a link read cell by cell is.
     """
-    data = _clean(edge_props(props))
-    if not isinstance(props, Mapping) and props[len(EDGE_CELLS)] is not None:
-        edge = _copied(ConsciousnessRelationship, _EDGE_FIELDS, data)
+    if isinstance(props, Mapping):
+        return ConsciousnessRelationship.model_validate(_clean(props))
+    data = _clean(_record_items(props, EDGE_CELLS, EDGE_COPIED))
+    if props[len(EDGE_CELLS)] is not None:
+        edge = _copied(_EDGE_FIELDS, data)
         edge._check_relationship()
         return edge
     return ConsciousnessRelationship.model_validate(data)
