@@ -72,9 +72,15 @@ def _values(cells: list[Any]) -> list[Any]:
             append(int(value))
         elif kind == ARRAY:
             append(_values(value))
+        elif kind == DATETIME:  # every record's times are cells (records.NODE_CELLS)
+            append(_from_timestamp(value, _UTC))
         else:
             append(_decode((kind, value)))
     return out
+
+
+_from_timestamp = datetime.fromtimestamp
+_UTC = timezone.utc
 
 
 def _check(response: Any) -> None:
