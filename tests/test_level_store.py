@@ -469,6 +469,24 @@ def test_records_without_the_read_copy_read_the_same(fresh_graph):
         store.get_relationships(["h'q\"`"])
 
 
+def test_a_read_copy_that_does_not_fit_its_model_is_refused(fresh_graph):
+    """A copy with a field its model does not have, or without one it requires, is an error, not a model."""
+    import json
+
+    store = fresh_graph("N2")
+    nodes, edges = _hostile_and_structured()
+    store.upsert(nodes, edges)
+    copy = json.loads(raw_nodes(store)["b"]["fields_v1"])
+    name = records.NODE_COPIED.index("name")
+    store.graph.query("MATCH (n:Memory {node_id: 'b'}) SET n.fields_v1 = $copy",
+                      {"copy": json.dumps(copy[:name] + [None] + copy[name + 1:])})
+    with pytest.raises(ValueError, match="lacks \\['name'\\]"):
+        store.get_node("b")
+    with pytest.raises(ValueError, match="unknown fields: \\['surprise'\\]"):
+        records._copied(records._EDGE_FIELDS, {**edges[0].model_dump(exclude_none=True), "surprise": 1})
+    assert store.get_node("a").node_id == "a"  # the others still read
+
+
 def test_copied_records_read_as_validation_would_build_them(fresh_graph):
     """A record read from its copy (not validated again) is the model validation would make of the
     same properties: equal, with the same fields set, the same types and the same dump."""

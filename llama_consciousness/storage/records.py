@@ -88,9 +88,10 @@ EDGE_READ_PROPS = EDGE_SCALARS + TIME_FIELDS + EMOTION_READ_PROPS + ("sensory_de
 # channels 5.37 -> 4.93 ms p50 with the copy on memories, then 5.20 -> 4.83
 # with it on links as well and both read without a second validation).  It
 # also keeps every digit of a float, which a reply's cells round to 15
-# significant digits.  The properties stay the truth for every query filter; the copy is
-# only read, and it reads back as the model it was written from, without a
-# second validation (``_copied``).  What the store itself changes after the
+# significant digits.  The properties stay the truth for every query filter
+# (a link's descriptive texts, on which none filters, are in its copy only:
+# ``EDGE_COPY_ONLY``); the copy is only read, and it reads back as the model
+# it was written from, without a second validation (``_copied``).  What the store itself changes after the
 # upsert (the four times, which it may keep from an older write, and what a
 # supersession sets) is read from the properties, as cells: ``NODE_CELLS``
 # and ``EDGE_CELLS``, the id first.  A record without the copy (written by
@@ -120,12 +121,12 @@ def _record_projection(var: str, cells: tuple[str, ...], copied: tuple[str, ...]
 
 
 def node_projection(var: str) -> str:
-    """Cypher for a stored memory as ``node_props`` reads it back: ``var`` is a query variable."""
+    """Cypher for a stored memory as ``node_from_props`` reads it back: ``var`` is a query variable."""
     return _record_projection(var, NODE_CELLS, NODE_COPIED)
 
 
 def edge_projection(var: str) -> str:
-    """Cypher for a stored link as ``edge_props`` reads it back."""
+    """Cypher for a stored link as ``edge_from_props`` reads it back."""
     return _record_projection(var, EDGE_CELLS, EDGE_COPIED)
 
 
@@ -136,20 +137,6 @@ def _record_items(values: Sequence[Any], cells: tuple[str, ...], copied: tuple[s
     text = values[at]
     return chain(zip(copied, orjson.loads(text) if text is not None else values[at + 1]),
                  zip(cells, values))  # zip stops at the cells
-
-
-def _record_props(values: Sequence[Any], cells: tuple[str, ...], copied: tuple[str, ...]) -> dict[str, Any]:
-    return dict(_record_items(values, cells, copied))
-
-
-def node_props(values: Sequence[Any] | Mapping[str, Any]) -> Mapping[str, Any]:
-    """A memory's projection (``node_projection``) as a property map."""
-    return values if isinstance(values, Mapping) else _record_props(values, NODE_CELLS, NODE_COPIED)
-
-
-def edge_props(values: Sequence[Any] | Mapping[str, Any]) -> Mapping[str, Any]:
-    """A link's projection (``edge_projection``) as a property map."""
-    return values if isinstance(values, Mapping) else _record_props(values, EDGE_CELLS, EDGE_COPIED)
 
 
 def read_copy(props: Mapping[str, Any], copied: tuple[str, ...] = NODE_COPIED) -> str:
