@@ -23,7 +23,7 @@ import json
 
 import numpy as np
 import orjson
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, islice
 from datetime import datetime
@@ -130,13 +130,20 @@ def edge_projection(var: str) -> str:
     return _record_projection(var, EDGE_CELLS, EDGE_COPIED)
 
 
-def _record_items(values: Sequence[Any], cells: tuple[str, ...], copied: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
-    """A projection's ``(property, value)`` pairs: the copied ones (from the copy, or else the cells
-    that stand in for it), then the cells, which win."""
+def _read(props: Sequence[Any] | Mapping[str, Any], cells: tuple[str, ...],
+          copied: tuple[str, ...]) -> tuple[bool, dict[str, Any]]:
+    """A stored record (a ``_record_projection``, or its property map) as model fields, and whether
+    they came from its read copy.
+
+    A projection's copied values come from the copy, or else from the
+    cells that stand in for it; then its own cells, which win.
+    """
+    if isinstance(props, Mapping):
+        return False, _clean(props.items())
     at = len(cells)
-    text = values[at]
-    return chain(zip(copied, orjson.loads(text) if text is not None else values[at + 1]),
-                 zip(cells, values))  # zip stops at the cells
+    text = props[at]
+    pairs = zip(copied, orjson.loads(text) if text is not None else props[at + 1])
+    return text is not None, _clean(chain(pairs, zip(cells, props)))  # zip stops at the cells
 
 
 def read_copy(props: Mapping[str, Any], copied: tuple[str, ...] = NODE_COPIED) -> str:
@@ -424,9 +431,9 @@ def retargeted_edges(edge: ConsciousnessRelationship, targets: Sequence[tuple[st
     return out
 
 
-def _clean(props: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> dict[str, Any]:
-    """Stored properties (a map, or its pairs) back into model fields."""
-    data = {k: v for k, v in (props.items() if isinstance(props, Mapping) else props) if v is not None}
+def _clean(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Stored properties (as ``(name, value)`` pairs) back into model fields."""
+    data = {k: v for k, v in pairs if v is not None}
     names = data.pop("emotion_names", None) or []
     values = data.pop("emotion_values", None) or []
     data.pop("emotion_canonical", None)
@@ -450,10 +457,7 @@ def node_from_props(props: Sequence[Any] | Mapping[str, Any], cls: type[MemoryNo
     a second validation (``_copied``); anything else (a property map,
     a memory read cell by cell, another class) is validated.
     """
-    if isinstance(props, Mapping):
-        copied, data = False, _clean(props)
-    else:
-        copied, data = props[len(NODE_CELLS)] is not None, _clean(_record_items(props, NODE_CELLS, NODE_COPIED))
+    copied, data = _read(props, NODE_CELLS, NODE_COPIED)
     for f in NODE_LISTS:
         data.setdefault(f, [])
     # given, like the lists: a retrieved node's metadata carries it, and the
@@ -532,10 +536,8 @@ def edge_from_props(props: Sequence[Any] | Mapping[str, Any]) -> ConsciousnessRe
     As for memories (``node_from_props``), a projection whose read copy is
     there is not validated again; a link read cell by cell is.
     """
-    if isinstance(props, Mapping):
-        return ConsciousnessRelationship.model_validate(_clean(props))
-    data = _clean(_record_items(props, EDGE_CELLS, EDGE_COPIED))
-    if props[len(EDGE_CELLS)] is not None:
+    copied, data = _read(props, EDGE_CELLS, EDGE_COPIED)
+    if copied:
         edge = _copied(_EDGE_FIELDS, data)
         edge._check_relationship()
         return edge
