@@ -1,8 +1,15 @@
 """LoCoMo as memories, questions and retrieval metrics (pure functions, no storage).
 
-Used by ``benchmarks/locomo_quality.py`` and its tests.  The data (CC BY-NC
-4.0) is read from ``shared/benchmarks/locomo/locomo10.json`` beside the
-repository and never copied into it.
+Used by ``benchmarks/locomo_quality.py`` and its tests.  LoCoMo itself (CC
+BY-NC 4.0) is not part of this repository and is never copied into it: get
+``data/locomo10.json`` from https://github.com/snap-research/locomo and pass
+its path (``--data PATH``; the default is
+``<repo>/../shared/benchmarks/locomo/locomo10.json``); it is read in place.
+The tests read ``tests/fixtures/locomo_mini.json``, two invented
+conversations in LoCoMo's format.
+
+``python benchmarks/locomo_data.py [--data PATH]`` prints what the loader
+reads from a file (conversations, sessions, turns, questions per category).
 
 Mapping (one conversation = one citizen, level N1)
 --------------------------------------------------
@@ -38,6 +45,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "benchmarks" / "locomo" / "locomo10.json"
+SOURCE = "https://github.com/snap-research/locomo"
+DATA_HELP = "LoCoMo's locomo10.json (default: %(default)s); read in place, never copied into the repository"
+DATA_EPILOG = ("LoCoMo (CC BY-NC 4.0) is not part of this repository: get data/locomo10.json from\n"
+               f"{SOURCE} and pass --data PATH.  The file is read in place and never copied.")
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -167,7 +178,23 @@ class Conversation:
         return {t.session: t.date for t in self.turns}
 
 
+def missing_data_message(path: str | Path) -> str:
+    """One line: where the data was looked for and where to get it."""
+    return (f"LoCoMo data not found at {path}: download data/locomo10.json from {SOURCE} "
+            "(CC BY-NC 4.0; it is read in place, never copied) and pass --data PATH")
+
+
+def require_data(path: str | Path) -> Path:
+    """``path`` if it is a file, else exit with :func:`missing_data_message` (for the command lines)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SystemExit(missing_data_message(path))
+    return path
+
+
 def load_raw(path: str | Path = DEFAULT_DATA) -> list[dict[str, Any]]:
+    if not Path(path).is_file():
+        raise FileNotFoundError(missing_data_message(path))
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
 
@@ -295,3 +322,31 @@ def summarise(per_question: Sequence[tuple[int, Mapping[str, float]]]) -> dict[s
     for cat in (1, 2, 3, 4, 5):
         out[f"cat{cat}"] = mean_metrics([m for c, m in per_question if c == cat])
     return out
+
+
+# -- command line --------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print what the loader reads from a LoCoMo file, one line per conversation."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="What the LoCoMo loader reads from a file (no storage).",
+                                     epilog=DATA_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, metavar="PATH", help=DATA_HELP)
+    parser.add_argument("--conversations", default="", help="comma-separated sample ids or indexes (default: all)")
+    args = parser.parse_args(argv)
+    path = require_data(args.data)
+    only = [c.strip() for c in args.conversations.split(",") if c.strip()] or None
+    for conv in load_conversations(path, only):
+        sessions = sorted({t.session for t in conv.turns})
+        cats = {c: sum(1 for q in conv.questions if q.category == c) for c in CATEGORY_NAMES}
+        with_gold = sum(1 for q in conv.questions if q.gold)
+        print(f"{conv.sample_id}: {len(sessions)} sessions, {len(conv.turns)} turns "
+              f"({sum(1 for t in conv.turns if t.caption)} with a photo), {len(conv.questions)} questions "
+              f"({with_gold} with evidence; " + ", ".join(f"{CATEGORY_NAMES[c]} {n}" for c, n in cats.items()) + ")")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -6,8 +6,10 @@ One command, offline (WordLlama embedding, embedded FalkorDB)::
 
 What it does
 ------------
-1. Reads LoCoMo (``--data``, default ``<repo>/../shared/benchmarks/locomo/
-   locomo10.json``; CC BY-NC, read in place) and turns each conversation
+1. Reads LoCoMo (``--data PATH``, default ``<repo>/../shared/benchmarks/
+   locomo/locomo10.json``; CC BY-NC, not part of this repository: get
+   ``data/locomo10.json`` from https://github.com/snap-research/locomo; it
+   is read in place, never copied) and turns each conversation
    into memories, one per dialog turn, for one citizen per conversation at
    level N1 (see ``locomo_data.py`` for the exact mapping: node ids
    ``<sample_id>:<dia_id>``, ``"<speaker>: <text>"`` (+ image caption),
@@ -68,6 +70,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from locomo_data import (  # noqa: E402
     CATEGORY_NAMES,
+    DATA_EPILOG,
+    DATA_HELP,
     DEFAULT_DATA,
     METRICS,
     Conversation,
@@ -76,6 +80,7 @@ from locomo_data import (  # noqa: E402
     dia_of_node_id,
     load_conversations,
     question_metrics,
+    require_data,
     summarise,
     turn_memories,
 )
@@ -518,9 +523,9 @@ def table(outcomes: Sequence[Outcome], descriptions: dict[str, str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=DATA_EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo10.json (default: %(default)s)")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, metavar="PATH", help=DATA_HELP)
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="FalkorDB data directory (default: a temporary one, removed afterwards)")
     parser.add_argument("--conversations", default="", help="comma-separated sample ids or indexes (default: all)")
@@ -530,6 +535,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-pit", action="store_true", help="skip the point-in-time check")
     parser.add_argument("--citizen-prefix", default="locomo")
     args = parser.parse_args(argv)
+    require_data(args.data)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
