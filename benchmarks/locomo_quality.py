@@ -318,10 +318,10 @@ def score_fusion(alpha: float = 0.3, fetch: int = 50, neighbours: tuple[int, int
         if not ctx.cache.get("fulltext"):
             from llama_consciousness.storage import channels
 
-            store._run(channels.ensure_fulltext(store.plans))
+            store.run(channels.ensure_fulltext(store.plans))
             ctx.cache["fulltext"] = True
-        vec = store._run(store.plans.vector_search(ctx.memory.embed_query(q.question), fetch, memory_filter))
-        key = store._run(search(store.plans, q.question, fetch, memory_filter))
+        vec = store.run(store.plans.vector_search(ctx.memory.embed_query(q.question), fetch, memory_filter))
+        key = store.run(search(store.plans, q.question, fetch, memory_filter))
         scores: dict[str, float] = {}
         for hits, weight, get in ((key, 1.0, lambda h: h.score), (vec, alpha, lambda h: h.similarity)):
             if not hits:

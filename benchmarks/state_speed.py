@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         for level in LEVELS:  # the first retrieval created the emotion / concept indexes: let them finish
             plans = memory.plans(level, CITIZEN if level == "N1" else None)
-            LevelGraphStore(memory.db, plans)._run(plans.wait_operational(timeout=600))
+            LevelGraphStore(memory.db, plans).run(plans.wait_operational(timeout=600))
         log(f"state indexes operational after {time.perf_counter() - t0:.1f} s more")
         log(f"measuring (load average {_loadavg()})")
         combos = [(mode, scope) for mode in modes for scope in ("recent", "all_time")]

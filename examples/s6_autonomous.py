@@ -100,9 +100,9 @@ def cycle(number: int, citizen: Citizen, memory: ConsciousnessMemory, state_retr
     print(f"\n=== wake-up {number}: energy {citizen.energy:.2f}, emotions {citizen.emotions}, goal {citizen.goal}")
     print(f"  S6 chooses {mode}: {reason}")
     if isinstance(request, RetrievalIntention):
-        stream = memory.retrieve_stream(request)
+        stream, nodes = memory.stream_retriever().retrieve_stream_and_nodes(request)
     else:
-        stream = state_retriever.retrieve_stream(request)
+        stream, nodes = state_retriever.retrieve_stream_and_nodes(request)
 
     before = citizen.energy
     potential = stream.energy_feedback_potential
@@ -123,7 +123,7 @@ def cycle(number: int, citizen: Citizen, memory: ConsciousnessMemory, state_retr
     summary = stream.consciousness_summary
     print(f"  {summary.total_results} memories ({summary.n1_result_count} personal, {summary.n2_result_count} "
           f"collective, {summary.n3_result_count} ecosystem) in {stream.retrieval_latency_ms} ms; focus:")
-    roles = {n.node.metadata["node_id"]: n.node.metadata.get("state_role") for n in state_retriever.last_nodes}
+    roles = {n.node.metadata["node_id"]: n.node.metadata.get("state_role") for n in nodes}
     for node in focus:
         role = roles.get(node.node_id) if not isinstance(request, RetrievalIntention) else None
         extra = f", {role}" if role else ""

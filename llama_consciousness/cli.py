@@ -153,12 +153,9 @@ def run_query(args: argparse.Namespace) -> int:
     with ConsciousnessMemory(data_dir=args.data_dir, embed_model=args.embed_model) as memory:
         if full:
             retriever = memory.stream_retriever(args.citizen, config=config)
-            stream = retriever.retrieve_stream(intention)
-            nodes = retriever.last_nodes
         else:
             retriever = memory.retriever(args.citizen, config=config)
-            nodes = retriever.retrieve_intention(intention)
-            stream = retriever.last_stream
+        stream, nodes = retriever.retrieve_stream_and_nodes(intention)
     if args.graph:
         write_graph_picture(stream, args.graph)
         print(f"traversal graph written to {args.graph}", file=sys.stderr)

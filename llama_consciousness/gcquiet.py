@@ -19,13 +19,10 @@ Nothing these collections find is garbage that cannot wait: the records
 are freed by reference counting, and cycles are still collected, only
 less often, during the operation and after it.
 
-Retrievals use the same raise (``quiet_retrieval``): a six-way retrieval
-with the complete stream builds some 10,000 container objects (nodes,
-metadata, models) that are all in use until it returns, so each young
-collection inside it examined live objects only; measured at 50K memories
-per level, collections took 3-4 ms of each retrieval on average and the
-longer ones landed in the p95.  ``during_retrieval = False`` switches
-this off for an application that manages its collector itself.
+Retrievals leave the collector alone: the thresholds are process-wide, and
+a library should not change them under an application around every call.
+An application that wants the same for its retrievals wraps its own calls
+in ``with fewer_collections():``.
 
 Only the thresholds change, and only for the time of the operation;
 ``gc.freeze`` is not used, so an application's own frozen objects stay
@@ -36,17 +33,13 @@ still inside applies, and the last exit restores what was there.
 
 from __future__ import annotations
 
-import functools
 import gc
-import inspect
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
-from typing import Any, TypeVar
+from contextlib import AbstractContextManager
 
 from llama_consciousness.shared_setting import SharedSetting
 
 YOUNG_COLLECTION_THRESHOLD = 100_000
-"""Net new container objects between young collections during a retrieval (CPython's default is 700)."""
+"""Net new container objects between young collections in a ``fewer_collections`` block (CPython's default is 700)."""
 
 BULK_YOUNG_COLLECTION_THRESHOLD = 1_000_000
 """The same during an ingestion, which keeps far more objects alive at once.
@@ -89,37 +82,3 @@ fewer_collections = _RaisedThresholds()
 ``fewer_collections(young=BULK_YOUNG_COLLECTION_THRESHOLD)`` asks for a
 higher young threshold; concurrent blocks get the highest one asked for.
 """
-
-
-during_retrieval = True
-"""Whether retrievals raise the thresholds too (see ``quiet_retrieval``); set False to leave the collector alone."""
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def quiet_retrieval(fn: _F) -> _F:
-    """Run a retrieval function (sync or async) inside ``fewer_collections`` while ``during_retrieval`` is set.
-
-    The raise is shared by concurrent retrievals, and in a coroutine it
-    lasts across its awaits: collections are postponed while any retrieval
-    is in flight, and happen as before between them.
-    """
-    if inspect.iscoroutinefunction(fn):
-        @functools.wraps(fn)
-        async def run_async(*args: Any, **kwargs: Any) -> Any:
-            with _retrieval_scope():
-                return await fn(*args, **kwargs)
-
-        return run_async  # type: ignore[return-value]
-
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        with _retrieval_scope():
-            return fn(*args, **kwargs)
-
-    return run  # type: ignore[return-value]
-
-
-def _retrieval_scope() -> AbstractContextManager[None]:
-    """``fewer_collections`` while ``during_retrieval`` is set (read at each call), else nothing."""
-    return fewer_collections() if during_retrieval else nullcontext()

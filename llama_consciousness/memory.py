@@ -114,7 +114,6 @@ class ConsciousnessMemory:
         self._falkordb_server = None
         self._postgres_server = None
         self._pgvector = None
-        self._async_db = None
         self._stores: dict[str, LevelGraphStore] = {}
         self._schema_ready: set[str] = set()
         # Bumped by every write through this object: caches built on a graph
@@ -164,25 +163,6 @@ class ConsciousnessMemory:
     def pgvector(self) -> Any:
         """The Postgres vector store (None when no level uses it)."""
         return self._pgvector
-
-    @property
-    def async_db(self) -> Any:
-        """An asyncio FalkorDB client on the same server, made on first use."""
-        if self._async_db is None:
-            from falkordb.asyncio import FalkorDB as AsyncFalkorDB
-
-            if self.falkordb_url:
-                self._async_db = AsyncFalkorDB.from_url(self.falkordb_url)
-            else:
-                self._async_db = AsyncFalkorDB(unix_socket_path=str(self._falkordb_server.socket_path))
-            # Fail fast like the sync client: a dead server must not cost
-            # seconds of backoff.  Set on the pool, not the constructor, whose
-            # cluster probe builds a *sync* client from the same arguments.
-            from redis.asyncio.retry import Retry as AsyncRetry
-
-            pool = self._async_db.connection.connection_pool
-            pool.connection_kwargs["retry"] = AsyncRetry(ExponentialBackoff(cap=0.2, base=0.01), 2)
-        return self._async_db
 
     def close(self) -> None:
         """Release connections and this process's hold on embedded servers."""

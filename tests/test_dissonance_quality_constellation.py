@@ -18,6 +18,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 from llama_consciousness.ingestion import demo_memory_file, read_memory_file
 from llama_consciousness.postprocessors.constellation import ROLE_KEY, ConstellationPostprocessor, synthesize
 from llama_consciousness.postprocessors.dissonance import TemporalDissonancePostprocessor, intention_temporal_mode
+from llama_consciousness.postprocessors.pipeline import complete_stream
 from llama_consciousness.postprocessors.quality import MetadataQualityPostprocessor, build_validation_report
 from llama_consciousness.schema import (
     ConsciousnessNode,
@@ -206,13 +207,13 @@ def test_postprocessor_marks_the_versions_and_keeps_the_nodes() -> None:
     other = mem("unrelated", description="something else")
     nodes = [nws(v2, 0.9), nws(other, 0.8), nws(v1, 0.7)]
     pp = TemporalDissonancePostprocessor(temporal_mode="evolution")
-    out = pp.postprocess_nodes(nodes)
+    out, fields = pp.process(nodes)
     assert out == nodes and meta_ids(out) == ["belief_v2", "unrelated", "belief_v1"]
     assert out[0].node.metadata["temporal_dissonance"] == {"type": "reality_changed", "role": "correction",
                                                            "belief_id": "belief"}
     assert out[2].node.metadata["temporal_dissonance"]["role"] == "original"
     assert "temporal_dissonance" not in out[1].node.metadata
-    assert [d.node_id for d in pp.last_dissonances] == ["belief"]
+    assert [d.node_id for d in fields["temporal_dissonances"]] == ["belief"]
     # default mode (None -> current): nothing, and stale marks are removed
     assert TemporalDissonancePostprocessor().postprocess_nodes(nodes) == nodes
     assert all("temporal_dissonance" not in n.node.metadata for n in nodes)
@@ -221,8 +222,8 @@ def test_postprocessor_marks_the_versions_and_keeps_the_nodes() -> None:
 def test_postprocessor_ignores_nodes_that_carry_no_memory_and_rejects_bad_modes() -> None:
     v1, v2 = versions(reason="discovered_false")
     pp = TemporalDissonancePostprocessor(temporal_mode="full_history")
-    out = pp.postprocess_nodes([raw("plain", text="not a memory"), nws(v1), nws(v2)])
-    assert len(out) == 3 and len(pp.last_dissonances) == 1
+    out, fields = pp.process([raw("plain", text="not a memory"), nws(v1), nws(v2)])
+    assert len(out) == 3 and len(fields["temporal_dissonances"]) == 1
     with pytest.raises(ValueError, match="temporal_mode"):
         TemporalDissonancePostprocessor(temporal_mode="yesterday")
 
@@ -243,7 +244,8 @@ def test_demo_dissonances_through_real_evolution_retrieval(demo) -> None:
     stream = retriever.retrieve_stream(evolution)
     nodes = retriever.retrieve_intention(evolution)
     pp = TemporalDissonancePostprocessor()  # mode taken from the intention
-    stream = pp.extend_stream(stream, nodes, evolution)
+    nodes, fields = pp.process(nodes, None, evolution)
+    stream = stream.model_copy(update=fields)
     demo_ones = [d for d in stream.temporal_dissonances if d.node_id in (FALKOR_BASE, TEAM_BASE)]
     assert sorted((d.node_id, d.dissonance_type) for d in demo_ones) == [
         (FALKOR_BASE, "discovered_false"), (TEAM_BASE, "reality_changed")]
@@ -256,14 +258,13 @@ def test_demo_dissonances_through_real_evolution_retrieval(demo) -> None:
     assert marks["N1:ada_belief_falkordb_capabilities_v2"] == {
         "type": "discovered_false", "role": "correction", "belief_id": FALKOR_BASE}
     assert marks["N2:n2_team_composition_v2"]["type"] == "reality_changed"
-    assert pp.last_dissonances == stream.temporal_dissonances
 
     current = RetrievalIntention(query_text="FalkorDB capabilities team composition", citizen_id="ada",
                                  query_levels=["N1", "N2"], max_results_per_level=200)
     now_stream = retriever.retrieve_stream(current)
     now_nodes = retriever.retrieve_intention(current)
     assert "ada_belief_falkordb_capabilities_v1" not in meta_ids(now_nodes)
-    assert pp.extend_stream(now_stream, now_nodes, current).temporal_dissonances == []
+    assert pp.process(now_nodes, None, current).stream_fields["temporal_dissonances"] == []
 
 
 # -- 3. metadata quality -------------------------------------------------------------
@@ -310,7 +311,7 @@ def test_quality_postprocessor_annotates_reports_and_can_drop() -> None:
     nodes = [raw("N2:full", **FULL), raw("N2:bare", **bare), raw("N2:broken", name="Broken", energy=0.4),
              raw("N2:wrong", **{**FULL, "node_id": "wrong", "energy": 3.0})]
     pp = MetadataQualityPostprocessor()
-    out = pp.postprocess_nodes(nodes)
+    out, fields = pp.process(nodes)
     assert out == nodes
     meta = [n.node.metadata for n in out]
     assert meta[0]["metadata_completeness"] == 1.0 and meta[0]["metadata_valid"] is True
@@ -320,41 +321,39 @@ def test_quality_postprocessor_annotates_reports_and_can_drop() -> None:
     assert meta[2]["metadata_valid"] is False and meta[2]["metadata_errors"] == 2  # confidence, resolution_state
     assert meta[3]["metadata_valid"] is False  # energy out of range
     assert "metadata_valid" in out[0].node.excluded_llm_metadata_keys
-    report = pp.last_report
+    report = fields["metadata_validation"]
     assert (report.total_memories, report.fully_valid_memories, report.memories_with_warnings,
             report.memories_with_errors) == (4, 2, 2, 2)
     assert report.incomplete_memory_ids == ["N2:broken", "N2:wrong"]
     assert report.quality_grade == "poor"
 
     dropping = MetadataQualityPostprocessor(drop_invalid=True)
-    kept = dropping.postprocess_nodes([raw("N2:full", **FULL), raw("N2:broken", name="Broken", energy=0.4)])
+    kept, fields = dropping.process([raw("N2:full", **FULL), raw("N2:broken", name="Broken", energy=0.4)])
     assert [n.node.node_id for n in kept] == ["N2:full"]
-    assert dropping.last_report.total_memories == 2  # the dropped memory is still reported
+    assert fields["metadata_validation"].total_memories == 2  # the dropped memory is still reported
+    assert [n.node.node_id for n in dropping.postprocess_nodes(
+        [raw("N2:full", **FULL), raw("N2:broken", name="Broken", energy=0.4)])] == ["N2:full"]
 
 
 def test_quality_of_nothing_is_excellent() -> None:
     pp = MetadataQualityPostprocessor()
     assert pp.postprocess_nodes([]) == []
-    report = pp.last_report
+    report = pp.process([]).stream_fields["metadata_validation"]
     assert (report.total_memories, report.average_completeness, report.quality_grade) == (0, 1.0, "excellent")
 
 
-def test_quality_extend_stream_on_real_retrieval(demo) -> None:
+def test_quality_in_the_complete_stream_of_a_real_retrieval(demo) -> None:
     retriever = demo.retriever("ada")
     intention = RetrievalIntention(query_text="FalkorDB vector search", citizen_id="ada", query_levels=["N1"])
     stream = retriever.retrieve_stream(intention)
     nodes = retriever.retrieve_intention(intention)
     assert nodes
     pp = MetadataQualityPostprocessor(drop_invalid=True)
-    kept = pp.postprocess_nodes(nodes)
-    stream = pp.extend_stream(stream, kept, intention)
-    assert stream.metadata_validation == pp.last_report
+    stream, kept = complete_stream(stream, nodes, intention, [pp])
+    assert stream.metadata_validation == pp.process(nodes).stream_fields["metadata_validation"]
     assert stream.metadata_validation.total_memories == len(nodes)
     assert stream.metadata_validation.memories_with_errors == 0  # ingestion validated every memory
     assert all(n.node.metadata["metadata_valid"] for n in kept)
-    # nodes it did not produce are assessed afresh
-    fresh = MetadataQualityPostprocessor().extend_stream(stream, kept[:1], intention)
-    assert fresh.metadata_validation.total_memories == 1
 
 
 # -- 4. constellation --------------------------------------------------------------
@@ -412,9 +411,12 @@ def test_constellation_on_real_falkordb(memory, citizen) -> None:
     write_constellation(memory, citizen)
     nodes = retrieved_with_primary_first(memory, citizen)
     pp = ConstellationPostprocessor(memory=memory)
-    out = pp.postprocess_nodes(nodes)
-    assert out == nodes
-    c = pp.last_constellation
+    assert pp.postprocess_nodes(nodes) == nodes
+    result = pp.process(nodes)
+    out = result.nodes
+    assert out is nodes and set(result.stream_fields) == {"constellation"}
+    c = result.stream_fields["constellation"]
+    assert c == pp.build(nodes)
     assert c.primary.node_id == "primary" and c.primary.role == "direct_answer" and c.primary.level == "N1"
     assert c.primary.score == nodes[0].score
     assert [m.node_id for m in c.supporting] == ["s_bench", "s_docs"]  # strongest link first; expired left out
@@ -439,8 +441,7 @@ def test_constellation_on_real_falkordb(memory, citizen) -> None:
 
     # the expired supporter counts when the window is evolution
     history = ConstellationPostprocessor(memory=memory, temporal_window=TemporalWindow("evolution"))
-    history.postprocess_nodes(nodes)
-    assert [m.node_id for m in history.last_constellation.supporting] == ["s_expired", "s_bench", "s_docs"]
+    assert [m.node_id for m in history.build(nodes).supporting] == ["s_expired", "s_bench", "s_docs"]
 
 
 def test_constellation_fetches_linked_memories_that_were_not_retrieved(memory, citizen) -> None:
@@ -448,18 +449,17 @@ def test_constellation_fetches_linked_memories_that_were_not_retrieved(memory, c
     nodes = [n for n in retrieved_with_primary_first(memory, citizen)
              if n.node.metadata["node_id"] in ("primary", "s_docs", "noise")]
     pp = ConstellationPostprocessor(memory=memory, max_supporting=1)
-    pp.postprocess_nodes(nodes)
-    c = pp.last_constellation
+    c = pp.build(nodes)
     assert [(m.node_id, m.retrieved, m.score) for m in c.supporting] == [("s_bench", False, None)]
     assert [(m.node_id, m.retrieved) for m in c.contradicting] == [("c_blog", False)]
     assert c.contradicting[0].name == "Old blog post"
     assert ROLE_KEY not in nodes[1].node.metadata  # s_docs fell to the max_supporting cut
 
     local = ConstellationPostprocessor(memory=memory, fetch_linked=False)
-    local.postprocess_nodes(nodes)
-    assert [m.node_id for m in local.last_constellation.supporting] == ["s_docs"]
-    assert local.last_constellation.contradicting == []
-    assert local.last_constellation.synthesis == "Primary: Graph and vectors together | Supported by: Documentation"
+    near = local.process(nodes).stream_fields["constellation"]
+    assert [m.node_id for m in near.supporting] == ["s_docs"]
+    assert near.contradicting == []
+    assert near.synthesis == "Primary: Graph and vectors together | Supported by: Documentation"
     assert {n.node.metadata["node_id"]: n.node.metadata.get(ROLE_KEY) for n in nodes} == {
         "primary": "direct_answer", "s_docs": "context", "noise": None}
 
@@ -470,45 +470,104 @@ async def test_constellation_conflict_wins_and_async_matches_sync(memory, citize
     memory.ingest([link("primary", "s_docs", "CONTRADICTS", citizen, energy=0.3)], entities=False, duplicates="off")
     nodes = retrieved_with_primary_first(memory, citizen)
     pp = ConstellationPostprocessor(memory=memory)
-    pp.postprocess_nodes(nodes)
-    sync = pp.last_constellation
+    sync = pp.build(nodes)
     assert [m.node_id for m in sync.supporting] == ["s_bench"]
     assert [m.node_id for m in sync.contradicting] == ["c_blog", "s_docs"]
-    # on the session's event loop (pytest-asyncio): the shared async client is bound to it
-    await pp.apostprocess_nodes(nodes)
-    assert pp.last_constellation == sync
+    roles = {n.node.metadata["node_id"]: n.node.metadata.get(ROLE_KEY) for n in nodes}
+    assert roles["s_docs"] == "exception" and roles["s_bench"] == "context"
+    # the async entry point runs the same code (in a worker thread): the same roles on the nodes it returns
+    for n in nodes:
+        n.node.metadata.pop(ROLE_KEY, None)
+    out = await pp.apostprocess_nodes(nodes)
+    assert out == nodes
+    assert {n.node.metadata["node_id"]: n.node.metadata.get(ROLE_KEY) for n in out} == roles
 
 
 def test_constellation_edge_cases(memory, citizen) -> None:
     pp = ConstellationPostprocessor(memory=memory)
     assert pp.postprocess_nodes([]) == []
-    assert pp.last_constellation == MemoryConstellation()
+    assert pp.process([]) == ([], {"constellation": MemoryConstellation()})
     # a node that is not a memory of a level: a primary without links
-    pp.postprocess_nodes([raw("loose", name="Loose note")])
-    assert pp.last_constellation.primary.name == "Loose note"
-    assert pp.last_constellation.synthesis == "Primary: Loose note"
+    loose = pp.build([raw("loose", name="Loose note")])
+    assert loose.primary.name == "Loose note"
+    assert loose.synthesis == "Primary: Loose note"
     # a memory whose graph does not exist yet: no links, no error
     lonely = mem("lonely", level="N1", citizen=citizen, name="Lonely")
-    pp.postprocess_nodes([nws(lonely)])
-    assert pp.last_constellation.synthesis == "Primary: Lonely"
+    assert pp.process([nws(lonely)]).stream_fields["constellation"].synthesis == "Primary: Lonely"
 
 
 
-def test_constellation_extend_stream_leaves_the_stream_and_builds_when_needed(memory, citizen) -> None:
+def test_constellation_goes_on_the_stream_in_the_intentions_window(memory, citizen) -> None:
+    from llama_consciousness.postprocessors.pipeline import complete_stream
+
     write_constellation(memory, citizen)
     nodes = retrieved_with_primary_first(memory, citizen)
     intention = RetrievalIntention(query_text="graph and vectors", citizen_id=citizen, query_levels=["N1"])
     stream = memory.retriever(citizen).retrieve_stream(intention)
+    assert stream.constellation is None
     pp = ConstellationPostprocessor(memory=memory)
-    assert pp.extend_stream(stream, nodes, intention) is stream  # the spec's stream has no constellation field
-    assert pp.last_constellation.primary.node_id == "primary"
-    assert len(pp.last_constellation.supporting) == 2
+    full, kept = complete_stream(stream, nodes, intention, [pp])
+    assert kept == nodes
+    assert full.constellation.primary.node_id == "primary"
+    assert len(full.constellation.supporting) == 2
+    assert full.constellation == pp.process(nodes, None, intention).stream_fields["constellation"]
     # an evolution intention widens the links to its window (the expired supporter counts)
     evolution = RetrievalIntention(query_text="graph and vectors", citizen_id=citizen, query_levels=["N1"],
                                    temporal_mode="evolution")
-    pp.postprocess_nodes(nodes)
-    assert pp.extend_stream(stream, nodes, evolution) is stream
-    assert [m.node_id for m in pp.last_constellation.supporting] == ["s_expired", "s_bench", "s_docs"]
+    wide, _ = complete_stream(stream, nodes, evolution, [pp])
+    assert [m.node_id for m in wide.constellation.supporting] == ["s_expired", "s_bench", "s_docs"]
+    # a temporal_window set on the postprocessor wins over the intention's
+    now = ConstellationPostprocessor(memory=memory, temporal_window=TemporalWindow("current"))
+    assert len(now.process(nodes, None, evolution).stream_fields["constellation"].supporting) == 2
+
+
+def test_one_constellation_postprocessor_serves_eight_threads_at_once(memory, citizen) -> None:
+    """Eight threads calling one postprocessor at once, each with its own nodes (another primary, another
+    window), each get exactly the constellation (and roles) the same call gets alone."""
+    import copy
+    import threading
+
+    write_constellation(memory, citizen)
+    nodes = retrieved_with_primary_first(memory, citizen)
+    by_id = {n.node.metadata["node_id"]: n for n in nodes}
+    firsts = ["primary", "s_bench", "s_docs", "c_blog", "noise", "primary", "s_docs", "primary"]
+    lists = []
+    for i, first in enumerate(firsts):
+        rest = [n for n in nodes if n is not by_id[first]]
+        lists.append([by_id[first], *(rest if i < 5 else rest[: 2 + i - 5])])
+    evolution = RetrievalIntention(query_text="graph and vectors", citizen_id=citizen, query_levels=["N1"],
+                                   temporal_mode="evolution")
+    intentions = [None, None, None, None, None, None, None, evolution]
+    pp = ConstellationPostprocessor(memory=memory, max_supporting=3)
+
+    def call(i):
+        own = copy.deepcopy(lists[i])
+        result = pp.process(own, None, intentions[i])
+        assert result.nodes is own
+        return result.stream_fields["constellation"], [n.node.metadata.get(ROLE_KEY) for n in own]
+
+    alone = [call(i) for i in range(8)]
+    assert len({c.model_dump_json() for c, _ in alone}) >= 6  # mostly different answers
+    assert alone[7][0].supporting[0].node_id == "s_expired" and alone[0][0].supporting[0].node_id == "s_bench"
+    for _ in range(3):
+        barrier = threading.Barrier(8)
+        got: list = [None] * 8
+        errors: list = []
+
+        def run(i):
+            try:
+                barrier.wait(timeout=30)
+                got[i] = call(i)
+            except BaseException as exc:  # reported below, not lost in the thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not errors, errors
+        assert got == alone
 
 
 # -- 5. all three in a stock LlamaIndex query engine ---------------------------------------
@@ -547,14 +606,16 @@ def test_three_postprocessors_in_a_retriever_query_engine(memory, citizen) -> No
     assert sources["storage_v1"]["temporal_dissonance"] == {"type": "discovered_false", "role": "original",
                                                             "belief_id": "storage"}
     assert sources["storage_v2"]["temporal_dissonance"]["role"] == "correction"
-    (d,) = dissonance.last_dissonances
+    (d,) = dissonance.process(list(response.source_nodes)).stream_fields["temporal_dissonances"]
     assert d.correction_trigger == "Corrected by pattern_test_it" and d.discovery_energy == pytest.approx(0.8)
     assert all(m["metadata_valid"] is True for m in sources.values())
-    assert quality.last_report.total_memories == len(response.source_nodes)
+    report = quality.process(list(response.source_nodes)).stream_fields["metadata_validation"]
+    assert report.total_memories == len(response.source_nodes)
     top = response.source_nodes[0].node.metadata["node_id"]
-    assert constellation.last_constellation.primary.node_id == top
     assert sources[top][ROLE_KEY] == "direct_answer"
-    assert constellation.last_constellation.synthesis.startswith(f"Primary: {sources[top]['name']}")
+    built = constellation.build(list(response.source_nodes))  # what the engine's run built for these nodes
+    assert built.primary.node_id == top
+    assert built.synthesis.startswith(f"Primary: {sources[top]['name']}")
 
 
 def test_linked_memories_per_type_strongest_first_each_memory_once(memory, citizen) -> None:
@@ -574,18 +635,18 @@ def test_linked_memories_per_type_strongest_first_each_memory_once(memory, citiz
     def ids(found):
         return {t: [(m.node.node_id, m.direction, m.relationship.energy) for m in items] for t, items in found.items()}
 
-    found = store._run(linked_memories(store.plans, "primary", ["supports", "CONTRADICTS", "UNKNOWN"]))
+    found = store.run(linked_memories(store.plans, "primary", ["supports", "CONTRADICTS", "UNKNOWN"]))
     assert ids(found) == {
         "SUPPORTS": [("s_bench", "outgoing", 0.9), ("s_docs", "incoming", 0.6), ("s_weak", "outgoing", 0.2)],
         "CONTRADICTS": [("c_blog", "incoming", 0.7)],
         "UNKNOWN": [],
     }
-    assert ids(store._run(linked_memories(store.plans, "primary", ["SUPPORTS"], limit=2))) == {
+    assert ids(store.run(linked_memories(store.plans, "primary", ["SUPPORTS"], limit=2))) == {
         "SUPPORTS": [("s_bench", "outgoing", 0.9), ("s_docs", "incoming", 0.6)]}
-    assert ids(store._run(linked_memories(store.plans, "primary", ["SUPPORTS", "CONTRADICTS"],
+    assert ids(store.run(linked_memories(store.plans, "primary", ["SUPPORTS", "CONTRADICTS"],
                                           among=["s_weak", "c_blog"]))) == {
         "SUPPORTS": [("s_weak", "outgoing", 0.2)], "CONTRADICTS": [("c_blog", "incoming", 0.7)]}
     evolution = MemoryFilter(TemporalWindow("evolution"))
-    assert [m.node.node_id for m in store._run(linked_memories(store.plans, "primary", ["SUPPORTS"],
+    assert [m.node.node_id for m in store.run(linked_memories(store.plans, "primary", ["SUPPORTS"],
                                                                evolution))["SUPPORTS"]][0] == "s_expired"
-    assert store._run(linked_memories(store.plans, "missing", ["SUPPORTS"])) == {"SUPPORTS": []}
+    assert store.run(linked_memories(store.plans, "missing", ["SUPPORTS"])) == {"SUPPORTS": []}

@@ -82,43 +82,6 @@ def test_collection_switched_off_by_the_application_stays_off() -> None:
         gc.set_threshold(*before)
 
 
-def test_quiet_retrieval_raises_for_sync_and_async_calls_and_can_be_switched_off(monkeypatch) -> None:
-    import asyncio
-
-    from llama_consciousness import gcquiet
-
-    before = gc.get_threshold()
-    seen: list[int] = []
-
-    @gcquiet.quiet_retrieval
-    def sync_call(x: int) -> int:
-        seen.append(gc.get_threshold()[0])
-        return x + 1
-
-    @gcquiet.quiet_retrieval
-    async def async_call(x: int) -> int:
-        await asyncio.sleep(0)  # the raise lasts across awaits
-        seen.append(gc.get_threshold()[0])
-        return x + 2
-
-    @gcquiet.quiet_retrieval
-    def failing() -> None:
-        raise ValueError("boom")
-
-    assert sync_call(1) == 2 and asyncio.run(async_call(1)) == 3
-    assert seen == [max(before[0], YOUNG_COLLECTION_THRESHOLD)] * 2
-    assert gc.get_threshold() == before
-    try:
-        failing()
-    except ValueError:
-        pass
-    assert gc.get_threshold() == before
-    monkeypatch.setattr(gcquiet, "during_retrieval", False)
-    seen.clear()
-    assert sync_call(1) == 2 and asyncio.run(async_call(1)) == 3
-    assert seen == [before[0]] * 2
-
-
 def test_shared_setting_applies_once_and_restores_what_it_found() -> None:
     import pytest
 

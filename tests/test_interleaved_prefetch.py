@@ -1,4 +1,5 @@
-"""Plans run interleaved on one thread, the stream's early reads, and retrieved nodes built without revalidation."""
+"""Plans run interleaved on one thread, the stream's reads of the graphs, and retrieved nodes built without
+revalidation."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import pytest
 from llama_consciousness.errors import StorageError
 from llama_consciousness.ingestion import demo_memory_file
 from llama_consciousness.postprocessors import default_postprocessors
+from llama_consciousness.postprocessors.constellation import ConstellationPostprocessor
 from llama_consciousness.postprocessors.pipeline import complete_stream
-from llama_consciousness.postprocessors.tiers import ActivationTierPostprocessor
 from llama_consciousness.postprocessors.traversal_paths import TraversalPathPostprocessor
 from llama_consciousness.schema import ConsciousnessNode, MemoryNode, RetrievalIntention
+from llama_consciousness.schema.memory import retrieved_node
 from llama_consciousness.storage import replies
-from llama_consciousness.storage.interleaved import Interleaved, PrefetchSlot, run_interleaved
-from llama_consciousness.storage.level_store import Query, retrieved_node
+from llama_consciousness.storage.interleaved import Interleaved, run_interleaved
+from llama_consciousness.storage.level_store import Query
 
 
 def _memory(node_id: str) -> MemoryNode:
@@ -48,46 +50,6 @@ def test_plans_run_side_by_side_with_their_results_in_order(memory, fresh_graph)
     assert run_interleaved(memory.db, [(a.plans.graph, _two_step("y"))]) == ["y!"]
 
 
-def test_progress_sends_the_next_query_once_a_reply_is_in_and_never_waits(memory, fresh_graph) -> None:
-    import time
-
-    a = fresh_graph()
-    sent: list[str] = []
-
-    def plan():
-        first = yield Query("RETURN $v", {"v": "first"}, read_only=True)
-        sent.append(first[0][0])
-        second = yield Query("RETURN $v", {"v": "second"}, read_only=True)
-        sent.append(second[0][0])
-        return sent[-1]
-
-    running = Interleaved(memory.db, [(a.plans.graph, plan())])
-    deadline = time.monotonic() + 5
-    while not sent and time.monotonic() < deadline:
-        running.progress()  # reads the first reply once it is in and sends the second query
-        time.sleep(0.001)
-    assert sent == ["first"]
-    while len(sent) < 2 and time.monotonic() < deadline:
-        running.progress()
-        time.sleep(0.001)
-    assert sent == ["first", "second"]  # both replies read without results()
-    assert running.results() == ["second"]
-    running.progress()  # after results(): nothing to do, no error
-    assert Interleaved.empty().progress() is None
-
-
-def test_interleaved_halves_and_discard(memory, fresh_graph) -> None:
-    a = fresh_graph()
-    running = Interleaved(memory.db, [(a.plans.graph, _two_step("p"))])
-    assert running.results() == ["p!"]
-    with pytest.raises(RuntimeError):
-        running.results()
-    dropped = Interleaved(memory.db, [(a.plans.graph, _two_step("q"))])
-    dropped.discard()  # the unread reply's connection is dropped, not reused
-    assert run_interleaved(memory.db, [(a.plans.graph, _two_step("r"))]) == ["r!"]
-    assert Interleaved.empty().results() == []
-
-
 def test_retrieved_node_equals_a_validated_one() -> None:
     node = _memory("m2").model_copy(update={"embedding": [0.1, 0.2]})
     fast = retrieved_node(node, "N2_vector", 0.25)
@@ -103,29 +65,16 @@ def test_retrieved_node_equals_a_validated_one() -> None:
     assert retrieved_node(rich, "N2_graph", 0.5).relevance_score == 0.5  # subclasses are validated instead
 
 
-def test_keeps_nodes_answers_what_the_step_will_do() -> None:
-    tiers = ActivationTierPostprocessor()
-    limit = tiers.focus + tiers.peripheral + tiers.background
-    assert tiers.keeps_nodes([object()] * limit) and not tiers.keeps_nodes([object()] * (limit + 1))
-    assert not ActivationTierPostprocessor(drop_background=True).keeps_nodes([])
-
-
-def test_stream_reads_the_neighbourhood_early_and_once(memory, monkeypatch) -> None:
+def test_stream_reads_the_neighbourhood_and_the_links_once(memory, monkeypatch) -> None:
+    """In a complete stream the traversal graph reads each level graph's neighbourhood once and the
+    constellation its links once, and both are what the steps build alone on the same nodes."""
     memory.ingest(demo_memory_file())
     intention = RetrievalIntention(query_text="FalkorDB capabilities and the team", citizen_id="ada",
                                    query_levels=["N1", "N2"])
-    retriever = memory.retriever("ada")
-    stream, nodes = retriever._retrieve_both(intention)
+    stream, nodes = memory.retriever("ada").retrieve_stream_and_nodes(intention)  # no stream steps: bare
     steps = default_postprocessors(memory)
     traversal = next(s for s in steps if isinstance(s, TraversalPathPostprocessor))
-    expected = traversal.model_copy().build_graph(nodes)  # a fresh copy reads on its own
-
-    calls: list[str] = []
-    prefetch = TraversalPathPostprocessor.prefetch
-
-    def spy(self, nodes, intention=None):
-        calls.append("prefetch")
-        return prefetch(self, nodes, intention)
+    constellation = next(s for s in steps if isinstance(s, ConstellationPostprocessor))
 
     sent: list[str] = []
     linked: list[str] = []
@@ -138,116 +87,18 @@ def test_stream_reads_the_neighbourhood_early_and_once(memory, monkeypatch) -> N
             linked.append(text)
         return command(graph, text, read_only, timeout_ms)
 
-    monkeypatch.setattr(TraversalPathPostprocessor, "prefetch", spy)
     monkeypatch.setattr(replies, "command", count)
     full, full_nodes = complete_stream(stream, [n.model_copy(deep=True) for n in nodes], intention, steps)
-    assert calls == ["prefetch"]
-    constellation = steps[-1]
-    assert len(linked) == 1 and constellation._reads.empty  # 2 relations x 2 directions in one query, asked once
-    reference = constellation.model_copy()
-    reference._reads = PrefetchSlot()  # a copy shares its original's slot
-    again = reference.build(list(full_nodes))
-    assert again.primary == constellation.last_constellation.primary
-    assert [m.node_id for m in again.supporting] == [m.node_id for m in constellation.last_constellation.supporting]
-    levels = {n.node.metadata["level"] for n in nodes}
-    assert len(sent) == len(levels)  # connectors read once per level: the prefetch was collected
-    assert traversal._reads.empty
-    got = full.traversal_graph
+    levels = {n.node.metadata["level"] for n in full_nodes}
+    assert len(sent) == len(levels)  # connector candidates: once per level graph
+    assert len(linked) == 1  # 2 relations x 2 directions in one query, asked once
+    monkeypatch.undo()
+
+    alone = traversal.process([n.model_copy(deep=True) for n in full_nodes], None, intention)
+    got, expected = full.traversal_graph, alone.stream_fields["traversal_graph"]
     assert {n.node_id for n in got.nodes} == {n.node_id for n in expected.nodes}
     assert {e.edge_id for e in got.edges} == {e.edge_id for e in expected.edges}
-
-
-def test_prefetch_slot_gives_reads_only_to_the_same_key(memory, fresh_graph) -> None:
-    a = fresh_graph()
-    slot = PrefetchSlot()
-    assert slot.empty and slot.claim("k") is None
-    slot.hold("k", Interleaved(memory.db, [(a.plans.graph, _two_step("s"))]), extra=["N2"])
-    slot.progress()  # never waits
-    running, extra = slot.claim("k")
-    assert slot.empty and extra == ["N2"] and running.results() == ["s!"]
-
-    slot.hold("k", Interleaved(memory.db, [(a.plans.graph, _two_step("t"))]))
-    assert slot.claim("other") is None and slot.empty  # another key: the reads are dropped
-    first = Interleaved(memory.db, [(a.plans.graph, _two_step("u"))])
-    slot.hold("k", first)
-    slot.hold("k2", Interleaved(memory.db, [(a.plans.graph, _two_step("v"))]))  # a new hold drops the old reads
-    with pytest.raises(RuntimeError):
-        first.results()
-    slot.discard()
-    assert slot.empty
-    assert run_interleaved(memory.db, [(a.plans.graph, _two_step("w"))]) == ["w!"]  # connections still good
-
-
-# -- work beside a query in flight (Query.meanwhile) ---------------------------------
-
-
-def _ro_calls(memory) -> int:
-    """How many GRAPH.RO_QUERY commands the server has received."""
-    return memory.db.connection.info("commandstats").get("cmdstat_graph.RO_QUERY", {}).get("calls", 0)
-
-
-def _sent_within(memory, before: int, seconds: float = 5.0) -> bool:
-    import time
-
-    deadline = time.monotonic() + seconds
-    while _ro_calls(memory) <= before:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.002)
-    return True
-
-
-def _beside(memory, seen: list[str]):
-    """A plan whose second query carries work that notes whether the server had that query already."""
-    first = yield Query("RETURN $v", {"v": "a"}, read_only=True)
-    before = _ro_calls(memory)
-    second = yield Query("RETURN $v + $w", {"v": first[0][0], "w": "b"}, read_only=True,
-                         meanwhile=lambda: seen.append("sent" if _sent_within(memory, before) else "not sent"))
-    return second[0][0]
-
-
-async def test_meanwhile_runs_once_while_its_query_is_on_the_server(memory, fresh_graph) -> None:
-    from llama_consciousness.storage.level_store import AsyncLevelGraphStore
-
-    a = fresh_graph()
-    seen: list[str] = []
-    assert run_interleaved(memory.db, [(a.plans.graph, _beside(memory, seen))]) == ["ab"]
-    assert seen == ["sent"]  # called once, after the query went out and before its reply was read
-    seen.clear()
-    assert await AsyncLevelGraphStore(memory.async_db, a.plans)._run(_beside(memory, seen)) == "ab"
-    assert seen == ["sent"]
-    seen.clear()
-    calls = []
-
-    def sync_plan():
-        rows = yield Query("RETURN 1", read_only=True, meanwhile=lambda: calls.append(_ro_calls(memory)))
-        return rows[0][0], _ro_calls(memory)
-
-    answer, after = a._run(sync_plan())  # the plain sync store sends and reads in one call: the work comes first
-    assert answer == 1 and calls == [after - 1]
-
-
-async def test_meanwhile_failing_stops_its_plan_alone_and_leaves_connections_reusable(memory, fresh_graph) -> None:
-    from llama_consciousness.storage.level_store import AsyncLevelGraphStore
-
-    a = fresh_graph()
-
-    def broken():
-        raise ValueError("models could not be built")
-
-    def plan():
-        rows = yield Query("RETURN 1", read_only=True, meanwhile=broken)
-        return rows
-
-    failed, fine = run_interleaved(memory.db, [(a.plans.graph, plan()), (a.plans.graph, _two_step("z"))])
-    assert isinstance(failed, ValueError) and "models could not be built" in str(failed)
-    assert fine == "z!"
-    assert run_interleaved(memory.db, [(a.plans.graph, _two_step("y"))]) == ["y!"]  # its reply was read, not left
-
-    astore = AsyncLevelGraphStore(memory.async_db, a.plans)
-    with pytest.raises(ValueError, match="models could not be built"):
-        await astore._run(plan())
-    assert await astore._run(_two_step("x")) == "x!"
-    with pytest.raises(ValueError, match="models could not be built"):
-        a._run(plan())
-    assert a._run(_two_step("w")) == "w!"
+    again = constellation.build([n.model_copy(deep=True) for n in full_nodes])
+    assert full.constellation is not None
+    assert again.primary == full.constellation.primary
+    assert [m.node_id for m in again.supporting] == [m.node_id for m in full.constellation.supporting]

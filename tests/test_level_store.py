@@ -18,7 +18,7 @@ from llama_consciousness.errors import EmbeddingDimensionError, LevelError, Stor
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.scoring.emotions import canonical_emotion
 from llama_consciousness.storage import records
-from llama_consciousness.storage.level_store import AsyncLevelGraphStore, LevelGraphStore, LevelPlans, Supersession
+from llama_consciousness.storage.level_store import LevelGraphStore, LevelPlans, Supersession
 from llama_consciousness.temporal import TemporalWindow
 
 T0 = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -558,9 +558,9 @@ def test_vector_search_returns_k_when_orphans_outnumber_live_vectors(fresh_graph
     assert len({h.node.node_id for h in store.vector_search(vectors["w0"], 500, TemporalWindow())}) == 100
 
 
-def test_vector_rows_become_the_same_hits_and_first_ids_skip_repeats(fresh_graph):
-    """``vector_rows`` + ``vector_hits`` is ``vector_search``; ``first_ids`` names its first hits without models."""
-    from llama_consciousness.storage.level_store import first_ids, vector_hits
+def test_vector_rows_become_the_same_hits(fresh_graph):
+    """``vector_rows`` + ``vector_hits`` is ``vector_search``, repeats and refetches included."""
+    from llama_consciousness.storage.level_store import vector_hits
 
     store = fresh_graph("N2", dimension=8)
     rng = random.Random(11)
@@ -570,16 +570,11 @@ def test_vector_rows_become_the_same_hits_and_first_ids_skip_repeats(fresh_graph
         store.upsert([mk(i, unit(rng, 8), created_at=at(0), description="moved")])
     window = TemporalWindow()
     for query_id in ("r0", "r7", "r45"):
-        rows = store._run(store.plans.vector_rows(vectors[query_id], 40, window))
+        rows = store.run(store.plans.vector_rows(vectors[query_id], 40, window))
         hits = vector_hits(rows, 40)
         assert [(h.node, h.similarity) for h in hits] == [
             (h.node, h.similarity) for h in store.vector_search(vectors[query_id], 40, window)]
-        assert first_ids(rows, 3) == [h.node.node_id for h in hits[:3]]
-    assert store._run(store.plans.vector_rows(vectors["r0"], 0, window)) == []
-    page = [[["m1"], 0.1, True], [["m1"], 0.1, True], [["m2"], 0.2, True], [["m3"], 0.3, True]]
-    assert first_ids(page, 2) == ["m1", "m2"]
-    assert first_ids(page, 9) == ["m1", "m2", "m3"]
-    assert first_ids(page, 0) == [] and first_ids([], 3) == []
+    assert store.run(store.plans.vector_rows(vectors["r0"], 0, window)) == []
 
 
 def test_vector_search_honours_window_and_filters(fresh_graph):
@@ -633,36 +628,6 @@ def test_graph_without_vectors(fresh_graph):
     assert "embedding" not in raw_nodes(store)["nv"]
     assert store.get_node("nv").embedding is None
     assert store.upsert([mk("nv", [1, 0, 0, 0], level="N3")]).nodes_unchanged == 1
-
-
-async def test_async_store_matches_sync(fresh_graph, memory):
-    store = fresh_graph("N2", dimension=8)
-    rng = random.Random(13)
-    vectors = {f"a{i}": unit(rng, 8) for i in range(40)}
-    nodes = [mk(i, v, created_at=at(0), energy=n / 40) for n, (i, v) in enumerate(vectors.items())]
-    store.upsert(nodes)
-    store.upsert([n.model_copy(update={"description": "updated"}) for n in nodes[:10]])
-    astore = AsyncLevelGraphStore(memory.async_db, store.plans)
-    await astore.ensure_schema()
-    assert await astore.exists()
-    assert await astore.counts() == store.counts() == (40, 0)
-    for window in (TemporalWindow(), TemporalWindow("evolution")):
-        sync_hits = store.vector_search(vectors["a7"], 12, window, min_energy=0.2)
-        async_hits = await astore.vector_search(vectors["a7"], 12, window, min_energy=0.2)
-        assert [(h.node, h.similarity) for h in async_hits] == [(h.node, h.similarity) for h in sync_hits]
-        assert len(async_hits) == 12
-    assert await astore.get_node("a3") == store.get_node("a3")
-    assert await astore.get_node("missing") is None
-    assert await astore.get_nodes(["a1", "missing", "a0"]) == store.get_nodes(["a1", "a0"])
-    result = await astore.upsert(nodes[10:])
-    assert result.nodes_unchanged == 30
-    changed = await astore.upsert([nodes[0].model_copy(update={"description": "async"})])
-    assert changed.nodes_updated == 1 and store.get_node("a0").description == "async"
-    # a graph that does not exist
-    absent = AsyncLevelGraphStore(memory.async_db, LevelPlans(f"absent_{uuid.uuid4().hex[:8]}", "N2", dimension=8))
-    assert await absent.counts() == (0, 0)
-    assert await absent.get_node("a0") is None
-    assert await absent.vector_search(vectors["a7"], 3, TemporalWindow()) == []
 
 
 # -- schema -----------------------------------------------------------------------
@@ -974,14 +939,13 @@ def test_knn_page_reads_again_a_page_that_repeats_a_memory(caplog):
     assert "repeated memories in 4 pages in a row" in caplog.text
 
 
-async def test_vector_searches_of_one_graph_pass_its_gate_in_async_and_interleaved_runs(memory, fresh_graph):
-    """The async store and ``run_interleaved`` hold the same per-graph gate as the sync store.
+def test_vector_searches_of_one_graph_pass_its_gate_in_threads_and_interleaved_runs(memory, fresh_graph):
+    """``run_interleaved`` holds the same per-graph gate as the store (FalkorDB #2848).
 
     Two searches of one graph in one interleaved run go one after the
-    other (no deadlock on the run's own gate); async searches wait for a
-    gate a thread holds without blocking the event loop.
+    other (no deadlock on the run's own gate); threads searching the same
+    graph at once all get what a search alone gets.
     """
-    import asyncio
     import threading
 
     from llama_consciousness.storage import knn_gate
@@ -997,7 +961,6 @@ async def test_vector_searches_of_one_graph_pass_its_gate_in_async_and_interleav
     assert [[h.node.node_id for h in hits] for hits in found] == alone
     assert counts == (3000, 0)
     lock = knn_gate.gate(memory.db, name)
-    assert lock is knn_gate.gate(memory.async_db, name)  # one server, one gate for both clients
     assert not lock.locked()
     # while the first search is in flight the second waits; the plain query goes at once
     run = Interleaved(memory.db, [(name, store.plans.vector_search(q, 40, window)) for q in queries[:2]]
@@ -1007,16 +970,7 @@ async def test_vector_searches_of_one_graph_pass_its_gate_in_async_and_interleav
     assert [[h.node.node_id for h in hits] for hits in (first, second)] == alone[:2]
     assert not lock.locked()
 
-    # an async search waits for a gate held elsewhere, and the event loop goes on meanwhile
-    own = AsyncLevelGraphStore(memory.async_db, store.plans)
-    lock.acquire()
-    waiting = asyncio.ensure_future(own._run(store.plans.vector_search(queries[0], 40, window)))
-    await asyncio.sleep(0.05)
-    assert not waiting.done()
-    lock.release()
-    assert [h.node.node_id for h in await waiting] == alone[0]
-
-    # async searches, many at once, while threads search the same graph
+    # threads searching the same graph at once, beside an interleaved run of its own
     wrong: list[int] = []
 
     def threaded() -> None:
@@ -1026,14 +980,14 @@ async def test_vector_searches_of_one_graph_pass_its_gate_in_async_and_interleav
             if [h.node.node_id for h in own.vector_search(queries[i], 40, window)] != alone[i]:
                 wrong.append(i)
 
-    threads = [threading.Thread(target=threaded) for _ in range(2)]
+    threads = [threading.Thread(target=threaded) for _ in range(3)]
     for thread in threads:
         thread.start()
-    found = await asyncio.gather(*(own._run(store.plans.vector_search(queries[i % 6], 40, window))
-                                   for i in range(24)))
+    found = run_interleaved(memory.db, [(name, store.plans.vector_search(queries[i % 6], 40, window))
+                                        for i in range(12)])
     for thread in threads:
-        await asyncio.to_thread(thread.join)
-    assert [[h.node.node_id for h in hits] for hits in found] == [alone[i % 6] for i in range(24)]
+        thread.join()
+    assert [[h.node.node_id for h in hits] for hits in found] == [alone[i % 6] for i in range(12)]
     assert not wrong
     assert not lock.locked()
 

@@ -280,7 +280,7 @@ def test_ranker_field_validation():
     assert ConsciousnessRanker(llm=FixedLLM()).to_dict()["class_name"] == "ConsciousnessRanker"
 
 
-def test_ranker_extend_stream_merges_intention_emotions_in_place():
+def test_ranker_process_merges_intention_emotions():
     def pair():
         return [mk("joyful", 0.5, emotion_vector={"excitement": 1.0}),
                 mk("mixed", 0.5, emotion_vector={"excitement": 0.5, "fear": 0.5})]
@@ -288,21 +288,19 @@ def test_ranker_extend_stream_merges_intention_emotions_in_place():
     ranker = ConsciousnessRanker()
     nodes = ranker.postprocess_nodes(pair(), query_str="excited")
     assert ids(nodes) == ["joyful", "mixed"]
-    stream = empty_stream()
-    same = ranker.extend_stream(stream, nodes, RetrievalIntention(query_text="excited", citizen_id="c"))
-    assert same is stream and ids(nodes) == ["joyful", "mixed"]  # nothing to add: untouched
+    same, fields = ranker.process(nodes, None, RetrievalIntention(query_text="excited", citizen_id="c"))
+    assert fields == {} and ids(same) == ["joyful", "mixed"]  # nothing to add: the same order
 
     intention = RetrievalIntention(query_text="excited", citizen_id="c", required_emotions=["afraid"])
     assert intention_emotions(intention) == {"fear": 0.6}
-    assert ranker.extend_stream(stream, nodes, intention) is stream
+    nodes = ranker.process(nodes, None, intention).nodes
     assert ids(nodes) == ["mixed", "joyful"]  # query {excitement .6, fear .6} now prefers the mixed memory
     assert nodes[0].node.metadata["emotional_resonance"] == pytest.approx(1.0)
     assert nodes[0].node.metadata["ranking_base_score"] == 0.5  # not the previous adjusted score
 
     nodes = ranker.postprocess_nodes(pair(), query_str="excited")
     state = StateBasedRetrieval(current_energy=0.5, current_emotions={"excited": 0.5, "scared": 0.5}, citizen_id="c")
-    ranker.extend_stream(stream, nodes, state)
-    assert ids(nodes) == ["mixed", "joyful"]
+    assert ids(ranker.process(nodes, None, state).nodes) == ["mixed", "joyful"]
 
 
 # -- the LLM emotion path -----------------------------------------------------------------------
@@ -328,7 +326,7 @@ def test_llm_emotions_drive_the_ranking():
     assert ids(out) == ["fear", "joy"]  # the LLM's reading wins over the lexicon's
     assert llm.calls == 1 and "times I felt excited" in llm.last_prompt
     assert ranker.query_emotions("times I felt excited") == {"fear": 0.9}
-    assert llm.calls == 1  # remembered: extend_stream does not ask again
+    assert llm.calls == 1  # remembered: the same question is not asked twice
 
 
 async def test_llm_emotions_async_path():
@@ -372,7 +370,8 @@ def test_tier_postprocessor_sizes(count, sizes):
     assert labels == ["focus"] * sizes[0] + ["peripheral"] * sizes[1] + ["background"] * sizes[2]
     assert all(TIER_KEY not in n.node.metadata for n in nodes[75:])
 
-    stream = ActivationTierPostprocessor().extend_stream(empty_stream(), kept)
+    tiers = ActivationTierPostprocessor().process(nodes).stream_fields["activation_tiers"]
+    stream = empty_stream().model_copy(update={"activation_tiers": tiers})
     assert tuple(len(stream.activation_tiers[t]) for t in ("focus", "peripheral", "background")) == sizes
     assert all(isinstance(c, ConsciousnessNode) for tier in stream.activation_tiers.values() for c in tier)
 
@@ -384,17 +383,18 @@ def test_tier_postprocessor_drop_background_and_custom_sizes():
     assert ids(kept) == [f"n{i}" for i in range(5)]
     assert [n.node.metadata[TIER_KEY] for n in kept] == ["focus"] * 2 + ["peripheral"] * 3
     assert all(n.node.metadata[TIER_KEY] == "background" for n in nodes[5:15])  # labelled, then dropped
-    stream = pp.extend_stream(empty_stream(), kept)
-    assert {t: ids(v) for t, v in stream.activation_tiers.items()} == {
+    tiers = pp.process(nodes).stream_fields["activation_tiers"]
+    assert {t: ids(v) for t, v in tiers.items()} == {
         "focus": ["n0", "n1"], "peripheral": ["n2", "n3", "n4"], "background": []}
     with pytest.raises(ValidationError):
         ActivationTierPostprocessor(focus=-1)
 
 
-def test_tier_extend_stream_splits_unlabelled_lists_and_skips_non_memories():
+def test_tier_process_skips_non_memories_in_the_stream_tiers():
     nodes = [mk(f"n{i}") for i in range(7)] + [NodeWithScore(node=TextNode(id_="doc", text="a document"))]
-    stream = ActivationTierPostprocessor(focus=1, peripheral=2, background=10).extend_stream(empty_stream(), nodes)
-    assert {t: ids(v) for t, v in stream.activation_tiers.items()} == {
+    kept, fields = ActivationTierPostprocessor(focus=1, peripheral=2, background=10).process(nodes)
+    assert len(kept) == 8 and kept[-1].node.metadata[TIER_KEY] == "background"
+    assert {t: ids(v) for t, v in fields["activation_tiers"].items()} == {
         "focus": ["n0"], "peripheral": ["n1", "n2"], "background": ["n3", "n4", "n5", "n6"]}
 
 
@@ -458,7 +458,8 @@ def test_query_engine_ranks_and_tiers(engine_parts):
     response = engine.query(SPEC_QUERY)
     check_engine_result(raw, response.source_nodes)
 
-    stream = tiers.extend_stream(retriever.retrieve_stream(SPEC_QUERY), response.source_nodes)
+    stream = retriever.retrieve_stream(SPEC_QUERY).model_copy(
+        update=tiers.process(response.source_nodes).stream_fields)
     assert [c.node_id for c in stream.activation_tiers["focus"]] == ["beta_launch", "parser_idea"]
     assert [len(stream.activation_tiers[t]) for t in ("focus", "peripheral", "background")] == [2, 3, 2]
     top = stream.activation_tiers["focus"][0]
@@ -471,31 +472,6 @@ async def test_query_engine_async(engine_parts):
     raw = await retriever.aretrieve(SPEC_QUERY)
     response = await engine.aquery(SPEC_QUERY)
     check_engine_result(raw, response.source_nodes)
-
-
-def test_a_remembered_memory_leaves_with_its_node() -> None:
-    """memory_of's cache holds no entry for a node that is gone (full collections walked thousands of them)."""
-    import gc
-
-    from llama_index.core.schema import NodeWithScore, TextNode
-
-    from llama_consciousness import retrieved_memory as base
-
-    node = NodeWithScore(node=TextNode(id_="m1", text="a memory", metadata={
-        "node_id": "m1", "level": "N2", "node_type": "Memory", "name": "m1", "description": "a memory",
-        "energy": 0.5, "confidence": 0.5}), score=1.0)
-    first = base.memory_of(node, copy=False)
-    assert base.memory_of(node, copy=False) is first  # remembered while the node lives
-    key = id(node.node)
-    assert key in base._PARSED
-    del node, first
-    gc.collect()
-    assert key not in base._PARSED
-    # a dead entry's callback must not remove a newer node's entry under a reused id
-    ref_of_dead = object()
-    base._PARSED[key] = ("live", (), None)
-    base._forget(ref_of_dead, key)
-    assert base._PARSED.pop(key) == ("live", (), None)
 
 
 def test_hide_from_text_adds_each_key_once_to_both_lists() -> None:

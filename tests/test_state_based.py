@@ -262,7 +262,7 @@ def test_resolution_patterns_past_blockage_resolution_and_learning_two_links_awa
     write_patterns(memory, citizen)
     retriever = StateBasedRetriever(memory, config=N1_ONLY)
     now = state(citizen, "find_resolution_patterns", current_goal=GOAL, temporal_scope="all_time")
-    nodes = retriever.retrieve_state(now)
+    stream, nodes = retriever.retrieve_stream_and_nodes(now)
     meta = {n.node.metadata["node_id"]: n.node.metadata for n in nodes}
     # pattern order by discovery energy (0.9 before second_block's energy 0.4), each: state, resolution, related
     assert ids(nodes) == ["past_block", "asked_luca", "decision_near", "learning", "second_block", "wrote_spike"]
@@ -280,7 +280,6 @@ def test_resolution_patterns_past_blockage_resolution_and_learning_two_links_awa
     for absent in ("other_past", "bread_fix", "still_blocked", "unblocker", "resolved_alone", "blockage_detail",
                    "far_learning", "unrelated_decision", "talk"):
         assert absent not in meta, absent
-    stream = retriever.last_stream
     links = {(r.source_id, r.relation_type, r.target_id) for r in stream.levels["n1_personal"].relationships}
     assert {("past_block", "RESOLVED_BY", "asked_luca"), ("learning", "LEARNED_FROM", "talk"),
             ("asked_luca", "INVOLVES", "talk"), ("asked_luca", "JUSTIFIES", "decision_near"),
@@ -312,13 +311,11 @@ async def test_async_equals_sync_in_every_mode(memory, citizen) -> None:
     for mode in ("find_related_unresolved", "find_similar_state", "find_what_i_was_doing", "find_resolution_patterns"):
         for scope in ("recent", "all_time"):
             now = state(citizen, mode, current_goal=GOAL, temporal_scope=scope)
-            sync_nodes = retriever.retrieve_state(now)
-            sync_stream = retriever.last_stream
-            async_nodes = await retriever.aretrieve_state(now)
+            sync_stream, sync_nodes = retriever.retrieve_stream_and_nodes(now)
+            async_stream, async_nodes = await retriever.aretrieve_stream_and_nodes(now)
             assert [(n.node.id_, round(n.score, 12)) for n in async_nodes] == [
                 (n.node.id_, round(n.score, 12)) for n in sync_nodes], (mode, scope)
             assert [n.node.metadata for n in async_nodes] == [n.node.metadata for n in sync_nodes]
-            async_stream = retriever.last_stream
             assert async_stream.levels == sync_stream.levels
             assert all(lv.error is None for lv in async_stream.levels.values())
             assert any(n.node.metadata["level"] == "N1" for n in sync_nodes), (mode, scope)
@@ -348,13 +345,13 @@ def test_stream_levels_summary_and_the_complete_stream_through_postprocessors(me
         "blocked_hi", "new_goal", "progress_mid", "words", "concepts"]
 
     full = StateBasedRetriever(memory, config=N1_ONLY, stream_postprocessors=default_postprocessors(memory))
-    stream = full.retrieve_stream(now)
+    stream, nodes = full.retrieve_stream_and_nodes(now)
     assert sum(len(t) for t in stream.activation_tiers.values()) == 5
     assert {n.node_id for n in stream.activation_tiers["focus"]} == {
         "blocked_hi", "new_goal", "progress_mid", "words", "concepts"}
     assert stream.traversal_graph is not None and stream.metadata_validation is not None
     assert stream.temporal_dissonances == []  # a state looks at what is believed now
-    assert full.last_stream is stream and len(full.last_nodes) == 5
+    assert len(nodes) == 5 and stream.constellation is not None
 
 
 def test_node_with_score_metadata_like_the_six_way_retriever(memory, citizen) -> None:
@@ -398,12 +395,13 @@ async def test_shared_levels_with_pgvector_n3(memory, citizen) -> None:
     for match in ("exact", "partial", "semantic"):
         retriever = StateBasedRetriever(memory, config=StateRetrievalConfig(goal_match=match))
         now = state(citizen, "find_related_unresolved", current_goal=goal)
-        for nodes in (retriever.retrieve_state(now), await retriever.aretrieve_state(now)):
+        streams = [retriever.retrieve_stream_and_nodes(now), await retriever.aretrieve_stream_and_nodes(now)]
+        for _, nodes in streams:
             assert {n.node.id_ for n in nodes} >= {f"N1:n1_{uid}", f"N2:n2_{uid}", f"N3:n3_{uid}"}, match
             assert ids(nodes)[0] == f"n1_{uid}"  # concatenation: N1, then N2, then N3
             levels = [n.node.metadata["level"] for n in nodes]
             assert levels == sorted(levels)
-        assert all(lv.error is None for lv in retriever.last_stream.levels.values())
+        assert all(lv.error is None for stream, _ in streams for lv in stream.levels.values())
 
 
 # -- 6. failures and bad input ------------------------------------------------------------------------

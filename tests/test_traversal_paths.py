@@ -8,9 +8,11 @@ unique ids).
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import re
+import threading
 import time
 import uuid
 from datetime import datetime, timezone
@@ -19,8 +21,10 @@ import networkx as nx
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
+from llama_consciousness.postprocessors.pipeline import complete_stream
 from llama_consciousness.postprocessors.traversal_paths import (
     TraversalPathPostprocessor,
+    connector_ids,
     mermaid_text,
     to_html,
     to_mermaid,
@@ -456,14 +460,18 @@ def test_postprocessor_end_to_end(memory, citizen, pipeline_story):
 
     pp = TraversalPathPostprocessor(memory=memory, current_goal=GOAL, current_emotions={"determined": 0.9})
     before = [n.node.node_id for n in nodes]
-    out = pp.postprocess_nodes(nodes)
-    assert [n.node.node_id for n in out] == before  # order untouched
-    graph = pp.last_graph
+    assert [n.node.node_id for n in pp.postprocess_nodes(nodes)] == before  # order untouched
+    result = pp.process(nodes)
+    out = result.nodes
+    assert out is nodes and [n.node.node_id for n in out] == before
+    assert set(result.stream_fields) == {"traversal_graph"}
+    graph = result.stream_fields["traversal_graph"]
     assert graph is not None
 
     ids = {n.node_id for n in graph.nodes}
     assert {"N1:problem", "N1:evidence", "N1:conclusion", "N1:cache"} <= ids
-    assert "N1:cache" in pp.last_connectors
+    assert "N1:cache" in connector_ids(graph, nodes)
+    assert not {"N1:problem", "N1:evidence", "N1:conclusion"} & set(connector_ids(graph, nodes))
     cache = next(n for n in graph.nodes if n.node_id == "N1:cache")
     assert cache.activation_score == 0.0 and cache.activation_tier == "background"
     assert max(n.activation_score for n in graph.nodes) == 1.0
@@ -516,9 +524,8 @@ def test_postprocessor_end_to_end(memory, citizen, pipeline_story):
 def test_postprocessor_html_file(memory, citizen, pipeline_story, tmp_path):
     _, nodes = pipeline_story
     pp = TraversalPathPostprocessor(memory=memory)
-    pp.postprocess_nodes(nodes)
     target = tmp_path / "graph.html"
-    to_html(pp.last_graph, target)
+    to_html(pp.build_graph(nodes), target)
     page = target.read_text(encoding="utf-8")
     assert "<svg" in page and "pin the base image digest" in page and "<script" not in page
 
@@ -526,40 +533,43 @@ def test_postprocessor_html_file(memory, citizen, pipeline_story, tmp_path):
 def test_without_connectors_and_stale_hub_marks(memory, citizen, pipeline_story):
     _, nodes = pipeline_story
     pp = TraversalPathPostprocessor(memory=memory, include_connectors=False)
-    pp.postprocess_nodes(nodes)
-    graph = pp.last_graph
-    assert "N1:cache" not in {n.node_id for n in graph.nodes} and pp.last_connectors == []
+    graph = pp.build_graph(nodes)
+    assert "N1:cache" not in {n.node_id for n in graph.nodes} and connector_ids(graph, nodes) == []
     assert not any(e.source_id == "N1:cache" for e in graph.edges)
     assert "N1:problem|RESOLVED_BY|conclusion" in {e.edge_id for e in graph.edges}
     # only the retrieved node with the best score starts paths when start_nodes=1
     one = TraversalPathPostprocessor(memory=memory, start_nodes=1, include_connectors=False)
-    one.postprocess_nodes(nodes)
-    top = max(one.last_graph.nodes, key=lambda n: n.activation_score).node_id
-    assert {p.path_nodes[0] for p in one.last_graph.suggested_paths} <= {top}
+    one_graph = one.build_graph(nodes)
+    top = max(one_graph.nodes, key=lambda n: n.activation_score).node_id
+    assert {p.path_nodes[0] for p in one_graph.suggested_paths} <= {top}
     # a second run on other nodes clears hub marks it no longer supports
     garden = [n for n in nodes if n.node.metadata["node_id"] == "garden"]
     garden[0].node.metadata["hub"] = True
-    pp.postprocess_nodes(garden)
+    assert pp.postprocess_nodes(garden) == garden
     assert "hub" not in garden[0].node.metadata
-    assert pp.last_graph.edges == [] and pp.last_graph.graph_density == 0.0
+    alone = pp.process(garden).stream_fields["traversal_graph"]
+    assert alone.edges == [] and alone.graph_density == 0.0
 
 
-def test_extend_stream_uses_the_intentions_state(memory, citizen, pipeline_story):
+def test_process_uses_the_intentions_state(memory, citizen, pipeline_story):
     retriever, nodes = pipeline_story
     intention = RetrievalIntention(query_text="why does the deployment pipeline fail", citizen_id=citizen,
                                    query_levels=["N1"], min_energy=0.4, required_emotions=["relief"])
     stream = retriever.retrieve_stream(intention)
     pp = TraversalPathPostprocessor(memory=memory)
-    extended = pp.extend_stream(stream, nodes, intention)
+    extended, kept = complete_stream(stream, nodes, intention, [pp])
+    assert kept == nodes
     graph = extended.traversal_graph
-    assert graph is not None and graph is pp.last_graph
+    assert graph is not None
+    alone = pp.process(nodes, None, intention).stream_fields["traversal_graph"]
+    assert {e.edge_id: e.traversal_weight for e in alone.edges} == {e.edge_id: e.traversal_weight for e in graph.edges}
     resolved = next(e for e in graph.edges if e.edge_id == "N1:problem|RESOLVED_BY|conclusion")
     # relief at 1.0 against the link's {relief: .9}; no goal: .09 + .06 + .3 + .08 + .06
     assert resolved.traversal_weight == pytest.approx(0.59)
 
     state = StateBasedRetrieval(current_energy=0.9, current_emotions={"frustrated": 1.0}, current_goal=GOAL,
                                 citizen_id=citizen)
-    by_state = pp.extend_stream(stream, nodes, state).traversal_graph
+    by_state = complete_stream(stream, nodes, state, [pp])[0].traversal_graph
     investigated = next(e for e in by_state.edges if e.edge_id == "N1:problem|INVESTIGATED_BY|evidence")
     cos = 0.8 / (0.8 ** 2 + 0.7 ** 2) ** 0.5
     assert investigated.traversal_weight == pytest.approx(0.27 + 0.2 + 0.3 * cos + 0.08 + 0.06)
@@ -567,7 +577,8 @@ def test_extend_stream_uses_the_intentions_state(memory, citizen, pipeline_story
     assert pp.state_of(None) == (None, None, 0.5)
 
 
-def test_reads_are_reused_between_postprocess_and_extend_stream(memory, citizen, pipeline_story, monkeypatch):
+def test_every_call_reads_the_graphs_afresh(memory, citizen, pipeline_story, monkeypatch):
+    """One neighbourhood read per level graph and call; nothing is remembered between calls."""
     import llama_consciousness.postprocessors.traversal_paths as module
 
     retriever, nodes = pipeline_story
@@ -582,29 +593,28 @@ def test_reads_are_reused_between_postprocess_and_extend_stream(memory, citizen,
     intention = RetrievalIntention(query_text="why does the deployment pipeline fail", citizen_id=citizen,
                                    query_levels=["N1"], min_energy=0.4, required_emotions=["relief"])
     pp = TraversalPathPostprocessor(memory=memory)
-    first = pp.postprocess_nodes(nodes)
-    plain = pp.last_graph
-    stream = pp.extend_stream(retriever.retrieve_stream(intention), first, intention)
-    assert len(calls) == 1  # the same nodes and window: links read once
+    plain = pp.process(nodes).stream_fields["traversal_graph"]
+    assert len(calls) == 1  # one level graph: one read
+    stream, _ = complete_stream(retriever.retrieve_stream(intention), nodes, intention, [pp])
+    assert len(calls) == 2
     weights = {e.edge_id: e.traversal_weight for e in stream.traversal_graph.edges}
-    assert weights != {e.edge_id: e.traversal_weight for e in plain.edges}  # but weighed for the new state
+    assert weights != {e.edge_id: e.traversal_weight for e in plain.edges}  # weighed for the intention's state
     memory.upsert([mem(citizen, "late", "a late note on the pipeline", "written after the first run", "Memory")],
                   [rel("late", "problem", "RELATES_TO", 0.5), rel("late", "evidence", "RELATES_TO", 0.5)])
-    pp.postprocess_nodes(nodes)
-    assert len(calls) == 2  # a write through the memory: read again
-    assert "N1:late" in pp.last_connectors
+    assert "N1:late" in connector_ids(pp.build_graph(nodes), nodes)  # a write shows in the next build
+    assert len(calls) == 3
 
 
 def test_neighbourhood_plans(memory, citizen, pipeline_story):
     from llama_consciousness.storage.filters import MemoryFilter
 
     store = memory.level("N1", citizen)
-    found = store._run(connectors(store.plans, ["problem", "evidence", "conclusion"], MemoryFilter()))
+    found = store.run(connectors(store.plans, ["problem", "evidence", "conclusion"], MemoryFilter()))
     assert [c.node.node_id for c in found if not c.node.is_entity][:1] == ["cache"]
     cache = next(c for c in found if c.node.node_id == "cache")
     assert cache.linked == 2 and cache.link_energy == pytest.approx(0.4)
-    assert store._run(connectors(store.plans, ["problem"], MemoryFilter())) == []
-    vectors = store._run(embeddings(store.plans, ["problem", "evidence", "missing"]))
+    assert store.run(connectors(store.plans, ["problem"], MemoryFilter())) == []
+    vectors = store.run(embeddings(store.plans, ["problem", "evidence", "missing"]))
     assert set(vectors) == {"problem", "evidence"}
     assert len(vectors["problem"]) == memory.dimension
 
@@ -628,11 +638,11 @@ def test_pgvector_level_coherence_is_neutral(memory):
         nodes.append(NodeWithScore(node=TextNode(id_=f"N3:{node.node_id}", text=node.description, metadata=meta),
                                    score=score))
     pp = TraversalPathPostprocessor(memory=memory)
-    pp.postprocess_nodes(nodes)
-    path = next(p for p in pp.last_graph.suggested_paths if p.path_nodes == [f"N3:{a}", f"N3:{b}"])
+    graph = pp.process(nodes).stream_fields["traversal_graph"]
+    path = next(p for p in graph.suggested_paths if p.path_nodes == [f"N3:{a}", f"N3:{b}"])
     assert path.semantic_coherence == 0.5
-    assert all(p.semantic_coherence == 0.5 for p in pp.last_graph.suggested_paths)
-    activation = {n.node_id: n.activation_score for n in pp.last_graph.nodes}
+    assert all(p.semantic_coherence == 0.5 for p in graph.suggested_paths)
+    activation = {n.node_id: n.activation_score for n in graph.nodes}
     assert activation[f"N3:{a}"] == 1.0 and activation[f"N3:{b}"] == pytest.approx(0.5 / 0.9)
 
 
@@ -640,7 +650,8 @@ def test_nodes_without_memory_metadata_are_left_out(memory):
     pp = TraversalPathPostprocessor(memory=memory)
     plain = [NodeWithScore(node=TextNode(text="just text"), score=1.0)]
     assert pp.postprocess_nodes(plain) == plain
-    assert pp.last_graph.node_count == 0 and pp.last_graph.suggested_paths == []
+    graph = pp.build_graph(plain)
+    assert graph.node_count == 0 and graph.suggested_paths == []
 
 
 def test_postprocessor_fields_are_validated(memory):
@@ -657,8 +668,8 @@ def test_pair_similarities_equal_the_cosine_of_the_stored_vectors(memory, citize
     from llama_consciousness.scoring.traversal import _vector_cosine, coherence_of_similarities
 
     store = memory.level("N1", citizen)
-    vectors = store._run(embeddings(store.plans, ["problem", "evidence", "conclusion"]))
-    found = store._run(pair_similarities(store.plans, [("problem", "evidence"), ("evidence", "conclusion"),
+    vectors = store.run(embeddings(store.plans, ["problem", "evidence", "conclusion"]))
+    found = store.run(pair_similarities(store.plans, [("problem", "evidence"), ("evidence", "conclusion"),
                                                        ("problem", "missing")]))
     assert set(found) == {("problem", "evidence"), ("evidence", "conclusion")}  # a missing memory: absent
     for (a, b), cos in found.items():
@@ -680,12 +691,11 @@ def test_coherence_of_similarities_edge_cases():
 def test_path_coherence_comes_from_the_stored_vectors(memory, citizen, pipeline_story):
     _, nodes = pipeline_story
     pp = TraversalPathPostprocessor(memory=memory)
-    pp.postprocess_nodes(nodes)
-    paths = pp.last_graph.suggested_paths
+    paths = pp.build_graph(nodes).suggested_paths
     assert paths
     store = memory.level("N1", citizen)
     ids = {g.split(":", 1)[1] for p in paths for g in p.path_nodes}
-    vectors = store._run(embeddings(store.plans, sorted(ids)))
+    vectors = store.run(embeddings(store.plans, sorted(ids)))
     for p in paths:
         expected = semantic_coherence([vectors.get(g.split(":", 1)[1]) for g in p.path_nodes])
         assert p.semantic_coherence == pytest.approx(expected, abs=1e-5)
@@ -702,20 +712,20 @@ def test_neighbourhood_equals_connectors_then_links_with_their_cosines(memory, c
     ids = ["problem", "evidence", "conclusion"]
     for memory_filter, limit in ((MemoryFilter(), 10), (MemoryFilter(include_entities=True), 10),
                                  (MemoryFilter(), 0), (MemoryFilter(), 1)):
-        merged = store._run(neighbourhood(store.plans, ids, memory_filter, limit))
-        found = store._run(connectors(store.plans, ids, memory_filter, limit)) if limit else []
-        links = store._run(relationships_among(store.plans, ids + [c.node.node_id for c in found], memory_filter))
+        merged = store.run(neighbourhood(store.plans, ids, memory_filter, limit))
+        found = store.run(connectors(store.plans, ids, memory_filter, limit)) if limit else []
+        links = store.run(relationships_among(store.plans, ids + [c.node.node_id for c in found], memory_filter))
         assert merged.connectors == found
         assert sorted(r.edge_id for r in merged.relationships) == sorted(r.edge_id for r in links)
         assert {r.edge_id: r for r in merged.relationships} == {r.edge_id: r for r in links}
-        vectors = store._run(embeddings(store.plans, sorted({i for r in links for i in (r.source_id, r.target_id)})))
+        vectors = store.run(embeddings(store.plans, sorted({i for r in links for i in (r.source_id, r.target_id)})))
         assert set(merged.similarities) == {(r.source_id, r.target_id) for r in links}
         for (a, b), cos in merged.similarities.items():
             if a in vectors and b in vectors:
                 assert cos == pytest.approx(_vector_cosine(vectors[a], vectors[b]), abs=1e-5)
             else:
                 assert cos is None  # a memory without an embedding (an entity)
-    assert store._run(neighbourhood(store.plans, ["problem"], MemoryFilter(), 10)).relationships == []
+    assert store.run(neighbourhood(store.plans, ["problem"], MemoryFilter(), 10)).relationships == []
 
 
 def test_connectors_chosen_from_a_supersets_candidates_are_the_servers(memory, citizen, pipeline_story):
@@ -728,107 +738,28 @@ def test_connectors_chosen_from_a_supersets_candidates_are_the_servers(memory, c
     store = memory.level("N1", citizen)
     everything = ["problem", "evidence", "conclusion", "cache", "garden"]
     for memory_filter in (MemoryFilter(), MemoryFilter(include_entities=True)):
-        candidates = store._run(connector_candidates(store.plans, everything, memory_filter))
+        candidates = store.run(connector_candidates(store.plans, everything, memory_filter))
         assert "cache" in candidates and "garden" not in candidates  # members qualify too; one link is not enough
         checked = 0
         for size in (2, 3, 4):
             for subset in combinations(everything, size):
                 for limit in (1, 10):
-                    want = store._run(connectors(store.plans, list(subset), memory_filter, limit))
+                    want = store.run(connectors(store.plans, list(subset), memory_filter, limit))
                     got = choose_connectors(candidates, list(subset), limit)
                     assert [(c.node.node_id, c.linked) for c in want] == [(c, n) for c, n, _ in got]
                     assert [c.link_energy for c in want] == pytest.approx([e for _, _, e in got])
-                    early = store._run(neighbourhood(store.plans, list(subset), memory_filter, limit,
+                    early = store.run(neighbourhood(store.plans, list(subset), memory_filter, limit,
                                                      candidates=candidates))
-                    late = store._run(neighbourhood(store.plans, list(subset), memory_filter, limit))
+                    late = store.run(neighbourhood(store.plans, list(subset), memory_filter, limit))
                     assert early == late
                     checked += bool(want)
         assert checked  # some subsets have connectors ("cache" links problem and conclusion)
     assert choose_connectors({"x": [("a", 1.0), ("a", 2.0)]}, ["a", "b"]) == []  # two links, one memory
 
 
-def _candidate_reads(monkeypatch) -> list[str]:
-    """The connector-candidate queries sent from now on (the list fills as they go out)."""
-    from llama_consciousness.storage import replies
-
-    sent: list[str] = []
-    command = replies.command
-
-    def count(graph, text, read_only, timeout_ms):
-        if "min_links" in text:
-            sent.append(text)
-        return command(graph, text, read_only, timeout_ms)
-
-    monkeypatch.setattr(replies, "command", count)
-    return sent
-
-
-def _nodes_and_edges(graph) -> tuple[set[str], set[str]]:
-    return {n.node_id for n in graph.nodes}, {e.edge_id for e in graph.edges}
-
-
-def test_a_build_on_memories_outside_the_early_read_reads_afresh(memory, citizen, pipeline_story, monkeypatch):
-    """Candidates read for other memories than the build's are dropped, never used."""
-    _, nodes = pipeline_story
-    pp = TraversalPathPostprocessor(memory=memory)
-    expected = pp.model_copy().build_graph(nodes)
-    sent = _candidate_reads(monkeypatch)
-    fresh = TraversalPathPostprocessor(memory=memory)
-    fresh.prefetch_superset(nodes[:2])  # the build below also has memories these do not cover
-    got = fresh.build_graph(nodes)
-    assert len(sent) == 2 and fresh._candidates.empty
-    assert _nodes_and_edges(got) == _nodes_and_edges(expected)
-    sent.clear()
-    again = TraversalPathPostprocessor(memory=memory)
-    again.prefetch_superset(nodes)
-    assert again.build_graph(nodes[:3]) is not None and len(sent) == 1  # a subset: the early read is used
-
-
-def test_a_prefetch_reads_ids_from_metadata_and_the_build_claims_it(memory, citizen, pipeline_story, monkeypatch,
-                                                                    caplog):
-    """``prefetch`` groups the nodes' ids without validating them; the build on the same nodes uses its read."""
-    import copy
-    import logging
-
-    _, nodes = pipeline_story
-    expected = TraversalPathPostprocessor(memory=memory).build_graph(nodes)
-    pp = TraversalPathPostprocessor(memory=memory)
-    by_metadata = {key: set(ids) for key, ids in pp._found_ids(nodes).items()}
-    assert by_metadata == {key: set(ids) for key, ids in pp._groups(pp._retrieved(nodes)[0]).items()}
-    broken = copy.deepcopy(nodes[0])
-    del broken.node.metadata["level"]
-    stray = copy.deepcopy(nodes[1])
-    stray.node.metadata["citizen_id"] = None  # N1 without its citizen
-    assert {key: set(ids) for key, ids in pp._found_ids([*nodes, broken, stray]).items()} == by_metadata
-    sent = _candidate_reads(monkeypatch)
-    with caplog.at_level(logging.WARNING):
-        pp.prefetch(nodes)
-        got = pp.build_graph(nodes)
-    assert len(sent) == 1 and not caplog.records  # the prefetch's read, claimed by the build
-    assert _nodes_and_edges(got) == _nodes_and_edges(expected)
-
-
-def test_candidates_read_from_the_found_memories_serve_the_later_steps(memory, citizen, pipeline_story, monkeypatch):
-    """``prefetch_found`` (a retriever, before it builds nodes) reads once; the superset prefetch and the build use it."""
-    _, nodes = pipeline_story
-    expected = TraversalPathPostprocessor(memory=memory).build_graph(nodes)
-    sent = _candidate_reads(monkeypatch)
-    pp = TraversalPathPostprocessor(memory=memory)
-    found = [(n.node.metadata["level"], n.node.metadata.get("citizen_id"), n.node.metadata["node_id"]) for n in nodes]
-    pp.prefetch_found(found + [("N1", citizen, "garden")])  # a superset of the nodes the steps will see
-    pp.prefetch_superset(nodes)  # covered: kept, not read again
-    assert len(sent) == 1 and not pp._candidates.empty
-    got = pp.build_graph(nodes)
-    assert len(sent) == 1 and pp._candidates.empty  # claimed by the build
-    assert _nodes_and_edges(got) == _nodes_and_edges(expected)
-    pp.prefetch_found(found[:2])
-    pp.prefetch_superset(nodes)  # not covered: read again for these nodes
-    assert len(sent) == 3
-    pp.discard_prefetch()
-
-
 def test_a_graph_build_needs_no_separate_similarity_read(memory, citizen, pipeline_story, monkeypatch):
-    """Connectors, links and the cosines of path steps come back in one job per level graph."""
+    """Connectors, links and the cosines of path steps come back in one neighbourhood read per level graph."""
+    import llama_consciousness.postprocessors.traversal_paths as module
     from llama_consciousness.storage import level_store
 
     _, nodes = pipeline_story
@@ -839,21 +770,13 @@ def test_a_graph_build_needs_no_separate_similarity_read(memory, citizen, pipeli
         sent.append(getattr(query, "cypher", ""))
         return real(self, query)
 
+    similarity_reads = []
     monkeypatch.setattr(level_store.LevelGraphStore, "_execute", spy)
-    from llama_consciousness.storage import interleaved
-
-    real_run = interleaved.Interleaved.__init__
-
-    def spy_jobs(self, db, jobs, *args, **kwargs):
-        jobs = list(jobs)
-        sent.extend(["job"] * len(jobs))
-        return real_run(self, db, jobs, *args, **kwargs)
-
-    monkeypatch.setattr(interleaved.Interleaved, "__init__", spy_jobs)
-    pp = TraversalPathPostprocessor(memory=memory)
-    pp.postprocess_nodes(nodes)
-    assert pp.last_graph.suggested_paths
-    assert len(sent) == 1  # one level graph, one job: no separate similarity read
+    monkeypatch.setattr(module, "pair_similarities", lambda *a: similarity_reads.append(a) or {})
+    graph = TraversalPathPostprocessor(memory=memory).build_graph(nodes)
+    assert graph.suggested_paths and any(p.semantic_coherence != 0.5 for p in graph.suggested_paths)
+    assert similarity_reads == []  # every step of a path is a link: its cosine came with the links
+    assert len(sent) == 2  # one level graph: the connector candidates, then the links with their cosines
 
 
 def test_graph_nodes_and_edges_are_what_validation_would_build(memory, citizen, pipeline_story):
@@ -861,8 +784,7 @@ def test_graph_nodes_and_edges_are_what_validation_would_build(memory, citizen, 
     the model validation makes of its fields, with containers of its own."""
     _, nodes = pipeline_story
     pp = TraversalPathPostprocessor(memory=memory, current_goal=GOAL, current_emotions={"determined": 0.9})
-    pp.postprocess_nodes(nodes)
-    graph = pp.last_graph
+    graph = pp.build_graph(nodes)
     assert graph.nodes and graph.edges
     for item in [*graph.nodes, *graph.edges]:
         again = type(item).model_validate(item.model_dump())
@@ -873,4 +795,52 @@ def test_graph_nodes_and_edges_are_what_validation_would_build(memory, citizen, 
     from llama_consciousness.postprocessors.base import memory_of
 
     emotional[0].emotion_vector["added"] = 0.5  # the graph's vector is not the memory's
-    assert "added" not in memory_of(member, copy=False).emotion_vector
+    assert "added" not in memory_of(member).emotion_vector
+    assert "added" not in member.node.metadata["emotion_vector"]
+
+
+def test_one_postprocessor_serves_eight_threads_at_once(memory, citizen, pipeline_story):
+    """Eight threads calling one postprocessor at once, each with its own nodes and state, each get
+    exactly the graph (and hub marks) the same call gets alone."""
+    from itertools import combinations
+
+    _, nodes = pipeline_story
+    assert len(nodes) >= 4
+    lists = [list(c) for size in range(len(nodes), 1, -1) for c in combinations(nodes, size)][:8]
+    assert len(lists) == 8
+    states = [
+        None,
+        RetrievalIntention(query_text="pipeline", citizen_id=citizen, query_levels=["N1"], required_emotions=["relief"]),
+        StateBasedRetrieval(current_energy=0.9, current_emotions={"frustrated": 1.0}, current_goal=GOAL,
+                            citizen_id=citizen),
+        RetrievalIntention(query_text="pipeline", citizen_id=citizen, query_levels=["N1"], temporal_mode="evolution"),
+    ]
+    pp = TraversalPathPostprocessor(memory=memory, current_goal=GOAL)
+
+    def call(i):
+        own = copy.deepcopy(lists[i])
+        result = pp.process(own, None, states[i % len(states)])
+        assert result.nodes is own
+        return result.stream_fields["traversal_graph"], [n.node.metadata.get("hub") for n in own]
+
+    alone = [call(i) for i in range(8)]
+    assert len({json.dumps(g.model_dump(mode="json"), sort_keys=True) for g, _ in alone}) == 8  # all different
+    for _ in range(3):
+        barrier = threading.Barrier(8)
+        got: list = [None] * 8
+        errors: list = []
+
+        def run(i):
+            try:
+                barrier.wait(timeout=30)
+                got[i] = call(i)
+            except BaseException as exc:  # reported below, not lost in the thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not errors, errors
+        assert got == alone

@@ -99,7 +99,7 @@ def walked_graph(fresh_graph):
 
 
 def check(store, nodes, links, start_ids, k, memory_filter, depth, include_start):
-    got = store._run(ch.traverse(store.plans, start_ids, k, memory_filter, depth=depth, include_start=include_start))
+    got = store.run(ch.traverse(store.plans, start_ids, k, memory_filter, depth=depth, include_start=include_start))
     want = walk_in_python(nodes, links, start_ids, k, memory_filter, depth, include_start)
     assert [(h.node.node_id, h.start_id, h.path_energy, h.path_confidence, h.depth) for h in got] == \
         [w[:5] for w in want]
@@ -158,24 +158,3 @@ def test_a_cut_that_holds_too_few_memories_walks_again(walked_graph, monkeypatch
     monkeypatch.setattr(ch, "MIN_PATHS", 64)
     check(store, nodes, links, ["m00", "m01"], 10, MemoryFilter(NOW), 2, True)
     assert len(sent) == 1
-
-
-def test_work_beside_the_walk_runs_once_walk_or_not(walked_graph, monkeypatch):
-    """``meanwhile`` rides on the walk's first query only, and runs even when there is nothing to walk."""
-    store, nodes, links = walked_graph
-    monkeypatch.setattr(ch, "PATHS_PER_RESULT", 0)
-    monkeypatch.setattr(ch, "MIN_PATHS", 3)  # two queries: the cut, then the walk again
-    sent, calls = [], []
-    run = store._execute
-
-    def counting(query):
-        sent.append(query.meanwhile is not None)
-        return run(query)
-
-    monkeypatch.setattr(store, "_execute", counting)
-    got = store._run(ch.traverse(store.plans, ["m00", "m01"], 10, MemoryFilter(NOW), depth=3, include_start=True,
-                                 meanwhile=lambda: calls.append(1)))
-    assert len(got) == 10 and sent == [True, False] and calls == [1]
-    sent.clear()
-    assert store._run(ch.traverse(store.plans, [], 10, MemoryFilter(NOW), meanwhile=lambda: calls.append(2))) == []
-    assert sent == [] and calls == [1, 2]

@@ -5,10 +5,10 @@ Each is a LlamaIndex ``BaseNodePostprocessor`` usable in any query engine;
 stream (``ConsciousnessMemory.retrieve_stream``).
 """
 
-from llama_consciousness.postprocessors.base import StreamPostprocessor, consciousness_node_of, memory_of
+from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor, consciousness_node_of, memory_of
 from llama_consciousness.postprocessors.constellation import ConstellationPostprocessor, synthesize
 from llama_consciousness.postprocessors.dissonance import TemporalDissonancePostprocessor
-from llama_consciousness.postprocessors.pipeline import acomplete_stream, complete_stream, default_postprocessors
+from llama_consciousness.postprocessors.pipeline import complete_stream, default_postprocessors
 from llama_consciousness.postprocessors.quality import MetadataQualityPostprocessor
 from llama_consciousness.postprocessors.ranker import ConsciousnessRanker
 from llama_consciousness.postprocessors.tiers import ActivationTierPostprocessor
@@ -24,10 +24,10 @@ __all__ = [
     "ConsciousnessRanker",
     "ConstellationPostprocessor",
     "MetadataQualityPostprocessor",
+    "StepResult",
     "StreamPostprocessor",
     "TemporalDissonancePostprocessor",
     "TraversalPathPostprocessor",
-    "acomplete_stream",
     "complete_stream",
     "consciousness_node_of",
     "default_postprocessors",

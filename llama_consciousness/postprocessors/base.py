@@ -1,37 +1,55 @@
-"""What every consciousness postprocessor shares.
+"""What every consciousness postprocessor shares: one method, ``process``.
 
 Each postprocessor is an ordinary LlamaIndex ``BaseNodePostprocessor``: it
 works on a list of ``NodeWithScore`` in any query engine, reading the
 memory from ``node.metadata`` (the retriever puts every field of the
 memory there, plus ``level``, ``retrieval_source(s)`` and
-``relevance_score``).  Postprocessors that produce a stream-level result
-(activation tiers, traversal graph, dissonances, validation report,
-constellation) also implement :meth:`StreamPostprocessor.extend_stream`,
-which puts that result on a :class:`ConsciousnessStream`; the complete
-stream of the spec is the six-way retrieval's stream passed through all of
-them (see ``llama_consciousness.consciousness_stream``).
+``relevance_score``).
+
+A postprocessor whose result belongs on the spec's stream (activation
+tiers, traversal graph, dissonances, validation report, constellation)
+returns it from :meth:`StreamPostprocessor.process` together with the
+nodes, as the stream fields it fills.  Nothing of one call is kept on the
+postprocessor: one instance serves many threads and conversations at once,
+and a result read back from ``self`` could be another caller's.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple, Optional
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_consciousness.retrieved_memory import memory_of
-from llama_consciousness.schema import ConsciousnessNode, ConsciousnessStream
+from llama_consciousness.schema import ConsciousnessNode, MemoryNode
+from llama_consciousness.schema.memory import retrieved_node
 
-__all__ = ["StreamPostprocessor", "consciousness_node_of", "hide_from_text", "memory_of", "query_text"]
+__all__ = ["StepResult", "StreamPostprocessor", "consciousness_node_of", "hide_from_text", "memory_of",
+           "query_text"]
+
+_MEMORY_FIELDS = tuple(name for name in MemoryNode.model_fields if name != "embedding")
+
+
+def memory_of(node: NodeWithScore) -> MemoryNode:
+    """The memory a retrieved node carries, validated from its metadata.
+
+    Validated afresh on every call: code between two steps may have edited
+    the metadata, and a model remembered from before would hide the edit.
+    """
+    text_node = node.node
+    meta = text_node.metadata
+    data = {name: meta[name] for name in _MEMORY_FIELDS if meta.get(name) is not None}
+    data.setdefault("node_id", meta.get("node_id", text_node.node_id))
+    data.setdefault("description", text_node.get_content(metadata_mode="none"))  # type: ignore[arg-type]
+    return MemoryNode.model_validate(data)
 
 
 def consciousness_node_of(node: NodeWithScore) -> ConsciousnessNode:
     """The spec's retrieved node: the memory plus source and relevance."""
-    from llama_consciousness.storage.level_store import retrieved_node
-
     meta = node.node.metadata
-    return retrieved_node(memory_of(node, copy=False), str(meta.get("retrieval_source", "unknown")),
+    return retrieved_node(memory_of(node), str(meta.get("retrieval_source", "unknown")),
                           float(node.score if node.score is not None else meta.get("relevance_score", 0.0)))
 
 
@@ -41,43 +59,41 @@ def hide_from_text(node: NodeWithScore, keys: Sequence[str]) -> None:
     Scores and counts mean nothing in a prompt or an embedding text; the
     metadata keeps them for code downstream.
     """
-    unique = list(dict.fromkeys(keys))
-    wanted = set(unique)
     for excluded in (node.node.excluded_embed_metadata_keys, node.node.excluded_llm_metadata_keys):
-        if wanted.isdisjoint(excluded):  # one pass over the list (a retrieved node's has forty keys)
-            excluded.extend(unique)
-            continue
-        missing = [k for k in unique if k not in excluded]
-        if missing:
-            excluded.extend(missing)
+        excluded.extend(k for k in dict.fromkeys(keys) if k not in excluded)
 
 
 def query_text(query_bundle: QueryBundle | None) -> str:
     return query_bundle.query_str if query_bundle is not None else ""
 
 
-class StreamPostprocessor(BaseNodePostprocessor):
-    """A node postprocessor that can also extend a consciousness stream.
+class StepResult(NamedTuple):
+    """What one postprocessor made of one call: the nodes it leaves, and the stream fields it fills."""
 
-    ``extend_stream`` receives the stream, the nodes as this postprocessor
-    left them, and the intention (a ``RetrievalIntention`` or
-    ``StateBasedRetrieval``; may be None), and returns the stream with its
-    field filled.  The default does nothing.
+    nodes: list[NodeWithScore]
+    stream_fields: dict[str, Any] = {}
+
+
+class StreamPostprocessor(BaseNodePostprocessor):
+    """A node postprocessor whose result can also complete a consciousness stream.
+
+    Subclasses implement :meth:`process`.  ``intention`` is the
+    ``RetrievalIntention`` or ``StateBasedRetrieval`` of the call when the
+    caller has one (``complete_stream`` does; a query engine does not, and
+    then what a step needs is read from the nodes' metadata and the query).
     """
 
-    def extend_stream(
-        self, stream: ConsciousnessStream, nodes: list[NodeWithScore], intention: Any = None
-    ) -> ConsciousnessStream:
-        return stream
+    def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
+                intention: Any = None) -> StepResult:
+        raise NotImplementedError(f"{type(self).__name__} must implement process()")
 
-    def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
-        """Whether ``postprocess_nodes`` will return the same memories as ``nodes`` (any order).
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> list[NodeWithScore]:
+        return self.process(nodes, query_bundle).nodes
 
-        ``complete_stream`` starts a later step's reads early only past
-        steps that keep the nodes; the default (False) is the safe answer.
-        """
-        return False
-
-    def keeps_order(self, nodes: list[NodeWithScore]) -> bool:
-        """Whether the nodes ``postprocess_nodes`` keeps stay in their order (a ranker reorders)."""
-        return False
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> list[NodeWithScore]:
+        # the same code in a worker thread: steps that read the store do not block the event loop
+        return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)

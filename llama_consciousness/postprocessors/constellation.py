@@ -16,36 +16,38 @@ memories linked to it by SUPPORTS (either direction) are ``supporting``
   ``max_supporting`` / ``max_contradicting``.  A memory linked both ways
   counts as contradicting only: the conflict is what the reader must see.
 * Linked memories and the links themselves must be visible in
-  ``temporal_window`` (default: ``current`` at the time of the call, or the
-  intention's window in :meth:`extend_stream`), so an expired belief is not
-  offered as support.
+  ``temporal_window``; without one, in the intention's window when
+  :meth:`~ConstellationPostprocessor.process` is given an intention (so an
+  evolution retrieval sees the supporters it saw), else ``current`` at the
+  time of the call, so an expired belief is not offered as support.
 * Retrieved members get ``metadata["constellation_role"]``; the node list
   is returned unchanged otherwise (no node is added or removed).
 
-The spec's ``ConsciousnessStream`` has no constellation field, so
-:meth:`extend_stream` leaves the stream as it is; the constellation of the
-last run is :attr:`last_constellation` (and :meth:`build` returns it).
+The constellation is the step's ``constellation`` stream field
+(:meth:`~ConstellationPostprocessor.build` returns it too).  Nothing of a
+call is kept on the postprocessor.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import Any, ClassVar, Optional
+from typing import Any, Optional
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import Field
 from llama_index.core.schema import NodeWithScore, QueryBundle
+from pydantic import SkipValidation
 
 from llama_consciousness.errors import LevelError, StorageError
 from llama_consciousness.levels import LEVELS
-from llama_consciousness.postprocessors.base import StreamPostprocessor
-from llama_consciousness.schema import ConsciousnessStream
+from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor
 from llama_consciousness.schema.constellation import ConstellationMember, MemoryConstellation
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.interleaved import Interleaved, PrefetchSlot
-from llama_consciousness.storage.level_store import AsyncLevelGraphStore, Plan
+from llama_consciousness.storage.level_store import Plan
 from llama_consciousness.storage.links import LinkedMemory, linked_memories
+from llama_consciousness.storage.reader import MemoryReader
 from llama_consciousness.temporal import TemporalWindow
+
+__all__ = ["ROLE_KEY", "ConstellationPostprocessor", "synthesize"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +93,14 @@ def _member(node: NodeWithScore, role: str, link: Optional[LinkedMemory] = None)
 
 
 class ConstellationPostprocessor(StreamPostprocessor):
-    """Builds primary / supporting / contradicting / synthesis around the top memory."""
+    """Builds primary / supporting / contradicting / synthesis around the top memory.
 
-    memory: Any = Field(exclude=True, description="The ConsciousnessMemory the nodes were retrieved from.")
+    Nothing of a call is kept on the instance: one postprocessor may serve
+    many threads at once, and each call's constellation is in what it returns.
+    """
+
+    memory: SkipValidation[MemoryReader] = Field(exclude=True,
+                                                 description="The memory the nodes were retrieved from.")
     max_supporting: int = Field(default=5, ge=0)
     max_contradicting: int = Field(default=5, ge=0)
     fetch_linked: bool = Field(
@@ -103,29 +110,15 @@ class ConstellationPostprocessor(StreamPostprocessor):
     contradicts_relation: str = "CONTRADICTS"
     temporal_window: Optional[Any] = Field(
         default=None, exclude=True,
-        description="A TemporalWindow linked memories must be visible in; None: current at each call.",
+        description="A TemporalWindow linked memories must be visible in; None: the intention's window "
+        "in process(), else current at each call.",
     )
-
-    _last_constellation: Optional[MemoryConstellation] = PrivateAttr(default=None)
-    _last_ids: Optional[tuple[str, ...]] = PrivateAttr(default=None)
-    _reads: PrefetchSlot = PrivateAttr(default_factory=PrefetchSlot)
 
     @classmethod
     def class_name(cls) -> str:
         return "ConstellationPostprocessor"
 
-    def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
-        return True
-
-    def keeps_order(self, nodes: list[Any]) -> bool:
-        return True
-
-    @property
-    def last_constellation(self) -> Optional[MemoryConstellation]:
-        """The constellation of the last run (None before the first)."""
-        return self._last_constellation
-
-    # -- the pieces shared by the sync and async paths ------------------------------
+    # -- the pieces -----------------------------------------------------------------
 
     def _plan(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow]) -> Optional[Plan]:
         """The graph lookup for the primary's links (None when there is nothing to look up)."""
@@ -191,120 +184,38 @@ class ConstellationPostprocessor(StreamPostprocessor):
                 node.node.metadata[ROLE_KEY] = role
         return constellation
 
-    def _remember(self, nodes: list[NodeWithScore], constellation: MemoryConstellation) -> MemoryConstellation:
-        self._last_constellation = constellation
-        self._last_ids = tuple(n.node.node_id for n in nodes)
-        return constellation
-
     def _failed(self, nodes: list[NodeWithScore], exc: Exception) -> dict[str, list[LinkedMemory]]:
         logger.warning("constellation: links of %s could not be read: %s", nodes[0].node.node_id, exc)
         return {}
 
     # -- entry points ---------------------------------------------------------------
 
-    prefetch_needs_order: ClassVar[bool] = True  # the lookup is about the top memory
-
-    def prefetch(self, nodes: list[NodeWithScore], intention: Any = None) -> None:
-        """Start the lookup ``postprocess_nodes`` will make for ``nodes`` (``complete_stream`` calls this).
-
-        The next :meth:`build` on the same nodes (in the same order) reads
-        the reply instead of asking again; any other build asks afresh.
-        """
-        self.discard_prefetch()
-        if not nodes:
-            return
-        try:
-            plan = self._plan(nodes, None)
-            if plan is None:
-                return
-            level, citizen, _ = _key_of(nodes[0])
-            store = self.memory.level(level, citizen)
-            self._reads.hold(self._prefetch_key(nodes, None), Interleaved(store.db, [(store.plans.graph, plan)]))
-        except Exception as exc:  # the build asks (and reports) again
-            logger.debug("constellation: prefetch failed: %s", exc)
-
-    def discard_prefetch(self) -> None:
-        """Drop a lookup started by :meth:`prefetch` that no build collected."""
-        self._reads.discard()
-
-    def advance_prefetch(self) -> None:
-        """Read the prefetch's reply if it is ready (never waits)."""
-        self._reads.progress()
-
-    def _prefetch_key(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow]) -> tuple:
-        effective = window or self.temporal_window
-        when = None if effective is None else (effective.mode, effective.as_of_time, effective.time_range_start,
-                                               effective.time_range_end)
-        return tuple(map(_key_of, nodes)), when
-
-    def _claim_prefetch(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow]) -> Optional[Interleaved]:
-        """The lookup :meth:`prefetch` started for exactly these nodes and window (any other is dropped)."""
-        claimed = self._reads.claim(self._prefetch_key(nodes, window) if nodes else None)
-        return None if claimed is None else claimed[0]
-
-    def _received(self, nodes: list[NodeWithScore], found: Any) -> dict[str, list[LinkedMemory]]:
-        return self._failed(nodes, found) if isinstance(found, BaseException) else found
-
     def build(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow] = None) -> MemoryConstellation:
-        """The constellation of ``nodes`` (roles are written on them); also kept as ``last_constellation``."""
-        running = self._claim_prefetch(nodes, window)
-        if not nodes:
-            return self._remember(nodes, MemoryConstellation())
-        linked: dict[str, list[LinkedMemory]] = {}
-        if running is not None:
-            return self._remember(nodes, self._assemble(nodes, self._received(nodes, running.results()[0])))
-        plan = self._plan(nodes, window)
-        if plan is not None:
-            level, citizen, _ = _key_of(nodes[0])
-            try:
-                linked = self.memory.level(level, citizen)._run(plan)
-            except (StorageError, LevelError) as exc:
-                linked = self._failed(nodes, exc)
-        return self._remember(nodes, self._assemble(nodes, linked))
+        """The constellation of ``nodes`` (roles are written on them).
 
-    async def abuild(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow] = None) -> MemoryConstellation:
-        """:meth:`build` on the asyncio FalkorDB client."""
-        running = self._claim_prefetch(nodes, window)
-        if not nodes:
-            return self._remember(nodes, MemoryConstellation())
-        linked: dict[str, list[LinkedMemory]] = {}
-        if running is not None:  # a prefetch's reply, read off the event loop
-            found = (await asyncio.to_thread(running.results))[0]
-            return self._remember(nodes, self._assemble(nodes, self._received(nodes, found)))
-        plan = self._plan(nodes, window)
-        if plan is not None:
-            level, citizen, _ = _key_of(nodes[0])
-            try:
-                store = AsyncLevelGraphStore(self.memory.async_db, self.memory.plans(level, citizen))
-                linked = await store._run(plan)
-            except (StorageError, LevelError) as exc:
-                linked = self._failed(nodes, exc)
-        return self._remember(nodes, self._assemble(nodes, linked))
-
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> list[NodeWithScore]:
-        self.build(nodes)
-        return nodes
-
-    async def _apostprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> list[NodeWithScore]:
-        await self.abuild(nodes)
-        return nodes
-
-    def extend_stream(
-        self, stream: ConsciousnessStream, nodes: list[NodeWithScore], intention: Any = None
-    ) -> ConsciousnessStream:
-        """The stream unchanged (it has no constellation field); see :attr:`last_constellation`.
-
-        The constellation is (re)built first when ``nodes`` are not those of
-        the last run, or when the intention looks beyond ``current`` and no
-        ``temporal_window`` was set: linked memories are then taken from the
-        intention's window, as the retrieved ones were.
+        ``window``: the one linked memories must be visible in, before the
+        ``temporal_window`` field (None: the field's, else ``current``).
         """
-        mode = getattr(intention, "temporal_mode", None)
-        wider = self.temporal_window is None and mode not in (None, "current")
-        if wider or self._last_ids != tuple(n.node.node_id for n in nodes):
-            self.build(nodes, TemporalWindow.from_intention(intention) if mode else None)
-        return stream
+        if not nodes:
+            return MemoryConstellation()
+        linked: dict[str, list[LinkedMemory]] = {}
+        plan = self._plan(nodes, window)
+        if plan is not None:
+            level, citizen, _ = _key_of(nodes[0])
+            try:
+                linked = self.memory.level(level, citizen).run(plan)
+            except (StorageError, LevelError) as exc:
+                linked = self._failed(nodes, exc)
+        return self._assemble(nodes, linked)
+
+    def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
+                intention: Any = None) -> StepResult:
+        """The nodes unchanged (roles written) and ``{"constellation": constellation}``.
+
+        Without a ``temporal_window`` field, linked memories are taken from
+        the intention's window, as the retrieved ones were.
+        """
+        window = None
+        if self.temporal_window is None and getattr(intention, "temporal_mode", None):
+            window = TemporalWindow.from_intention(intention)
+        return StepResult(nodes, {"constellation": self.build(nodes, window)})

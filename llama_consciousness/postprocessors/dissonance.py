@@ -8,17 +8,16 @@ this postprocessor runs it on the retrieved nodes and
   the version that was corrected, ``"correction"`` for the one that
   corrected it; a middle version of a chain v1 -> v2 -> v3 is marked by its
   later transition, as the ``"original"`` that v3 corrected);
-* keeps the dissonances of its last run in :attr:`last_dissonances`;
-* fills ``stream.temporal_dissonances`` in :meth:`extend_stream`.
+* returns the dissonances as the stream's ``temporal_dissonances`` (:meth:`process`).
 
 The node list itself is returned unchanged (same nodes, same order).
 
 The temporal mode matters: only ``evolution`` and ``full_history`` report
 dissonances.  A node postprocessor in a query engine does not see the
 intention, so ``temporal_mode`` is a field; left ``None`` it means the mode
-the six-way retriever recorded on the nodes (``metadata["temporal_mode"]``,
-``"current"`` when absent) in :meth:`postprocess_nodes`, and the
-intention's mode in :meth:`extend_stream`.
+the intention's when there is one, else the one the six-way retriever
+recorded on the nodes (``metadata["temporal_mode"]``, ``"current"`` when
+absent).
 """
 
 from __future__ import annotations
@@ -26,12 +25,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.bridge.pydantic import Field, field_validator
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import ValidationError
 
-from llama_consciousness.postprocessors.base import StreamPostprocessor, memory_of
-from llama_consciousness.schema import ConsciousnessStream, MemoryNode, TemporalDissonance
+from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor, memory_of
+from llama_consciousness.schema import MemoryNode, TemporalDissonance
 from llama_consciousness.schema.common import check_temporal_mode
 from llama_consciousness.scoring.dissonance import DISSONANCE_MODES, dissonance_pairs
 
@@ -66,11 +65,8 @@ class TemporalDissonancePostprocessor(StreamPostprocessor):
 
     temporal_mode: Optional[str] = Field(
         default=None,
-        description="Temporal mode of the retrieval; None: 'current' for postprocess_nodes, "
-        "the intention's mode for extend_stream.",
+        description="Temporal mode of the retrieval; None: the intention's, else the one recorded on the nodes.",
     )
-
-    _last_dissonances: list[TemporalDissonance] = PrivateAttr(default_factory=list)
 
     @field_validator("temporal_mode")
     @classmethod
@@ -81,31 +77,19 @@ class TemporalDissonancePostprocessor(StreamPostprocessor):
     def class_name(cls) -> str:
         return "TemporalDissonancePostprocessor"
 
-    def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
-        return True
-
-    def keeps_order(self, nodes: list[Any]) -> bool:
-        return True
-
-    @property
-    def last_dissonances(self) -> list[TemporalDissonance]:
-        """The dissonances found by the last run (postprocess or extend_stream)."""
-        return list(self._last_dissonances)
-
     def detect(self, nodes: list[NodeWithScore], temporal_mode: str) -> list[TemporalDissonance]:
         """Find dissonances among ``nodes`` and mark the nodes involved (in place)."""
         check_temporal_mode(temporal_mode)
         for node in nodes:
             node.node.metadata.pop(METADATA_KEY, None)  # a mark from an earlier run is stale
         if temporal_mode not in DISSONANCE_MODES:  # only histories hold corrections: nothing to read
-            self._last_dissonances = []
             return []
         memories: list[MemoryNode] = []
         owner: dict[int, NodeWithScore] = {}
         for node in nodes:
             try:
                 # read only: the versions are compared, and the dissonances copy what they keep
-                memory = memory_of(node, copy=False)
+                memory = memory_of(node)
             except ValidationError:
                 logger.debug("node %s carries no memory; ignored for dissonance", node.node.node_id)
                 continue
@@ -119,18 +103,15 @@ class TemporalDissonancePostprocessor(StreamPostprocessor):
                     "role": role,
                     "belief_id": pair.dissonance.node_id,
                 }
-        self._last_dissonances = [p.dissonance for p in pairs]
-        return list(self._last_dissonances)
+        return [p.dissonance for p in pairs]
 
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> list[NodeWithScore]:
-        self.detect(nodes, self.temporal_mode or nodes_temporal_mode(nodes))
-        return nodes
+    def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
+                intention: Any = None) -> StepResult:
+        """Mark the versions that form dissonances; the stream gets ``temporal_dissonances``.
 
-    def extend_stream(
-        self, stream: ConsciousnessStream, nodes: list[NodeWithScore], intention: Any = None
-    ) -> ConsciousnessStream:
-        mode = self.temporal_mode or intention_temporal_mode(intention)
-        dissonances = self.detect(nodes, mode)
-        return stream.model_copy(update={"temporal_dissonances": dissonances})
+        The mode is this postprocessor's ``temporal_mode``, else the
+        intention's, else the one the retriever recorded on the nodes.
+        """
+        mode = self.temporal_mode or (intention_temporal_mode(intention) if intention is not None
+                                      else nodes_temporal_mode(nodes))
+        return StepResult(nodes, {"temporal_dissonances": self.detect(nodes, mode)})

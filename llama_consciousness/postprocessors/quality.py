@@ -35,12 +35,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import Field
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_consciousness.postprocessors.base import StreamPostprocessor, hide_from_text
-from llama_consciousness.retrieved_memory import write_field
-from llama_consciousness.schema import ConsciousnessStream, MetadataValidationReport, ValidationResult
+from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor, hide_from_text
+from llama_consciousness.schema import MetadataValidationReport, ValidationResult
 from llama_consciousness.scoring.validation import (
     NODE_CONDITIONAL,
     NODE_IMPORTANT,
@@ -88,8 +87,7 @@ def build_validation_report(
 def annotate(node: NodeWithScore, result: ValidationResult) -> None:
     """Write the node's validation outcome into its metadata."""
     meta = node.node.metadata
-    # the one memory field written here: later steps need not validate the node again
-    write_field(node, "metadata_completeness", result.metadata_completeness)
+    meta["metadata_completeness"] = result.metadata_completeness
     meta["metadata_valid"] = result.valid
     meta["metadata_warnings"] = len(result.warnings)
     meta["metadata_errors"] = len(result.errors)
@@ -103,23 +101,9 @@ class MetadataQualityPostprocessor(StreamPostprocessor):
         default=False, description="Remove memories whose metadata has errors (missing REQUIRED fields)."
     )
 
-    _last_report: Optional[MetadataValidationReport] = PrivateAttr(default=None)
-    _last_output: tuple[str, ...] = PrivateAttr(default=())
-
     @classmethod
     def class_name(cls) -> str:
         return "MetadataQualityPostprocessor"
-
-    def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
-        return not self.drop_invalid
-
-    def keeps_order(self, nodes: list[Any]) -> bool:
-        return True
-
-    @property
-    def last_report(self) -> Optional[MetadataValidationReport]:
-        """The report of the last run (None before the first)."""
-        return self._last_report
 
     def assess(self, nodes: list[NodeWithScore]) -> tuple[MetadataValidationReport, list[NodeWithScore]]:
         """Annotate ``nodes`` (in place); the report and the nodes to keep."""
@@ -128,26 +112,10 @@ class MetadataQualityPostprocessor(StreamPostprocessor):
             annotate(node, result)
         report = build_validation_report(results, [n.node.node_id for n in nodes])
         kept = [n for n, r in zip(nodes, results) if r.valid or not self.drop_invalid]
-        self._last_report = report
-        self._last_output = tuple(n.node.node_id for n in kept)
         return report, kept
 
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> list[NodeWithScore]:
-        return self.assess(nodes)[1]
-
-    def extend_stream(
-        self, stream: ConsciousnessStream, nodes: list[NodeWithScore], intention: Any = None
-    ) -> ConsciousnessStream:
-        """Set ``stream.metadata_validation``.
-
-        When ``nodes`` are exactly what this postprocessor's last run kept,
-        the report of that run is used, so memories it dropped are still
-        counted; otherwise ``nodes`` are assessed now.
-        """
-        if self._last_report is not None and tuple(n.node.node_id for n in nodes) == self._last_output:
-            report = self._last_report
-        else:
-            report = self.assess(nodes)[0]
-        return stream.model_copy(update={"metadata_validation": report})
+    def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
+                intention: Any = None) -> StepResult:
+        """The nodes kept; the stream's ``metadata_validation`` counts every node given, dropped ones too."""
+        report, kept = self.assess(nodes)
+        return StepResult(kept, {"metadata_validation": report})

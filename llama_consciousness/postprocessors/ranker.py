@@ -29,13 +29,11 @@ completeness penalty already marks the gap).  Values outside [0, 1] are
 clamped and non-numbers ignored, so one badly written memory cannot poison
 the order.
 
-With an intention, :meth:`ConsciousnessRanker.extend_stream` adds what the
-query text cannot say - a ``RetrievalIntention``'s ``required_emotions`` (at
-the lexicon's base intensity) and a ``StateBasedRetrieval``'s
-``current_emotions`` - to the query's emotions and re-ranks the given node
-list *in place*, so the postprocessors after it (activation tiers) see the
-intention's order.  The stream itself is returned unchanged: the ranking's
-result is the order of the nodes.
+With an intention (``process(nodes, bundle, intention)``, as
+``complete_stream`` calls it), what the query text cannot say - a
+``RetrievalIntention``'s ``required_emotions`` (at the lexicon's base
+intensity) and a ``StateBasedRetrieval``'s ``current_emotions`` - joins the
+query's emotions.  The ranking's result is the order of the nodes.
 """
 
 from __future__ import annotations
@@ -49,9 +47,8 @@ from typing import Any, Literal, Optional
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_consciousness.postprocessors.base import StreamPostprocessor, hide_from_text, query_text
+from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor, hide_from_text, query_text
 from llama_consciousness.postprocessors.quality import validate_retrieved_node
-from llama_consciousness.schema import ConsciousnessStream
 from llama_consciousness.scoring.emotional_intent import BASE_INTENSITY, extract_emotional_intent
 from llama_consciousness.scoring.emotions import canonical_emotion
 from llama_consciousness.scoring.ranking import (
@@ -184,15 +181,12 @@ class ConsciousnessRanker(StreamPostprocessor):
     )
     top_n: Optional[int] = Field(default=None, ge=0, description="Keep only the best n nodes (None: all).")
 
-    # query text -> emotions the LLM answered: extend_stream does not ask it a second time
+    # query text -> emotions the LLM answered (a cache any caller may share: same text, same answer)
     _emotion_cache: dict[str, dict[str, float]] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def class_name(cls) -> str:
         return "ConsciousnessRanker"
-
-    def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
-        return self.top_n is None or self.top_n >= len(nodes)
 
     # -- the query's emotions ---------------------------------------------------------
 
@@ -228,17 +222,6 @@ class ConsciousnessRanker(StreamPostprocessor):
                 found = self._remember(text, parse_emotion_json(str(getattr(answer, "text", answer))))
             except Exception as exc:  # any failure: the lexicon still answers
                 found = self._fallback(text, exc)  # not remembered: the LLM may answer next time
-        return _merge(found, intention_emotions(intention)) if intention is not None else found
-
-    async def aquery_emotions(self, text: str, intention: Any = None) -> dict[str, float]:
-        """:meth:`query_emotions` with the LLM called asynchronously."""
-        if self.emotion_source == "lexicon" or not text.strip() or text in self._emotion_cache:
-            return self.query_emotions(text, intention)
-        try:
-            answer = await self._resolve_llm().acomplete(self._prompt(text))
-            found = self._remember(text, parse_emotion_json(str(getattr(answer, "text", answer))))
-        except Exception as exc:
-            found = self._fallback(text, exc)  # not remembered: the LLM may answer next time
         return _merge(found, intention_emotions(intention)) if intention is not None else found
 
     # -- scoring ------------------------------------------------------------------------
@@ -293,25 +276,10 @@ class ConsciousnessRanker(StreamPostprocessor):
         ranked = [nodes[i] for i in order]
         return ranked if self.top_n is None else ranked[: self.top_n]
 
-    # -- LlamaIndex entry points --------------------------------------------------------
+    # -- the postprocessor's one entry point ---------------------------------------------
 
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> list[NodeWithScore]:
-        return self.rank(nodes, self.query_emotions(query_text(query_bundle)))
-
-    async def _apostprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> list[NodeWithScore]:
-        # The base class would run the sync path in a thread; only the LLM call needs awaiting.
-        return self.rank(nodes, await self.aquery_emotions(query_text(query_bundle)))
-
-    def extend_stream(
-        self, stream: ConsciousnessStream, nodes: list[NodeWithScore], intention: Any = None
-    ) -> ConsciousnessStream:
-        """Re-rank ``nodes`` in place when the intention adds emotions; the stream is unchanged."""
-        if intention is None or not intention_emotions(intention):
-            return stream
-        text = getattr(intention, "query_text", None) or ""
-        nodes[:] = self.rank(nodes, self.query_emotions(text, intention))
-        return stream
+    def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
+                intention: Any = None) -> StepResult:
+        """Rank by the query's emotions, merged with the intention's (required or current emotions)."""
+        text = query_text(query_bundle) or (getattr(intention, "query_text", None) or "")
+        return StepResult(self.rank(nodes, self.query_emotions(text, intention)))

@@ -13,7 +13,7 @@ The postprocessor reads the list *in order*, so it belongs after a ranker
 tier, and with ``drop_background`` the background ones too (when only what
 is consciously accessible should reach the LLM).  Scores are not touched.
 
-:meth:`ActivationTierPostprocessor.extend_stream` puts the tiers on the
+:meth:`ActivationTierPostprocessor.process` also returns the tiers for the
 stream (``stream.activation_tiers``) as ``ConsciousnessNode`` lists.
 """
 
@@ -25,8 +25,8 @@ from typing import Any, Optional
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_consciousness.postprocessors.base import StreamPostprocessor, consciousness_node_of
-from llama_consciousness.schema import ConsciousnessNode, ConsciousnessStream
+from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor, consciousness_node_of
+from llama_consciousness.schema import ConsciousnessNode
 from llama_consciousness.schema.stream import ACTIVATION_TIERS
 from llama_consciousness.scoring.ranking import (
     DEFAULT_BACKGROUND,
@@ -56,19 +56,12 @@ class ActivationTierPostprocessor(StreamPostprocessor):
     def class_name(cls) -> str:
         return "ActivationTierPostprocessor"
 
-    def keeps_nodes(self, nodes: list[Any]) -> bool:
-        return not self.drop_background and len(nodes) <= self.focus + self.peripheral + self.background
-
-    def keeps_order(self, nodes: list[Any]) -> bool:
-        return True
-
     def tiers(self, nodes: list[Any]) -> dict[str, list[Any]]:
         """``nodes`` (ranked) split into the tiers; nodes past the last tier are in none."""
         return activation_tiers(nodes, self.focus, self.peripheral, self.background)
 
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> list[NodeWithScore]:
+    def label(self, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
+        """Write each node's tier into its metadata; the nodes that stay (in order)."""
         kept: list[NodeWithScore] = []
         for tier, members in self.tiers(nodes).items():
             for node in members:
@@ -80,38 +73,19 @@ class ActivationTierPostprocessor(StreamPostprocessor):
                 kept.extend(members)
         return kept
 
-    async def _apostprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> list[NodeWithScore]:
-        # Pure list work: no need for the base class's thread.
-        return self._postprocess_nodes(nodes, query_bundle)
+    def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
+                intention: Any = None) -> StepResult:
+        """Label and cut the nodes; the stream's ``activation_tiers`` hold the nodes kept, by tier.
 
-    def extend_stream(
-        self, stream: ConsciousnessStream, nodes: list[NodeWithScore], intention: Any = None
-    ) -> ConsciousnessStream:
-        """Set ``stream.activation_tiers`` from ``nodes``.
-
-        Nodes this postprocessor labelled are grouped by their label (so with
-        ``drop_background`` the background tier is empty, as the nodes are
-        gone); an unlabelled list is split by position.  A node whose
-        metadata is not a valid memory cannot become a ``ConsciousnessNode``
-        and is left out with a warning.
+        With ``drop_background`` the background tier is empty, as its nodes
+        are gone.  A node whose metadata is not a valid memory cannot become
+        a ``ConsciousnessNode`` and is left out of the tiers with a warning.
         """
-        labelled = bool(nodes) and all(n.node.metadata.get(TIER_KEY) in ACTIVATION_TIERS for n in nodes)
-        if labelled:
-            groups: dict[str, list[NodeWithScore]] = {tier: [] for tier in ACTIVATION_TIERS}
-            for node in nodes:
-                groups[node.node.metadata[TIER_KEY]].append(node)
-        else:
-            groups = self.tiers(nodes)
-        tiers: dict[str, list[ConsciousnessNode]] = {}
-        for tier in ACTIVATION_TIERS:
-            converted: list[ConsciousnessNode] = []
-            for node in groups.get(tier, []):
-                try:
-                    converted.append(consciousness_node_of(node))
-                except Exception as exc:  # not a memory (e.g. a plain document node)
-                    logger.warning("node %s left out of the activation tiers: %s", node.node.node_id, exc)
-            tiers[tier] = converted
-        stream.activation_tiers = tiers
-        return stream
+        kept = self.label(nodes)
+        tiers: dict[str, list[ConsciousnessNode]] = {tier: [] for tier in ACTIVATION_TIERS}
+        for node in kept:
+            try:
+                tiers[node.node.metadata[TIER_KEY]].append(consciousness_node_of(node))
+            except Exception as exc:  # not a memory (e.g. a plain document node)
+                logger.warning("node %s left out of the activation tiers: %s", node.node.node_id, exc)
+        return StepResult(kept, {"activation_tiers": tiers})

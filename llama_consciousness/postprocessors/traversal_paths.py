@@ -26,25 +26,22 @@ does: node ``"N2:decision_x"``, edge ``"N2:<edge_id>"`` (the plain ids stay
 in the memories).  Links never cross levels.
 
 Semantic coherence uses the embeddings stored in FalkorDB; a level whose
-vectors live in Postgres (``memory.vector_backends[level] == "pgvector"``)
-has none there, and its pairs count as the neutral 0.5.
+vectors live in Postgres (its plans' ``store_vectors`` off) has none there,
+and its pairs count as the neutral 0.5.
 
-The current state the weights are computed for: ``current_goal``,
-``current_emotions`` and ``current_energy`` (fields) in
-:meth:`postprocess_nodes`; in :meth:`extend_stream` the intention's state
-when it has one (a ``StateBasedRetrieval``'s goal, emotions and energy; a
+The current state the weights are computed for: the intention's state when
+:meth:`~TraversalPathPostprocessor.process` is given one (a
+``StateBasedRetrieval``'s goal, emotions and energy; a
 ``RetrievalIntention``'s ``required_emotions``, each at 1.0 -- it has no
-goal), the fields filling what the intention does not say.
+goal), the fields ``current_goal``, ``current_emotions`` and
+``current_energy`` filling what the intention does not say (and all of it
+in a query engine, which has no intention).
 
 The node list is returned unchanged (same nodes, same order); hubs get
-``metadata["hub"] = True``; the last graph is kept on :attr:`last_graph`.
+``metadata["hub"] = True``; the graph is the step's ``traversal_graph``
+stream field (:meth:`~TraversalPathPostprocessor.build_graph` returns it
+too, and :func:`connector_ids` names the connectors it added).
 Exports: :func:`to_networkx_dict`, :func:`to_mermaid`, :func:`to_html`.
-
-In the complete-stream pipeline ``postprocess_nodes`` and ``extend_stream``
-run on the same nodes; what the first read from the graphs (connectors,
-links, embeddings) is reused by the second for :data:`MEMO_TTL_S` seconds
-unless the nodes, the window or the graphs (a write through the memory)
-changed, and only the weights are recomputed for the intention's state.
 """
 
 from __future__ import annotations
@@ -52,19 +49,17 @@ from __future__ import annotations
 import html
 import logging
 import math
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.bridge.pydantic import Field, field_validator
 from llama_index.core.schema import NodeWithScore, QueryBundle
-from pydantic import ValidationError
+from pydantic import SkipValidation, ValidationError
 
-from llama_consciousness.levels import LEVELS
-from llama_consciousness.postprocessors.base import StreamPostprocessor, memory_of
-from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, ConsciousnessStream, MemoryNode
+from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor, memory_of
+from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema.common import check_temporal_mode
 from llama_consciousness.schema.graph import GraphEdge, GraphNode, TraversalGraph, TraversalPath
 from llama_consciousness.schema.intention import RetrievalIntention, StateBasedRetrieval
@@ -72,34 +67,27 @@ from llama_consciousness.schema.trusted import trusted_model
 from llama_consciousness.scoring.traversal import (
     calculate_traversal_probability,
     central_themes,
+    coherence_of_similarities,
     generate_traversal_paths,
     graph_density,
     hub_nodes,
-    coherence_of_similarities,
     traversal_band,
 )
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.neighbourhood import pair_similarities
-from llama_consciousness.storage.neighbourhood import connector_candidates, neighbourhood
-from llama_consciousness.storage.interleaved import Interleaved, PrefetchSlot
+from llama_consciousness.storage.neighbourhood import neighbourhood, pair_similarities
+from llama_consciousness.storage.reader import MemoryReader
 from llama_consciousness.temporal import TemporalWindow
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HUB_KEY", "TraversalPathPostprocessor", "to_html", "to_mermaid", "to_networkx_dict"]
+__all__ = ["HUB_KEY", "TraversalPathPostprocessor", "connector_ids", "to_html", "to_mermaid", "to_networkx_dict"]
 
 HUB_KEY = "hub"
 FOCUS_SIZE = 5
 PERIPHERAL_SIZE = 20
 TIERS = ("focus", "peripheral", "background")
-MEMO_TTL_S = 5.0
 
-
-def _unavailable(what: str, key: tuple[str, Optional[str]], exc: BaseException) -> None:
-    level, citizen = key
-    logger.warning("traversal graph: %s of %s%s unavailable: %s", what, level, f" ({citizen})" if citizen else "", exc)
-
-
+_GraphKey = tuple[str, Optional[str]]  # a level graph: (level, citizen for N1)
 _PLAIN_MEMORIES = (MemoryNode, ConsciousnessNode)
 
 
@@ -111,6 +99,21 @@ def _copy(emotions: Optional[Mapping[str, float]]) -> Optional[dict[str, float]]
 def graph_id(level: str, node_id: str) -> str:
     """The id of a memory (or link) in the traversal graph: ``"<level>:<id>"``."""
     return f"{level}:{node_id}"
+
+
+def connector_ids(graph: TraversalGraph, nodes: Sequence[NodeWithScore]) -> list[str]:
+    """Graph ids of the connectors in ``graph``: its memories that are not among ``nodes``.
+
+    ``nodes`` are those the graph was built from (as given to
+    :meth:`TraversalPathPostprocessor.build_graph` or ``process``).
+    """
+    retrieved = set()
+    for node in nodes:
+        meta = node.node.metadata
+        level = meta.get("level")
+        if level:
+            retrieved.add(graph_id(level, str(meta.get("node_id") or node.node.node_id)))
+    return [n.node_id for n in graph.nodes if n.node_id not in retrieved]
 
 
 @dataclass
@@ -126,21 +129,14 @@ class _Member:
     tier: Optional[str] = None
 
 
-@dataclass
-class _Memo:
-    """What one run read from the level graphs, for the next run on the same nodes."""
-
-    key: tuple
-    at: float
-    connectors: list[tuple[str, Optional[str], MemoryNode]]
-    relationships: list[tuple[str, Any]]
-    similarities: dict[tuple[str, str], Optional[float]]
-
-
 class TraversalPathPostprocessor(StreamPostprocessor):
-    """Builds the traversal graph of the retrieved memories (spec components 4 and 5b)."""
+    """Builds the traversal graph of the retrieved memories (spec components 4 and 5b).
 
-    memory: Any = Field(exclude=True, description="The ConsciousnessMemory the nodes were retrieved from")
+    Nothing of a call is kept on the instance: one postprocessor may serve
+    many threads at once, and each call's graph is in what it returns.
+    """
+
+    memory: SkipValidation[MemoryReader] = Field(exclude=True, description="The memory the nodes were retrieved from")
     max_paths: int = Field(default=10, ge=0, description="suggested paths kept, best first")
     max_path_length: int = Field(default=5, ge=1, le=20, description="links per suggested path, at most")
     start_nodes: int = Field(default=5, ge=1, description="most activated memories the paths start from")
@@ -152,16 +148,9 @@ class TraversalPathPostprocessor(StreamPostprocessor):
     current_energy: float = Field(default=0.5, ge=0.0, le=1.0)
     temporal_mode: Optional[str] = Field(
         default=None,
-        description="window the links and connectors must be visible in; None: 'current' for "
-        "postprocess_nodes, the intention's window for extend_stream",
+        description="window the links and connectors must be visible in; None: a RetrievalIntention's "
+        "window when process() is given one, else 'current'",
     )
-
-    _last_graph: Optional[TraversalGraph] = PrivateAttr(default=None)
-    _last_connectors: list[str] = PrivateAttr(default_factory=list)
-    _memo: Optional[_Memo] = PrivateAttr(default=None)
-    _built: Optional[tuple[Any, TraversalGraph]] = PrivateAttr(default=None)
-    _reads: PrefetchSlot = PrivateAttr(default_factory=PrefetchSlot)
-    _candidates: PrefetchSlot = PrivateAttr(default_factory=PrefetchSlot)
 
     @field_validator("temporal_mode")
     @classmethod
@@ -176,114 +165,20 @@ class TraversalPathPostprocessor(StreamPostprocessor):
     def class_name(cls) -> str:
         return "TraversalPathPostprocessor"
 
-    def keeps_nodes(self, nodes: list[NodeWithScore]) -> bool:
-        return True
+    def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
+                intention: Any = None) -> StepResult:
+        """The nodes unchanged (hubs marked) and ``{"traversal_graph": graph}``.
 
-    def keeps_order(self, nodes: list[Any]) -> bool:
-        return True
-
-    @property
-    def last_graph(self) -> Optional[TraversalGraph]:
-        """The traversal graph of the last run (postprocess or extend_stream)."""
-        return self._last_graph
-
-    @property
-    def last_connectors(self) -> list[str]:
-        """Graph ids of the connectors the last run added."""
-        return list(self._last_connectors)
-
-    # -- LlamaIndex / stream entry points ---------------------------------------------
-
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> list[NodeWithScore]:
-        self.build_graph(nodes)
-        return nodes
-
-    def extend_stream(
-        self, stream: ConsciousnessStream, nodes: list[NodeWithScore], intention: Any = None
-    ) -> ConsciousnessStream:
+        The weights are computed for the intention's state (:meth:`state_of`);
+        without a ``temporal_mode`` field, a ``RetrievalIntention``'s window
+        is the one links and connectors must be visible in.
+        """
         goal, emotions, energy = self.state_of(intention)
         window = None
         if self.temporal_mode is None and isinstance(intention, RetrievalIntention):
             window = TemporalWindow.from_intention(intention)
         graph = self.build_graph(nodes, goal=goal, emotions=emotions, energy=energy, window=window)
-        return stream.model_copy(update={"traversal_graph": graph})
-
-    def prefetch(self, nodes: Sequence[NodeWithScore], intention: Any = None) -> None:
-        """Start reading the neighbourhood of ``nodes`` (the window ``postprocess_nodes`` uses).
-
-        The queries go out now and their replies are read by the next
-        :meth:`build_graph` on the same memories, so the server works while
-        the caller ranks and tiers (``complete_stream`` calls this first).
-        Nothing changes if the next build asks for other memories: it reads
-        afresh.
-        """
-        self._reads.discard()  # (candidates read for a superset of these nodes stay: they are used now)
-        window = TemporalWindow(self.temporal_mode or "current")
-        groups = self._found_ids(nodes)
-        key = self._ids_key(groups, window)
-        memo = self._memo
-        if not groups or (memo is not None and memo.key == key and time.monotonic() - memo.at < MEMO_TTL_S):
-            return
-        try:
-            keys, running = self._start_fetch(groups, window)
-            self._reads.hold(key, running, keys)
-        except Exception as exc:  # the build reads (and reports) it again
-            logger.debug("traversal graph: prefetch failed: %s", exc)
-
-    def prefetch_superset(self, nodes: Sequence[NodeWithScore], intention: Any = None) -> None:
-        """Start reading the connector candidates of ``nodes``, of which the build will see a subset.
-
-        In a stream the ranking and the tiers decide which retrieved memories
-        stay, and they take a few milliseconds of client time.  The
-        connectors of whatever stays are among the candidates of all of them
-        (``choose_connectors``), so the first of the neighbourhood's two
-        reads goes out before those steps run, and :meth:`prefetch` (or the
-        build) only sends the second.  A build whose memories are not all
-        among ``nodes`` reads afresh.  Candidates already being read for
-        these memories (:meth:`prefetch_found`) are kept.
-        """
-        self._prefetch_candidates(self._found_ids(nodes))
-
-    def prefetch_found(self, found: Sequence[tuple[str, Optional[str], str]], intention: Any = None) -> None:
-        """:meth:`prefetch_superset` for memories given as ``(level, citizen, node_id)``.
-
-        Why: a retriever knows which memories it found before it turns them
-        into nodes and a stream (a few milliseconds of client time for a
-        hundred memories); it calls this first, so the server reads the
-        candidates meanwhile, and the steps see the read done.
-        """
-        self._prefetch_candidates(self._by_graph(found))
-
-    def _prefetch_candidates(self, groups: dict[tuple[str, Optional[str]], list[str]]) -> None:
-        if not self.include_connectors or self.max_connectors <= 0 or not groups:
-            self._candidates.discard()
-            return
-        window = TemporalWindow(self.temporal_mode or "current")
-        key = self._ids_key(groups, window)
-        held = self._candidates.key
-        if held is not None and self._covers(held, key):
-            return  # already being read, for these memories or more
-        self._candidates.discard()
-        memory_filter = MemoryFilter(window, include_entities=True)
-        try:
-            keys, running = self._level_jobs("connector candidates", {
-                group: (lambda plans, ids=ids: connector_candidates(plans, ids, memory_filter))
-                for group, ids in groups.items()})
-            self._candidates.hold(key, running, keys)
-        except Exception as exc:  # the build reads them itself
-            logger.debug("traversal graph: candidate prefetch failed: %s", exc)
-
-    def discard_prefetch(self) -> None:
-        """Drop reads started by :meth:`prefetch` and :meth:`prefetch_superset` that no build collected."""
-        self._reads.discard()
-        self._candidates.discard()
-
-    def advance_prefetch(self) -> None:
-        """Read the prefetch's replies that are ready and send the queries that follow (never waits)."""
-        self._reads.progress()
-        self._candidates.progress()
+        return StepResult(nodes, {"traversal_graph": graph})
 
     def state_of(self, intention: Any = None) -> tuple[Optional[str], Optional[dict[str, float]], float]:
         """``(goal, emotions, energy)`` the weights are computed for."""
@@ -307,9 +202,11 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         energy: Optional[float] = None,
         window: Optional[TemporalWindow] = None,
     ) -> TraversalGraph:
-        """The traversal graph of ``nodes`` (hubs marked in place, kept on :attr:`last_graph`).
+        """The traversal graph of ``nodes`` (hubs are marked on them in place).
 
-        State arguments left None take the fields' values.
+        State arguments left None take the fields' values; ``window`` None
+        is the ``temporal_mode`` field's window (``current`` without one).
+        The level graphs are read afresh on every call.
         """
         goal = self.current_goal if goal is None else goal
         emotions = self.current_emotions if emotions is None else dict(emotions)
@@ -318,18 +215,7 @@ class TraversalPathPostprocessor(StreamPostprocessor):
 
         members, owners = self._retrieved(nodes)
         self._activate(members)
-        relationships = self._neighbourhoods(members, window)
-        # In a stream, postprocess_nodes and extend_stream ask for the same
-        # graph one after the other: the second time, only the hub marks.
-        built_key = (self._memo.key if self._memo is not None else None,
-                     tuple((m.gid, m.score, m.tier) for m in members.values()),
-                     goal, tuple(sorted((emotions or {}).items())), energy)
-        if self._built is not None and self._built[0] == built_key:
-            graph = self._built[1]
-            self._mark_hubs(owners, set(graph.hub_nodes))
-            self._last_graph = graph
-            self._last_connectors = [m.gid for m in members.values() if not m.retrieved]
-            return graph
+        relationships, similar = self._neighbourhoods(members, window)
         edges = self._edges(relationships, members, goal, emotions, energy)
         graph_nodes = [self._graph_node(m) for m in members.values()]
 
@@ -344,15 +230,12 @@ class TraversalPathPostprocessor(StreamPostprocessor):
             # the stored weights (computed above for this state) drive the search
             paths = generate_traversal_paths(graph, starts, max_paths=self.max_paths,
                                              max_path_length=self.max_path_length, directed=self.directed)
-            paths = self._with_coherence(paths, members)
+            paths = self._with_coherence(paths, members, similar)
         hubs = hub_nodes(edges, top=5)
         themes = central_themes({m.gid: m.memory for m in members.values()}, hubs, paths, top=5)
         graph = graph.model_copy(update={"suggested_paths": paths, "path_count": len(paths),
                                           "hub_nodes": hubs, "central_themes": themes})
         self._mark_hubs(owners, set(hubs))
-        self._built = (built_key, graph)
-        self._last_graph = graph
-        self._last_connectors = [m.gid for m in members.values() if not m.retrieved]
         return graph
 
     @staticmethod
@@ -364,13 +247,14 @@ class TraversalPathPostprocessor(StreamPostprocessor):
                 else:
                     node.node.metadata.pop(HUB_KEY, None)  # a mark from an earlier run is stale
 
-    def _retrieved(self, nodes: Sequence[NodeWithScore]) -> tuple[dict[str, _Member], dict[str, list[NodeWithScore]]]:
+    @staticmethod
+    def _retrieved(nodes: Sequence[NodeWithScore]) -> tuple[dict[str, _Member], dict[str, list[NodeWithScore]]]:
         members: dict[str, _Member] = {}
         owners: dict[str, list[NodeWithScore]] = {}
         for node in nodes:
             meta = node.node.metadata
             try:
-                memory = memory_of(node, copy=False)  # read only
+                memory = memory_of(node)
             except ValidationError:
                 logger.debug("node %s carries no memory; left out of the traversal graph", node.node.node_id)
                 continue
@@ -403,164 +287,53 @@ class TraversalPathPostprocessor(StreamPostprocessor):
                 m.tier = "focus" if rank < FOCUS_SIZE else "peripheral" if rank < FOCUS_SIZE + PERIPHERAL_SIZE \
                     else "background"
 
-    def _neighbourhoods(self, members: dict[str, _Member], window: TemporalWindow) -> list[tuple[str, Any]]:
-        """Connectors (added to ``members``) and links, level graph by level graph.
+    def _neighbourhoods(self, members: dict[str, _Member], window: TemporalWindow
+                        ) -> tuple[list[tuple[str, Any]], dict[tuple[str, str], Optional[float]]]:
+        """Connectors (added to ``members``), links, and the cosine across each link, level graph by level graph.
 
-        What was read is remembered for :data:`MEMO_TTL_S` seconds: in a
-        pipeline, ``postprocess_nodes`` and ``extend_stream`` see the same
-        nodes, and only the state the weights depend on changes.  A write
-        through this memory, other nodes, or another window reads again.
+        The cosines are keyed by graph ids, both ways (the cosine is symmetric).
         """
-        groups = self._groups(members)
-        key = self._ids_key(groups, window)
-        memo = self._memo
-        if memo is not None and memo.key == key and time.monotonic() - memo.at < MEMO_TTL_S:
-            found_connectors, found = memo.connectors, memo.relationships
-            self.discard_prefetch()
-        else:
-            claimed = self._reads.claim(key)
-            if claimed is not None:
-                running, keys = claimed
-                found_connectors, found, similar = self._collect(keys, running)
-            else:
-                found_connectors, found, similar = self._collect(*self._start_fetch(groups, window))
-            self._memo = _Memo(key, time.monotonic(), found_connectors, found, similar)
-        for level, citizen, node in found_connectors:
-            gid = graph_id(level, node.node_id)
-            if gid not in members:
-                members[gid] = _Member(gid, level, citizen, node, 0.0, retrieved=False, tier="background")
-        return found
-
-    def _ids_key(self, groups: dict[tuple[str, Optional[str]], list[str]], window: TemporalWindow) -> tuple:
-        """What a read stands for: the memories (graph ids), the window, the settings, the graphs' versions."""
-        versions = []
-        version_of = getattr(self.memory, "graph_version", None)
-        for level, citizen in sorted(groups, key=lambda k: (k[0], k[1] or "")):
-            try:
-                graph = self.memory.level(level, citizen).plans.graph
-                versions.append((graph, version_of(graph) if version_of else 0))
-            except Exception:
-                versions.append((level, citizen, None))
-        ids = frozenset(graph_id(level, node_id) for (level, _), group in groups.items() for node_id in group)
-        when = (window.mode, window.as_of_time, window.time_range_start, window.time_range_end)
-        return ids, when, self.include_connectors, self.max_connectors, tuple(versions)
+        memory_filter = MemoryFilter(window, include_entities=True)
+        limit = self.max_connectors if self.include_connectors else 0
+        relationships: list[tuple[str, Any]] = []
+        similar: dict[tuple[str, str], Optional[float]] = {}
+        for key, ids in self._groups(members).items():
+            found = self._read("links", key, neighbourhood, ids, memory_filter, limit)
+            if found is None:
+                continue
+            level, citizen = key
+            for c in found.connectors:
+                gid = graph_id(level, c.node.node_id)
+                if gid not in members:
+                    members[gid] = _Member(gid, level, citizen, c.node, 0.0, retrieved=False, tier="background")
+            relationships.extend((level, rel) for rel in found.relationships)
+            for (a, b), cosine in found.similarities.items():
+                ga, gb = graph_id(level, a), graph_id(level, b)
+                similar[(ga, gb)] = similar[(gb, ga)] = cosine
+        return relationships, similar
 
     @staticmethod
-    def _groups(members: dict[str, _Member]) -> dict[tuple[str, Optional[str]], list[str]]:
+    def _groups(members: dict[str, _Member]) -> dict[_GraphKey, list[str]]:
         """The members' memory ids by level graph: ``(level, citizen)`` (the citizen only for N1)."""
-        groups: dict[tuple[str, Optional[str]], list[str]] = {}
-        for m in list(members.values()):
+        groups: dict[_GraphKey, list[str]] = {}
+        for m in members.values():
             groups.setdefault((m.level, m.citizen_id), []).append(m.memory.node_id)
         return groups
 
-    @staticmethod
-    def _found_ids(nodes: Sequence[NodeWithScore]) -> dict[tuple[str, Optional[str]], list[str]]:
-        """``_groups`` of the members ``nodes`` will make, read from their metadata without validating it.
+    def _read(self, what: str, key: _GraphKey, plan: Callable[..., Any], *args: Any) -> Any:
+        """``plan(plans, *args)`` run on the level graph ``key``; None when it cannot be read.
 
-        Why: reads ahead (``prefetch``, ``prefetch_superset``) only need the
-        ids, and validating the memories (freshness checks of some forty
-        fields per node) took a fifth of a millisecond per call for a
-        stream's hundred nodes.  A node whose metadata would not validate
-        only makes the read's key differ from the build's, which then reads
-        afresh.
+        A level that cannot be read is left out with a warning: its memories
+        stay unlinked (or neutral), the graph is still built.
         """
-        return TraversalPathPostprocessor._by_graph(
-            (node.node.metadata.get("level"), node.node.metadata.get("citizen_id"),
-             node.node.metadata.get("node_id", node.node.node_id)) for node in nodes)
-
-    @staticmethod
-    def _by_graph(found: Iterable[tuple[Any, Any, Any]]) -> dict[tuple[str, Optional[str]], list[str]]:
-        """``(level, citizen, node_id)`` triples as ids by level graph, each once (the citizen only for N1).
-
-        A triple that names no level graph (no or an unknown level, N1
-        without its citizen, no id) is left out: not a memory a build keeps.
-        """
-        groups: dict[tuple[str, Optional[str]], dict[str, None]] = {}
-        for level, citizen, node_id in found:
-            if level != "N1":
-                citizen = None
-            if level not in LEVELS or (level == "N1" and type(citizen) is not str) or type(node_id) is not str:
-                continue
-            groups.setdefault((level, citizen), {})[node_id] = None
-        return {key: list(ids) for key, ids in groups.items()}
-
-    def _start_fetch(self, groups: dict[tuple[str, Optional[str]], list[str]], window: TemporalWindow
-                     ) -> tuple[list[tuple[str, Optional[str]]], Interleaved]:
-        """Send the neighbourhood queries of every level graph (``_collect`` reads them)."""
-        memory_filter = MemoryFilter(window, include_entities=True)
-        connectors = self.max_connectors if self.include_connectors else 0
-        early = self._early_candidates(groups, window) if connectors else {}
-        return self._level_jobs("links", {
-            key: (lambda plans, ids=ids, found=early.get(key): neighbourhood(
-                plans, ids, memory_filter, connectors, candidates=found))
-            for key, ids in groups.items()})
-
-    def _early_candidates(self, groups: dict[tuple[str, Optional[str]], list[str]], window: TemporalWindow
-                          ) -> dict[tuple[str, Optional[str]], Any]:
-        """Connector candidates read by :meth:`prefetch_superset`, per level graph, if they cover ``groups``.
-
-        They cover them when they were read for a superset of these memories,
-        in the same window, with the same settings and graph versions.  A
-        level whose read failed is simply read again by its neighbourhood.
-        """
-        want = self._ids_key(groups, window)
-        claimed = self._candidates.claim_if(lambda held: self._covers(held, want))
-        if claimed is None:
-            return {}
-        running, keys = claimed
-        return {key: found for key, found in zip(keys, running.results()) if not isinstance(found, BaseException)}
-
-    @staticmethod
-    def _covers(held: tuple, want: tuple) -> bool:
-        """Whether a read for key ``held`` serves key ``want``: a superset of its memories, all else equal."""
-        return want[0] <= held[0] and want[1:4] == held[1:4] and set(want[4]) <= set(held[4])
-
-    @classmethod
-    def _collect(cls, keys: list[tuple[str, Optional[str]]], running: Interleaved
-                 ) -> tuple[list[tuple[str, Optional[str], MemoryNode]], list[tuple[str, Any]],
-                            dict[tuple[str, str], Optional[float]]]:
-        """Connectors, links and the cosine across each link (both ways: it is symmetric)."""
-        found_connectors: list[tuple[str, Optional[str], MemoryNode]] = []
-        found: list[tuple[str, Any]] = []
-        similar: dict[tuple[str, str], Optional[float]] = {}
-        for (level, citizen), result in cls._answers("links", keys, running):
-            found_connectors.extend((level, citizen, c.node) for c in result.connectors)
-            found.extend((level, rel) for rel in result.relationships)
-            for (a, b), cosine in result.similarities.items():
-                ga, gb = graph_id(level, a), graph_id(level, b)
-                similar[(ga, gb)] = similar[(gb, ga)] = cosine
-        return found_connectors, found, similar
-
-    def _level_jobs(self, what: str, work: dict[tuple[str, Optional[str]], Callable[[Any], Any]]
-                    ) -> tuple[list[tuple[str, Optional[str]]], Interleaved]:
-        """Start ``work[(level, citizen)](plans)`` on every level graph at once.
-
-        A level whose store cannot be had is left out with a warning: its
-        memories stay unlinked (or neutral), the graph is still built.
-        """
-        keys: list[tuple[str, Optional[str]]] = []
-        jobs: list[tuple[str, Any]] = []
-        db = None
-        for key, make in work.items():
-            try:
-                store = self.memory.level(*key)
-            except Exception as exc:
-                _unavailable(what, key, exc)
-                continue
-            db = store.db
-            keys.append(key)
-            jobs.append((store.plans.graph, make(store.plans)))
-        return keys, Interleaved(db, jobs) if jobs else Interleaved.empty()
-
-    @staticmethod
-    def _answers(what: str, keys: list[tuple[str, Optional[str]]], running: Interleaved
-                 ) -> Iterator[tuple[tuple[str, Optional[str]], Any]]:
-        """``(level key, result)`` of the jobs that answered (the others are warned about)."""
-        for key, result in zip(keys, running.results()):
-            if isinstance(result, BaseException):
-                _unavailable(what, key, result)
-                continue
-            yield key, result
+        try:
+            store = self.memory.level(*key)
+            return store.run(plan(store.plans, *args))
+        except Exception as exc:
+            level, citizen = key
+            logger.warning("traversal graph: %s of %s%s unavailable: %s", what, level,
+                           f" ({citizen})" if citizen else "", exc)
+            return None
 
     @staticmethod
     def _edges(relationships: list[tuple[str, Any]], members: dict[str, _Member], goal: Optional[str],
@@ -619,42 +392,36 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         }
         return trusted_model(GraphNode, fields) if type(memory) in _PLAIN_MEMORIES else GraphNode(**fields)
 
-    def _with_coherence(self, paths: list[TraversalPath], members: dict[str, _Member]) -> list[TraversalPath]:
+    def _with_coherence(self, paths: list[TraversalPath], members: dict[str, _Member],
+                        known: dict[tuple[str, str], Optional[float]]) -> list[TraversalPath]:
         """Semantic coherence from the embeddings stored in FalkorDB (pgvector levels: neutral).
 
         The cosine of each step is computed by the server, where the vectors
-        are: the neighbourhood read brings it for every link, so a path along
-        the graph's links needs no further query; other steps are read with
-        ``neighbourhood.pair_similarities``, and kept for the next run on the
-        same nodes (see ``_neighbourhoods``).
+        are: ``known`` (the neighbourhood read) has it for every link, so a
+        path along the graph's links needs no further query; other steps are
+        read with ``neighbourhood.pair_similarities``.
         """
         if not paths:
             return paths
-        known: dict[tuple[str, str], Optional[float]] = self._memo.similarities if self._memo is not None else {}
-        wanted: dict[tuple[str, Optional[str]], list[tuple[str, str]]] = {}
+        wanted: dict[_GraphKey, list[tuple[str, str]]] = {}
         for p in paths:
             for a, b in zip(p.path_nodes, p.path_nodes[1:]):
                 ma, mb = members.get(a), members.get(b)
                 if (a, b) in known or ma is None or mb is None:
                     continue
-                if (ma.level, ma.citizen_id) != (mb.level, mb.citizen_id) or not self._vectors_in_falkordb(ma.level):
-                    known[(a, b)] = None  # vectors in two graphs, or not in FalkorDB: neutral
+                if (ma.level, ma.citizen_id) != (mb.level, mb.citizen_id):
+                    known[(a, b)] = None  # vectors in two graphs: neutral
                     continue
                 wanted.setdefault((ma.level, ma.citizen_id), []).append((a, b))
-        keys, running = self._level_jobs("embeddings", {
-            key: (lambda plans, steps=steps: pair_similarities(
-                plans, [(members[a].memory.node_id, members[b].memory.node_id) for a, b in steps]))
-            for key, steps in wanted.items()})
-        for key, found in self._answers("embeddings", keys, running):
-            for a, b in wanted[key]:
+        for key, steps in wanted.items():
+            # a level without vectors in FalkorDB answers {} without a query: neutral
+            found = self._read("embeddings", key, pair_similarities,
+                               [(members[a].memory.node_id, members[b].memory.node_id) for a, b in steps]) or {}
+            for a, b in steps:
                 known[(a, b)] = found.get((members[a].memory.node_id, members[b].memory.node_id))
         return [p.model_copy(update={"semantic_coherence": coherence_of_similarities(
                     [known.get(step) for step in zip(p.path_nodes, p.path_nodes[1:])])})
                 for p in paths]
-
-    def _vectors_in_falkordb(self, level: str) -> bool:
-        backends = getattr(self.memory, "vector_backends", None) or {}
-        return backends.get(level, "falkordb") == "falkordb"
 
 
 # -- exports ---------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """``SixWayHybridRetriever``: vector + graph traversal over N1, N2, N3, concurrently.
 
 For an intention, each level runs its channels (vector and graph by default,
-keyword optionally) with every filter of the intention inside the queries;
-the async path runs all of them at once on the asyncio FalkorDB client.
+keyword optionally) with every filter of the intention inside the queries,
+every level's queries in flight at once (``StreamRetriever``).
 Results come back as ``NodeWithScore`` with the full consciousness metadata
 in ``node.metadata`` (so any LlamaIndex component downstream works), and as
 the spec's ``ConsciousnessStream`` through ``retrieve_stream``.
@@ -19,18 +19,16 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_consciousness.gcquiet import quiet_retrieval
 from llama_consciousness.ingestion.entities import OfflineEntityExtractor
 from llama_consciousness.ingestion.nodes import record_text_node
-from llama_consciousness.retrieved_memory import remember
+from llama_consciousness.retrievers.base import StreamRetriever
 from llama_consciousness.retrievers.config import RetrievalConfig
 from llama_consciousness.schema import (
     ConsciousnessLevelResults,
@@ -47,16 +45,8 @@ from llama_consciousness.scoring.names import EntityIndex
 from llama_consciousness.storage import channels as ch
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.interleaved import run_interleaved
-from llama_consciousness.storage.level_store import (
-    AsyncLevelGraphStore,
-    LevelGraphStore,
-    LevelPlans,
-    Plan,
-    VectorHit,
-    first_ids,
-    retrieved_node,
-    vector_hits,
-)
+from llama_consciousness.storage.level_store import LevelGraphStore, LevelPlans, Plan, VectorHit
+from llama_consciousness.schema.memory import retrieved_node
 from llama_consciousness.stream import assemble_stream, dedupe_relationships
 from llama_consciousness.temporal import TemporalWindow
 
@@ -97,7 +87,7 @@ def _relevance_of_path(hit: ch.GraphHit, max_depth: int) -> float:
     return max(0.0, min(1.0, hit.path_energy / max(max_depth, 1)))
 
 
-class SixWayHybridRetriever(BaseRetriever):
+class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
     """Parallel vector + graph (+ keyword) retrieval over the three memory levels.
 
     ``memory`` is a :class:`~llama_consciousness.ConsciousnessMemory`.  A
@@ -119,17 +109,12 @@ class SixWayHybridRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
-        # Applied by retrieve_stream only (a query engine runs its own node
-        # postprocessors on retrieve()'s nodes; running them twice would double-rank).
-        self.stream_postprocessors = list(stream_postprocessors or [])
-        self.last_nodes: list[NodeWithScore] = []
+        super().__init__(stream_postprocessors, callback_manager=callback_manager, verbose=verbose)
         self.memory = memory
         self.citizen_id = citizen_id
         self.config = config or RetrievalConfig()
         self.intention_defaults = dict(intention_defaults or {})
         self.entity_extractor = entity_extractor or OfflineEntityExtractor()
-        self.last_stream: ConsciousnessStream | None = None
         # shared by every retriever of the memory: building it is the costly part
         self._entity_indexes: dict[str, tuple[int, float, EntityIndex]] = memory.entity_index_cache
         self._fulltext_ready: set[str] = set()
@@ -148,48 +133,14 @@ class SixWayHybridRetriever(BaseRetriever):
         data = {"citizen_id": self.citizen_id or "default", **self.intention_defaults, "query_text": text}
         return RetrievalIntention(**data)
 
-    # -- LlamaIndex entry points --------------------------------------------------
-
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self.retrieve_intention(self.intention_for(query_bundle))
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return await self.aretrieve_intention(self.intention_for(query_bundle))
+    request_for = intention_for
 
     def retrieve_intention(self, intention: RetrievalIntention) -> list[NodeWithScore]:
-        return self._retrieve_both(intention)[1]
+        """The nodes for a full intention (no stream postprocessors)."""
+        return self.gather(intention)[1]
 
     async def aretrieve_intention(self, intention: RetrievalIntention) -> list[NodeWithScore]:
-        return (await self._aretrieve_both(intention))[1]
-
-    @quiet_retrieval
-    def retrieve_stream(self, intention: RetrievalIntention | str) -> ConsciousnessStream:
-        """The spec's consciousness stream for an intention.
-
-        With ``stream_postprocessors`` (see ``postprocessors.pipeline``) the
-        stream is complete: tiers, traversal graph, dissonances, validation.
-        ``last_nodes`` holds the nodes as the postprocessors left them.
-        """
-        intention = self.intention_for(intention)
-        stream, nodes = self._retrieve_both(intention, self._prefetch_found if self.stream_postprocessors else None)
-        if self.stream_postprocessors:
-            from llama_consciousness.postprocessors.pipeline import complete_stream
-
-            stream, nodes = complete_stream(stream, nodes, intention, self.stream_postprocessors)
-        self.last_stream, self.last_nodes = stream, nodes
-        return stream
-
-    @quiet_retrieval
-    async def aretrieve_stream(self, intention: RetrievalIntention | str) -> ConsciousnessStream:
-        intention = self.intention_for(intention)
-        stream, nodes = await self._aretrieve_both(
-            intention, self._prefetch_found if self.stream_postprocessors else None)
-        if self.stream_postprocessors:
-            from llama_consciousness.postprocessors.pipeline import acomplete_stream
-
-            stream, nodes = await acomplete_stream(stream, nodes, intention, self.stream_postprocessors)
-        self.last_stream, self.last_nodes = stream, nodes
-        return stream
+        return await asyncio.to_thread(self.retrieve_intention, intention)
 
     # -- cache --------------------------------------------------------------------
 
@@ -218,8 +169,10 @@ class SixWayHybridRetriever(BaseRetriever):
             return
         if len(self._cache) > 1000:
             self._cache.clear()
+        # copies: the caller's postprocessors write into the nodes they were given
         self._cache[self._cache_key(intention)] = (
-            time.monotonic() + self.config.cache_ttl_s, self._versions(intention), stream, nodes,
+            time.monotonic() + self.config.cache_ttl_s, self._versions(intention),
+            stream.model_copy(deep=True), [n.model_copy(deep=True) for n in nodes],
         )
 
     # -- shared pieces --------------------------------------------------------------
@@ -255,28 +208,11 @@ class SixWayHybridRetriever(BaseRetriever):
 
     # -- sync path ----------------------------------------------------------------
 
-    def _prefetch_found(self, intention: RetrievalIntention, fused: _Fused) -> None:
-        """Let the stream's postprocessors start their reads from the memories found (``prefetch_found``).
-
-        Called before ``_finish`` turns them into nodes and a stream, a few
-        milliseconds of client time that the server spends on those reads.
-        """
-        from llama_consciousness.postprocessors.pipeline import prefetch_found
-
-        found, ranked = fused
-        if self.config.final_top_k is not None:
-            ranked = ranked[: self.config.final_top_k]
-        memories = [(found[key]["level"], found[key]["node"].citizen_id, found[key]["node"].node_id)
-                    for key, _ in ranked]
-        prefetch_found(self.stream_postprocessors, memories, intention)
-
-    @quiet_retrieval
-    def _retrieve_both(
-        self, intention: RetrievalIntention, before_finish: Callable[[RetrievalIntention, _Fused], None] | None = None
-    ) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+    def gather(self, intention: RetrievalIntention) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+        """Every channel of every level at once, fused; the stream of what they found and the ranked nodes."""
+        intention = self.intention_for(intention)
         cached = self._cached(intention)
         if cached:
-            self.last_stream = cached[0]
             return cached
         started = time.perf_counter()
         retrieved_at = utcnow()
@@ -292,8 +228,6 @@ class SixWayHybridRetriever(BaseRetriever):
         targets = self._neighbour_targets(fused, outcomes)
         if targets:
             self._add_neighbours(fused, self._neighbours_sync(targets, intention, memory_filter))
-        if before_finish is not None:
-            before_finish(intention, fused)
         return self._finish(intention, outcomes, retrieved_at, started, fused)
 
     def _neighbours_sync(self, targets: dict[str, list[str]], intention: RetrievalIntention,
@@ -347,7 +281,7 @@ class SixWayHybridRetriever(BaseRetriever):
                         plan = self._graph_plan(plans, level, embedding, start, k, memory_filter)
                     else:
                         if plans.graph not in self._fulltext_ready:
-                            store._run(ch.ensure_fulltext(plans))
+                            store.run(ch.ensure_fulltext(plans))
                             self._fulltext_ready.add(plans.graph)
                         plan = ch.keyword_search(plans, intention.query_text, k, memory_filter)
                 except Exception as exc:  # isolate: one channel's failure is an entry, not an exception
@@ -381,7 +315,7 @@ class SixWayHybridRetriever(BaseRetriever):
     def _start_for(self, store: LevelGraphStore, names: list[str]) -> list[str]:
         """The memories the query names in this level (the level's names are read once per TTL)."""
         plans = store.plans
-        index = self._index_fresh(plans.graph) or self._remember_index(plans.graph, store._run(plans.named_nodes_all()))
+        index = self._index_fresh(plans.graph) or self._remember_index(plans.graph, store.run(plans.named_nodes_all()))
         return self._start_ids(index, names)
 
     def _vector_plan(self, plans: LevelPlans, level: str, embedding: list[float], k: int,
@@ -405,146 +339,17 @@ class SixWayHybridRetriever(BaseRetriever):
         return [h.node.node_id for h in hits[: self.config.fallback_start]]
 
     def _vector_then_graph(self, plans: LevelPlans, level: str, embedding: list[float], k: int,
-                           memory_filter: MemoryFilter, found: list[list[VectorHit]] | None = None) -> Plan:
+                           memory_filter: MemoryFilter, found: list[list[VectorHit]]) -> Plan:
         """Both channels of a level whose question names none of its memories: the walk starts from the nearest.
 
-        The walk goes out as soon as the vector search's rows are in, and the
-        vector hits' models are built while the server walks (measured: the
-        walk leaves 0.36 ms after the vector reply instead of 0.75).  The
-        hits go into ``found`` as soon as they are built, so that a walk
-        that fails after them does not take them down (``_settle``).
+        The vector hits go into ``found`` as soon as they are in, so that a
+        walk that fails after them does not take them down (``_settle``).
         """
-        built: list[list[VectorHit]] = [] if found is None else found
-        if self.memory.vector_backends[level] == "pgvector":
-            vector = yield from self._vector_plan(plans, level, embedding, k, memory_filter)
-            built.append(vector)
-            start = self._fallback_ids(vector)
-            graph = yield from ch.traverse(plans, start, k, memory_filter, depth=self.config.graph_depth,
-                                           include_start=True)
-            return vector, graph
-        rows = yield from plans.vector_rows(embedding, k, memory_filter)
-        graph = yield from ch.traverse(plans, first_ids(rows, min(self.config.fallback_start, k)), k, memory_filter,
-                                       depth=self.config.graph_depth, include_start=True,
-                                       meanwhile=lambda: built.append(vector_hits(rows, k)))
-        return built[0], graph
-
-    # -- async path ---------------------------------------------------------------
-
-    @quiet_retrieval
-    async def _aretrieve_both(
-        self, intention: RetrievalIntention, before_finish: Callable[[RetrievalIntention, _Fused], None] | None = None
-    ) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
-        cached = self._cached(intention)
-        if cached:
-            self.last_stream = cached[0]
-            return cached
-        started = time.perf_counter()
-        retrieved_at = utcnow()
-        memory_filter = self._window_and_filter(intention)
-        embedding = list(await self.memory.embed_model.aget_query_embedding(intention.query_text))
-        names = self._query_names(intention.query_text)
-        try:
-            existing: set[str] | Exception = set(
-                await asyncio.wait_for(self.memory.async_db.list_graphs(), self.config.channel_timeout_s))
-        except Exception as exc:  # server down: an error entry per level, not an exception
-            existing = exc
-        outcomes = list(await asyncio.gather(*(
-            self._level_async(lvl, intention, memory_filter, embedding, names, existing)
-            for lvl in intention.query_levels
-        )))
-        fused = self._rank(outcomes)
-        targets = self._neighbour_targets(fused, outcomes)
-        if targets:
-            found = await asyncio.gather(*(self._neighbours_async(item, intention, memory_filter)
-                                           for item in targets.items()))
-            self._add_neighbours(fused, dict(zip(targets, found)))
-        if before_finish is not None:
-            before_finish(intention, fused)
-        return self._finish(intention, outcomes, retrieved_at, started, fused)
-
-    async def _neighbours_async(self, item: tuple[str, list[str]], intention: RetrievalIntention,
-                                memory_filter: MemoryFilter) -> dict[str, list[MemoryNode]]:
-        level, node_ids = item
-        timeout = self.config.channel_timeout_s
-        try:
-            store = AsyncLevelGraphStore(self.memory.async_db, self._plans(level, intention),
-                                         timeout_ms=int(timeout * 1000))
-            return await asyncio.wait_for(
-                store._run(ch.neighbours(store.plans, node_ids, memory_filter, self.config.neighbours_per_memory)),
-                timeout)
-        except Exception as exc:  # the ranking without neighbours still stands
-            logger.warning("retrieval: neighbours in %s unavailable: %s", level, exc)
-            return {}
-
-    async def _level_async(self, level: str, intention: RetrievalIntention, memory_filter: MemoryFilter,
-                           embedding: list[float], names: list[str], existing: set[str] | Exception) -> LevelOutcome:
-        out = LevelOutcome(level)
-        plans = self._plans(level, intention)
-        if self._unreachable(out, existing) or plans.graph not in existing:
-            return out
-        timeout = self.config.channel_timeout_s
-        store = AsyncLevelGraphStore(self.memory.async_db, plans, timeout_ms=int(timeout * 1000))
-        k = intention.max_results_per_level
-
-        async def vector(limit: int) -> list[VectorHit]:
-            if self.memory.vector_backends[level] == "pgvector":
-                return await asyncio.to_thread(LevelGraphStore(self.memory.db, plans)._run,
-                                               self._vector_plan(plans, level, embedding, limit, memory_filter))
-            return await store._run(plans.vector_search(embedding, limit, memory_filter))
-
-        async def start_ids() -> list[str]:
-            index = self._index_fresh(plans.graph)
-            if index is None:
-                index = self._remember_index(plans.graph, await store._run(plans.named_nodes_all()))
-            return self._start_ids(index, names)
-
-        channels = list(self.config.channels)
-        start: list[str] = []
-        if "graph" in channels:
-            try:
-                start = await asyncio.wait_for(start_ids(), timeout)
-            except Exception as exc:
-                self._channel_failed(out, "graph", exc)
-                channels.remove("graph")
-        jobs: dict[tuple[str, ...], Any] = {}
-        found: list[list[VectorHit]] = []
-        if ("graph" in channels and not start and self.config.fallback_start and "vector" in channels
-                and self.memory.vector_backends[level] != "pgvector"):
-            # the traversal starts from the vector answers: one plan for both, as in the sync path
-            channels.remove("vector")
-            channels.remove("graph")
-            jobs[("vector", "graph")] = asyncio.ensure_future(
-                store._run(self._vector_then_graph(plans, level, embedding, k, memory_filter, found)))
-        vector_task = asyncio.ensure_future(vector(k)) if "vector" in channels else None
-
-        async def graph() -> list[ch.GraphHit]:
-            ids = start
-            if not ids and self.config.fallback_start:
-                hits = await vector_task if vector_task is not None else await vector(self.config.fallback_start)
-                ids = self._fallback_ids(hits)
-            return await store._run(ch.traverse(plans, ids, k, memory_filter, depth=self.config.graph_depth,
-                                                include_start=True))
-
-        async def keyword() -> list[ch.KeywordHit]:
-            if plans.graph not in self._fulltext_ready:
-                await store._run(ch.ensure_fulltext(plans))
-                self._fulltext_ready.add(plans.graph)
-            return await store._run(ch.keyword_search(plans, intention.query_text, k, memory_filter))
-
-        if vector_task is not None:
-            jobs[("vector",)] = vector_task
-        if "graph" in channels:
-            jobs[("graph",)] = asyncio.ensure_future(graph())
-        if "keyword" in channels:
-            jobs[("keyword",)] = asyncio.ensure_future(keyword())
-        results = await asyncio.gather(
-            *(asyncio.wait_for(asyncio.shield(job), timeout) for job in jobs.values()), return_exceptions=True
-        )
-        for (names_of, job), result in zip(jobs.items(), results):
-            if isinstance(result, BaseException):
-                job.cancel()
-            self._settle(out, names_of, result, found)  # found counts for the vector + graph job only
-        return out
+        vector = yield from self._vector_plan(plans, level, embedding, k, memory_filter)
+        found.append(vector)
+        graph = yield from ch.traverse(plans, self._fallback_ids(vector), k, memory_filter,
+                                       depth=self.config.graph_depth, include_start=True)
+        return vector, graph
 
     # -- assembly -------------------------------------------------------------------
 
@@ -585,7 +390,6 @@ class SixWayHybridRetriever(BaseRetriever):
         latency_ms = int((time.perf_counter() - started) * 1000)
         stream = assemble_stream(intention.intention_id, levels, retrieved_at=retrieved_at,
                                  latency_ms=latency_ms, query_count=sum(o.queries for o in outcomes))
-        self.last_stream = stream
         self._store_cache(intention, stream, nodes)
         return stream, nodes
 
@@ -695,6 +499,4 @@ class SixWayHybridRetriever(BaseRetriever):
             excluded_embed_metadata_keys=list(metadata),
             excluded_llm_metadata_keys=[k for k in _LLM_HIDDEN if k in metadata],
         )
-        found = NodeWithScore(node=text_node, score=float(score))
-        remember(found, node)  # the metadata is this model's dump: postprocessors need not validate it again
-        return found
+        return NodeWithScore(node=text_node, score=float(score))

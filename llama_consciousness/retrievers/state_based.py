@@ -88,13 +88,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from llama_consciousness.gcquiet import quiet_retrieval
-from llama_consciousness.retrieved_memory import remember
+from llama_consciousness.retrievers.base import StreamRetriever
 from llama_consciousness.retrievers.six_way import _LLM_HIDDEN
 from llama_consciousness.schema import (
     ConsciousnessLevelResults,
@@ -118,8 +116,8 @@ from llama_consciousness.scoring.state import (
 )
 from llama_consciousness.storage import state_queries as sq
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.level_store import MAX_FETCH, AsyncLevelGraphStore, LevelGraphStore
-from llama_consciousness.storage.parallel import side_by_side
+from llama_consciousness.storage.level_store import MAX_FETCH, LevelGraphStore
+from llama_consciousness.storage.interleaved import run_interleaved
 from llama_consciousness.stream import assemble_stream, dedupe_relationships
 
 logger = logging.getLogger(__name__)
@@ -196,7 +194,7 @@ def _counted(plan: Any, out: StateLevelOutcome) -> Any:
         return stop.value
 
 
-class StateBasedRetriever(BaseRetriever):
+class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
     """Memories that fit the current state, over N1, N2 and N3 (see the module doc).
 
     ``memory`` is a :class:`~llama_consciousness.ConsciousnessMemory`.  Call
@@ -215,7 +213,7 @@ class StateBasedRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        super().__init__(stream_postprocessors, callback_manager=callback_manager, verbose=verbose)
         if default_state is not None and not isinstance(default_state, StateBasedRetrieval):
             raise TypeError(f"default_state must be a StateBasedRetrieval, not {type(default_state).__name__}")
         if config is not None and not isinstance(config, StateRetrievalConfig):
@@ -223,10 +221,6 @@ class StateBasedRetriever(BaseRetriever):
         self.memory = memory
         self.default_state = default_state
         self.config = config or StateRetrievalConfig()
-        # Applied by retrieve_stream only, as in the six-way retriever.
-        self.stream_postprocessors = list(stream_postprocessors or [])
-        self.last_stream: ConsciousnessStream | None = None
-        self.last_nodes: list[NodeWithScore] = []
         self._indexed: set[str] = set()
         self._goals: dict[str, tuple[int, float, tuple[str, ...] | None]] = {}
         if default_state is not None:
@@ -294,54 +288,23 @@ class StateBasedRetriever(BaseRetriever):
         return (self.config.goal_match == "semantic" and bool(state.current_goal)
                 and state.query_mode in ("find_related_unresolved", "find_resolution_patterns"))
 
-    # -- LlamaIndex entry points --------------------------------------------------------
-
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self.retrieve_state(self.state_for(query_bundle))
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return await self.aretrieve_state(self.state_for(query_bundle))
+    request_for = state_for
 
     def retrieve_state(self, state: StateBasedRetrieval | str | None = None) -> list[NodeWithScore]:
         """The memories that fit ``state``, as ``NodeWithScore`` (no stream postprocessors)."""
-        return self._retrieve_both(self.state_for(state))[1]
+        return self.gather(self.state_for(state))[1]
 
     async def aretrieve_state(self, state: StateBasedRetrieval | str | None = None) -> list[NodeWithScore]:
-        return (await self._aretrieve_both(self.state_for(state)))[1]
-
-    @quiet_retrieval
-    def retrieve_stream(self, state: StateBasedRetrieval | str | None = None) -> ConsciousnessStream:
-        """The consciousness stream of ``state``, completed by ``stream_postprocessors``.
-
-        ``last_nodes`` holds the nodes as the postprocessors left them.
-        """
-        state = self.state_for(state)
-        stream, nodes = self._retrieve_both(state)
-        if self.stream_postprocessors:
-            from llama_consciousness.postprocessors.pipeline import complete_stream
-
-            stream, nodes = complete_stream(stream, nodes, state, self.stream_postprocessors)
-        self.last_stream, self.last_nodes = stream, nodes
-        return stream
-
-    @quiet_retrieval
-    async def aretrieve_stream(self, state: StateBasedRetrieval | str | None = None) -> ConsciousnessStream:
-        state = self.state_for(state)
-        stream, nodes = await self._aretrieve_both(state)
-        if self.stream_postprocessors:
-            from llama_consciousness.postprocessors.pipeline import acomplete_stream
-
-            stream, nodes = await acomplete_stream(stream, nodes, state, self.stream_postprocessors)
-        self.last_stream, self.last_nodes = stream, nodes
-        return stream
+        return await asyncio.to_thread(self.retrieve_state, state)
 
     # -- sync path ------------------------------------------------------------------------
 
     def _plans(self, level: str, state: StateBasedRetrieval) -> Any:
         return self.memory.plans(level, state.citizen_id if level == "N1" else None)
 
-    @quiet_retrieval
-    def _retrieve_both(self, state: StateBasedRetrieval) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+    def gather(self, state: StateBasedRetrieval) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+        """Every level's state query side by side; the stream of what they found and the ranked nodes."""
+        state = self.state_for(state)
         self.check_state(state)
         started = time.perf_counter()
         retrieved_at = utcnow()
@@ -351,7 +314,7 @@ class StateBasedRetriever(BaseRetriever):
             existing: set[str] | Exception = set(self.memory.db.list_graphs())
         except Exception as exc:  # server down: an error entry per level, not an exception
             existing = exc
-        outcomes = side_by_side(lambda level: self._level_sync(level, state, q, existing), self.config.query_levels)
+        outcomes = self._levels(state, q, existing)
         return self._finish(state, q, outcomes, retrieved_at, started)
 
     def _candidates(self, level: str, graph: str, q: sq.StateQuery) -> list[tuple[str, float]] | None:
@@ -360,24 +323,37 @@ class StateBasedRetriever(BaseRetriever):
             return None
         return self.memory.pgvector.search(graph, q.goal_embedding, q.semantic_fetch, MemoryFilter(q.window))
 
-    def _level_sync(self, level: str, state: StateBasedRetrieval, q: sq.StateQuery,
-                    existing: set[str] | Exception) -> StateLevelOutcome:
-        out = StateLevelOutcome(level)
-        plans = self._plans(level, state)
-        if isinstance(existing, Exception):
-            self._failed(out, existing)
-            return out
-        if plans.graph not in existing:
-            return out
-        store = LevelGraphStore(self.memory.db, plans, timeout_ms=int(self.config.level_timeout_s * 1000))
-        if plans.graph not in self._indexed:
-            self._ensure_indexes(plans.graph, lambda: store._run(sq.ensure_state_indexes(plans)))
-        try:
-            candidates = self._candidates(level, plans.graph, q)
-            out.hits, out.relationships = store._run(_counted(self._level_plan(plans, q, candidates), out))
-        except Exception as exc:  # isolate: one level's failure is an entry, not an exception
-            self._failed(out, exc)
-        return out
+    def _levels(self, state: StateBasedRetrieval, q: sq.StateQuery,
+                existing: set[str] | Exception) -> list[StateLevelOutcome]:
+        """Every level's plan, all in flight at once (``run_interleaved``); a failed level is an error entry."""
+        outcomes = [StateLevelOutcome(level) for level in self.config.query_levels]
+        jobs: list[tuple[str, Any]] = []
+        owners: list[StateLevelOutcome] = []
+        timeout_ms = int(self.config.level_timeout_s * 1000)
+        for out in outcomes:
+            plans = self._plans(out.level, state)
+            if isinstance(existing, Exception):
+                self._failed(out, existing)
+                continue
+            if plans.graph not in existing:
+                continue
+            if plans.graph not in self._indexed:
+                store = LevelGraphStore(self.memory.db, plans, timeout_ms=timeout_ms)
+                self._ensure_indexes(plans.graph, lambda: store.run(sq.ensure_state_indexes(plans)))
+            try:
+                candidates = self._candidates(out.level, plans.graph, q)
+            except Exception as exc:  # isolate: one level's failure is an entry, not an exception
+                self._failed(out, exc)
+                continue
+            jobs.append((plans.graph, _counted(self._level_plan(plans, q, candidates), out)))
+            owners.append(out)
+        for out, result in zip(owners, run_interleaved(self.memory.db, jobs, timeout_ms)):
+            if isinstance(result, BaseException):
+                out.queries = 0  # nothing it ran counts when the level failed
+                self._failed(out, result)
+            else:
+                out.hits, out.relationships = result
+        return outcomes
 
     def _level_plan(self, plans: Any, q: sq.StateQuery, candidates: list[tuple[str, float]] | None) -> Any:
         """What one level runs (both paths): goal vocabulary if due, the mode's plan, the links met."""
@@ -406,57 +382,6 @@ class StateBasedRetriever(BaseRetriever):
         vocabulary = tuple(goals) if len(goals) <= GOAL_VOCABULARY_MAX else None
         self._goals[graph] = (self.memory.graph_version(graph), time.monotonic(), vocabulary)
         return vocabulary
-
-    # -- async path -----------------------------------------------------------------------
-
-    @quiet_retrieval
-    async def _aretrieve_both(self, state: StateBasedRetrieval) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
-        self.check_state(state)
-        started = time.perf_counter()
-        retrieved_at = utcnow()
-        embedding = None
-        if self._needs_goal_embedding(state):
-            embedding = list(await self.memory.embed_model.aget_query_embedding(self._goal_text(state)))
-        q = self._state_query(state, embedding)
-        try:
-            existing: set[str] | Exception = set(
-                await asyncio.wait_for(self.memory.async_db.list_graphs(), self.config.level_timeout_s))
-        except Exception as exc:
-            existing = exc
-        outcomes = await asyncio.gather(*(self._level_async(level, state, q, existing)
-                                          for level in self.config.query_levels))
-        return self._finish(state, q, list(outcomes), retrieved_at, started)
-
-    async def _level_async(self, level: str, state: StateBasedRetrieval, q: sq.StateQuery,
-                           existing: set[str] | Exception) -> StateLevelOutcome:
-        out = StateLevelOutcome(level)
-        plans = self._plans(level, state)
-        if isinstance(existing, Exception):
-            self._failed(out, existing)
-            return out
-        if plans.graph not in existing:
-            return out
-        timeout = self.config.level_timeout_s
-        store = AsyncLevelGraphStore(self.memory.async_db, plans, timeout_ms=int(timeout * 1000))
-
-        if plans.graph not in self._indexed:
-            try:
-                await asyncio.wait_for(store._run(sq.ensure_state_indexes(plans)), timeout)
-            except Exception as exc:
-                logger.info("could not create the state indexes of %s: %s", plans.graph, exc)
-            self._indexed.add(plans.graph)
-
-        async def run() -> None:
-            candidates = None
-            if q.goal_embedding is not None and self.memory.vector_backends[level] == "pgvector":
-                candidates = await asyncio.to_thread(self._candidates, level, plans.graph, q)
-            out.hits, out.relationships = await store._run(_counted(self._level_plan(plans, q, candidates), out))
-
-        try:
-            await asyncio.wait_for(run(), timeout)
-        except Exception as exc:
-            self._failed(out, exc)
-        return out
 
     def _ensure_indexes(self, graph: str, create: Any) -> None:
         """The emotion index, once per graph (filters are correct without it, only slower)."""
@@ -536,7 +461,6 @@ class StateBasedRetriever(BaseRetriever):
         latency_ms = int((time.perf_counter() - started) * 1000)
         stream = assemble_stream(state.state_id, levels, retrieved_at=retrieved_at, latency_ms=latency_ms,
                                  query_count=sum(o.queries for o in outcomes))
-        self.last_stream, self.last_nodes = stream, nodes
         return stream, nodes
 
     @staticmethod
@@ -560,7 +484,5 @@ class StateBasedRetriever(BaseRetriever):
             excluded_embed_metadata_keys=list(metadata),
             excluded_llm_metadata_keys=[k for k in _HIDDEN if k in metadata] + ["temporal_mode", "state_id"],
         )
-        found = NodeWithScore(node=text_node, score=entry["score"])
-        remember(found, node)  # the metadata is this model's dump (see retrieved_memory)
-        return found
+        return NodeWithScore(node=text_node, score=entry["score"])
 

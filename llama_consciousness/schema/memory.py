@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from ._time import UTCDateTime, utcnow
+from .trusted import trusted_model
 from .common import (
     CitizenId,
     EmotionVector,
@@ -164,3 +165,23 @@ class ConsciousnessNode(MemoryNode):
 
     retrieval_source: str
     relevance_score: float
+
+
+_RETRIEVED_FIELDS = frozenset(ConsciousnessNode.model_fields)
+
+
+def retrieved_node(node: MemoryNode, source: str, score: float) -> ConsciousnessNode:
+    """A stored memory as the spec's retrieved node (without its embedding).
+
+    Built from the fields of the valid model as they are, without a second
+    validation: ``node`` passed every check of ``MemoryNode`` already, and
+    ``ConsciousnessNode`` is that model plus the two fields set here.
+    """
+    data = dict(node.__dict__)
+    data["embedding"] = None
+    if type(node) not in (MemoryNode, ConsciousnessNode):  # a subclass may carry more: validate
+        data.update(retrieval_source=source, relevance_score=score)
+        return ConsciousnessNode.model_validate({k: v for k, v in data.items() if k in _RETRIEVED_FIELDS})
+    data["retrieval_source"] = str(source)
+    data["relevance_score"] = float(score)
+    return trusted_model(ConsciousnessNode, data)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ._time import UTCDateTime, utcnow
 from .common import EmotionVector
+from .constellation import MemoryConstellation
 from .graph import TraversalGraph
 from .memory import ConsciousnessNode
 from .relationship import ConsciousnessRelationship
@@ -130,6 +131,8 @@ class ConsciousnessStream(BaseModel):
 
     consciousness_summary: ConsciousnessSummary
     metadata_validation: Optional[MetadataValidationReport] = None
+    # spec 004: the top memory with what supports and contradicts it
+    constellation: Optional[MemoryConstellation] = None
 
     retrieval_latency_ms: Optional[int] = Field(default=None, ge=0)
     query_count: int = Field(default=6, ge=0)

@@ -2,7 +2,6 @@
 
 from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
 from llama_consciousness.storage.level_store import (
-    AsyncLevelGraphStore,
     LevelGraphStore,
     LevelPlans,
     UpsertResult,
@@ -13,7 +12,6 @@ from llama_consciousness.storage.paths import default_data_dir
 from llama_consciousness.storage.postgres_server import EmbeddedPostgres
 
 __all__ = [
-    "AsyncLevelGraphStore",
     "EmbeddedFalkorDB",
     "EmbeddedPostgres",
     "LevelGraphStore",

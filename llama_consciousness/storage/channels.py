@@ -10,14 +10,14 @@
   exact names and ids that embeddings blur.  Its scores are coarse (not
   BM25), so callers use its *ranks*.
 
-Plans are generators of queries (see ``level_store``), so the sync and the
-asyncio store run the very same code.
+Plans are generators of queries (see ``level_store``): a store runs one,
+``storage.interleaved`` runs several at once.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,7 +77,6 @@ def traverse(
     *,
     depth: int = 2,
     include_start: bool = False,
-    meanwhile: Callable[[], object] | None = None,
 ) -> Plan:
     """Memories within ``depth`` links of the start memories, best paths first.
 
@@ -86,20 +85,16 @@ def traverse(
     :func:`walk_cypher`).  A memory reached by several paths is kept once,
     with its best path.  The links
     walked must be visible in the temporal window too: a relationship that
-    was superseded is not a path in ``current`` mode.  ``meanwhile`` rides
-    on the walk's query (see ``Query``), or runs at once when there is
-    nothing to walk.
+    was superseded is not a path in ``current`` mode.
     """
     if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= MAX_DEPTH:
         raise ValueError(f"traversal depth must be an int in [1, {MAX_DEPTH}], got {depth!r}")
     if k <= 0 or not start_ids:
-        if meanwhile is not None:
-            meanwhile()
         return []
     cypher, params = walk_cypher(memory_filter, depth, include_start)
     paths = max(PATHS_PER_RESULT * int(k), MIN_PATHS)
     params = {**params, "ids": list(start_ids), "k": int(k), "paths": paths}
-    rows = yield Query(cypher, params, read_only=True, meanwhile=meanwhile)
+    rows = yield Query(cypher, params, read_only=True)
     if len(rows) < k and sum(row[-1] for row in rows) >= paths:
         # Fewer than k memories, so every one came back with its count of
         # paths; together they filled the cut, which may have left memories
@@ -387,16 +382,6 @@ def links_among_cypher(plans: LevelPlans, link: str) -> str:
     return (links_of_ids(link, where="t.node_id IN $ids", end="t", directed=True)
             + "WITH s, t, head(relationships(p)) AS r "
             f"RETURN {records.edge_projection('r')} AS link, {cosine} AS cosine")
-
-
-def run_sync(store: Any, plan: Plan) -> Any:
-    """Run a channel plan on a ``LevelGraphStore``."""
-    return store._run(plan)
-
-
-async def run_async(store: Any, plan: Plan) -> Any:
-    """Run a channel plan on an ``AsyncLevelGraphStore``."""
-    return await store._run(plan)
 
 
 def describe(hit: Any) -> dict[str, Any]:

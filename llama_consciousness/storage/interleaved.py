@@ -28,7 +28,7 @@ from llama_consciousness.storage.params import header as params_header
 
 
 class _Job:
-    __slots__ = ("graph", "plan", "connection", "sent", "result", "done", "gate", "pending", "error")
+    __slots__ = ("graph", "plan", "connection", "sent", "result", "done", "gate", "pending")
 
     def __init__(self, graph: Any, plan: Plan) -> None:
         self.graph = graph
@@ -41,9 +41,6 @@ class _Job:
         # one whose gate was taken waits in ``pending`` (its command)
         self.gate: threading.Lock | None = None
         self.pending: tuple[list[Any], threading.Lock] | None = None
-        # what the plan's ``Query.meanwhile`` raised: the plan stops with it
-        # once the reply of the query it ran beside is read
-        self.error: BaseException | None = None
 
 
 def _connection(pool: Any) -> Any:
@@ -60,26 +57,25 @@ def run_interleaved(db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int |
     plan returns, or the exception that stopped it (a ``StorageError`` for a
     failed query), so one failing channel does not stop the others.  A
     graph that does not exist reads as empty, as in ``LevelGraphStore``.
-    ``timeout_ms`` is the server-side limit of every query.
+    ``timeout_ms`` limits every query on the server and the whole run
+    here: what is unanswered by then fails with ``TimeoutError``.
     """
     return Interleaved(db, jobs, timeout_ms).results()
 
 
 class Interleaved:
-    """``run_interleaved`` in two halves, so that the caller can work in between.
+    """``run_interleaved`` in two halves: creating it sends every plan's first query.
 
-    Creating it sends every plan's first query; :meth:`results` reads the
-    replies (sending any further queries) and returns the results.  Between
-    the two the server runs the queries while this thread does something
-    else: a retrieval starts reading the neighbourhood of its memories
-    before it ranks and tiers them.  Call :meth:`results` (or
-    :meth:`discard`) exactly once: the connections go back to the pool then.
+    :meth:`results` reads the replies (sending any further queries) and
+    returns the results; call it exactly once, the connections go back to
+    the pool then.
     """
 
     def __init__(self, db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int | None = None) -> None:
         self._db = db
         self._pool = db.connection.connection_pool
         self._timeout_ms = timeout_ms
+        self._deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         self._state = [_Job(db.select_graph(name), plan) for name, plan in jobs]
         self._closed = False
         try:
@@ -89,63 +85,60 @@ class Interleaved:
             self._close()
             raise
 
-    @classmethod
-    def empty(cls) -> Interleaved:
-        """Nothing to run (no connection is taken)."""
-        out = cls.__new__(cls)
-        out._db, out._pool, out._timeout_ms, out._state, out._closed = None, None, None, [], False
-        return out
-
     def results(self) -> list[Any]:
-        """Every job's result (or exception), in the order of the jobs."""
+        """Every job's result (or exception), in the order of the jobs.
+
+        With a ``timeout_ms``, a job still unanswered that long after the
+        start fails with ``TimeoutError`` (its connection is dropped): a
+        server that stops answering cannot hold the caller longer.
+        """
         if self._closed:
             raise RuntimeError("the results of these plans were already taken")
         try:
             while True:
                 self._send_pending(wait=False)
                 waiting = [job for job in self._state if job.sent]
+                remaining = None if self._deadline is None else self._deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    self._expire()
+                    break
                 if not waiting:
                     if not any(job.pending for job in self._state):
                         break
                     # Nothing of ours in flight, so no gate held: waiting for
                     # one that another thread holds cannot close a cycle.
-                    self._send_pending(wait=True)
+                    self._send_pending(wait=True, timeout=remaining)
                     continue
                 # the first reply that is ready, else wait for the oldest query
-                self._read(next((j for j in waiting if j.connection.can_read(timeout=0)), waiting[0]))
+                ready = next((j for j in waiting if j.connection.can_read(timeout=0)), None)
+                if ready is None and waiting[0].connection.can_read(timeout=remaining):
+                    ready = waiting[0]
+                if ready is not None:
+                    self._read(ready)
         finally:
             self._close()
         return [job.result for job in self._state]
 
-    def _send_pending(self, *, wait: bool) -> None:
+    def _expire(self) -> None:
+        for job in self._state:
+            if not job.done:
+                _release(job)
+                job.pending = None
+                job.result = TimeoutError(f"no answer from graph {job.graph.name!r} within {self._timeout_ms} ms")
+                job.done = True
+
+    def _send_pending(self, *, wait: bool, timeout: float | None = None) -> None:
         """Send the vector searches whose graph's gate is free (with ``wait``, the first one at least)."""
         for job in self._state:
             if job.pending is None:
                 continue
             command, lock = job.pending
-            if not lock.acquire(blocking=wait):
+            if not (lock.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)) if wait
+                    else lock.acquire(blocking=False)):
                 continue
             wait = False
             job.gate, job.pending = lock, None
             _send(job, command)
-
-    def progress(self) -> None:
-        """Read the replies that are ready now and send the queries that follow them; never waits.
-
-        A plan of several queries (connectors, then the links among them)
-        otherwise sends its second query only when :meth:`results` is
-        called; called between other work, this keeps the server busy.
-        """
-        if self._closed:
-            return
-        for job in self._state:
-            try:
-                ready = job.sent and job.connection.can_read(timeout=0)
-            except Exception:  # a broken connection: results() reports it
-                return
-            if ready:
-                self._read(job)
-        self._send_pending(wait=False)
 
     def _read(self, job: _Job) -> None:
         job.sent = False
@@ -164,16 +157,7 @@ class Interleaved:
             job.connection.disconnect()
             _fail(job, exc)
             return
-        if job.error is not None:
-            job.result, job.done = job.error, True
-            job.plan.close()
-            return
         _advance(self._db, self._pool, job, rows, first=False, timeout_ms=self._timeout_ms)
-
-    def discard(self) -> None:
-        """Give up on the results (their connections are dropped, not reused)."""
-        if not self._closed:
-            self._close()
 
     def _close(self) -> None:
         self._closed = True
@@ -243,66 +227,3 @@ def _advance(db: Any, pool: Any, job: _Job, rows: Any, *, first: bool, timeout_m
             _send(job, command)
     else:
         _send(job, command)
-    if step.meanwhile is not None and not job.done:
-        try:
-            step.meanwhile()
-        except Exception as exc:
-            job.error = exc
-
-
-class PrefetchSlot:
-    """Reads started early for a key, until the work that asks for the same key claims them.
-
-    A postprocessor starts its reads before its turn (``prefetch``) and
-    builds later: the build claims them only if it asks for what was
-    fetched (same memories, same window); otherwise they are dropped and it
-    reads afresh.  ``extra`` is what the claimant needs besides the replies
-    (e.g. which level each job was for).  One slot per postprocessor: a new
-    prefetch drops the reads of the previous one.
-    """
-
-    def __init__(self) -> None:
-        self._held: tuple[Any, Interleaved, Any] | None = None
-
-    @property
-    def empty(self) -> bool:
-        return self._held is None
-
-    @property
-    def key(self) -> Any:
-        """The key of the held reads (None when nothing is held)."""
-        return None if self._held is None else self._held[0]
-
-    def hold(self, key: Any, running: Interleaved, extra: Any = None) -> None:
-        self.discard()
-        self._held = (key, running, extra)
-
-    def claim(self, key: Any) -> tuple[Interleaved, Any] | None:
-        """``(running, extra)`` of reads started for ``key``; reads for any other key are dropped."""
-        held, self._held = self._held, None
-        if held is None:
-            return None
-        if held[0] == key:
-            return held[1], held[2]
-        held[1].discard()
-        return None
-
-    def claim_if(self, accept: Any) -> tuple[Interleaved, Any] | None:
-        """``claim`` for the first key ``accept(key)`` says covers what is asked (a superset read)."""
-        held, self._held = self._held, None
-        if held is None:
-            return None
-        if accept(held[0]):
-            return held[1], held[2]
-        held[1].discard()
-        return None
-
-    def progress(self) -> None:
-        """Let the held reads send their next queries if their replies are in (never waits)."""
-        if self._held is not None:
-            self._held[1].progress()
-
-    def discard(self) -> None:
-        held, self._held = self._held, None
-        if held is not None:
-            held[1].discard()

@@ -15,24 +15,19 @@ levels) still run in parallel, and so does every other query.  Searches from
 other processes are not gated; ``level_store._knn_page`` throws away a page
 that repeats a memory, the visible half of the same corruption.
 
-The gates are not reentrant: a read held ahead (``Interleaved`` kept for
-later, as the postprocessors' prefetches are) must not contain a vector
-search, or the same thread's next search of that graph would wait for it.
+The gates are not reentrant: one thread never holds two searches of one
+graph in flight (``storage.interleaved`` sends a search whose gate is taken
+once the search in flight is read).
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from typing import Any
 
 _gates: dict[tuple[Any, str], threading.Lock] = {}
 _gates_lock = threading.Lock()
 
-# An async search waiting for a gate that a thread holds polls it this often
-# (a thread's search takes about a millisecond; blocking the event loop on
-# a lock would stop every other task).
-ASYNC_POLL_S = 0.0002
 
 
 def searches_vectors(cypher: str) -> bool:
@@ -57,9 +52,3 @@ def gate(db: Any, graph: str) -> threading.Lock:
         with _gates_lock:
             found = _gates.setdefault(key, threading.Lock())
     return found
-
-
-async def acquire(lock: threading.Lock) -> None:
-    """Take ``lock`` from a coroutine without blocking the event loop."""
-    while not lock.acquire(blocking=False):
-        await asyncio.sleep(ASYNC_POLL_S)

@@ -11,14 +11,13 @@ Layout of a level graph:
 * the embedding sits on the memory node under an HNSW index (cosine).
 
 Each operation is written once, as a generator that yields the queries it
-needs and receives their results (a "sans-I/O" plan).  The synchronous and
-the asyncio store only differ in how they run a query, so the two paths
-cannot drift apart.
+needs and receives their results (a "sans-I/O" plan): the store runs a plan
+one query after another, ``storage.interleaved`` runs several plans at once
+on their own connections.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
@@ -28,6 +27,7 @@ from typing import Any
 
 from llama_consciousness.errors import EmbeddingDimensionError, StorageError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
+from llama_consciousness.schema.memory import retrieved_node
 from llama_consciousness.schema.trusted import trusted_model
 from llama_consciousness.storage import knn_gate, records, replies
 from llama_consciousness.storage.records import PreparedEdge
@@ -84,19 +84,11 @@ class VectorIndexConfig:
 class Query:
     """A Cypher query for the plan's graph; values only ever in ``params``.
 
-    ``meanwhile`` is work of the plan's own that does not need this query's
-    rows, such as building the models of the previous reply.  A runner calls
-    it once, after sending the query and before reading its reply, so that
-    this process works while the server does (``run_interleaved`` and the
-    asyncio store; the plain sync store, which sends and reads in one call,
-    calls it first).  An exception it raises stops the plan as the query's
-    own failure would.
     """
 
     cypher: str
     params: dict[str, Any] = field(default_factory=dict)
     read_only: bool = False
-    meanwhile: Callable[[], object] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -754,44 +746,7 @@ def vector_hits(rows: Sequence[Any], k: int) -> list[VectorHit]:
     return list(hits.values())[:k]
 
 
-def first_ids(rows: Sequence[Any], n: int) -> list[str]:
-    """The node_ids of the first n hits :func:`vector_hits` would make of ``rows`` (no models built)."""
-    out: list[str] = []
-    if n <= 0:
-        return out
-    for values, _, _ in rows:
-        node_id = values[0]  # NODE_CELLS[0]
-        if node_id not in out:
-            out.append(node_id)
-            if len(out) >= n:
-                break
-    return out
-
-
 assert records.NODE_CELLS[0] == "node_id"
-
-_RETRIEVED_FIELDS = frozenset(ConsciousnessNode.model_fields)
-assert _RETRIEVED_FIELDS == frozenset(MemoryNode.model_fields) | {"retrieval_source", "relevance_score"}
-
-
-def retrieved_node(node: MemoryNode, source: str, score: float) -> ConsciousnessNode:
-    """A stored memory as the spec's retrieved node (without its embedding).
-
-    Built from the fields of the valid model as they are, without a second
-    validation: ``node`` passed every check of ``MemoryNode`` already, and
-    ``ConsciousnessNode`` is that model plus two fields set here (a
-    retrieval makes a hundred of these; validating them again was a tenth
-    of its client time).
-    """
-    data = dict(node.__dict__)
-    data["embedding"] = None
-    if type(node) not in (MemoryNode, ConsciousnessNode):  # a subclass may carry more: validate
-        data.update(retrieval_source=source, relevance_score=score)
-        return ConsciousnessNode.model_validate({k: v for k, v in data.items() if k in _RETRIEVED_FIELDS})
-    data["retrieval_source"] = str(source)
-    data["relevance_score"] = float(score)
-    return trusted_model(ConsciousnessNode, data)
-
 
 def as_consciousness_node(hit: VectorHit, source: str) -> ConsciousnessNode:
     """A vector hit as the spec's retrieved node."""
@@ -804,18 +759,18 @@ def _missing_graph(exc: Exception) -> bool:
 
 
 class _StoreMethods:
-    """The store's operations, shared by the sync and the asyncio store.
+    """The store's operations, written once as plans.
 
-    Each runs a plan through ``self._run``, which returns the result (sync)
+    Each runs a plan through ``self.run``, which returns the result (sync)
     or a coroutine of it (async): the same method body serves both, and a
     read of a graph that does not exist yet answers "nothing" in both.
     """
 
     plans: LevelPlans
-    _run: Any
+    run: Any
 
     def ensure_schema(self) -> Any:
-        return self._run(self.plans.ensure_ready())
+        return self.run(self.plans.ensure_ready())
 
     def upsert(
         self,
@@ -828,41 +783,41 @@ class _StoreMethods:
         present: frozenset[str] | set[str] = frozenset(),
         check_stored: bool = True,
     ) -> Any:
-        return self._run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived, volatile, present,
+        return self.run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived, volatile, present,
                                            check_stored))
 
     def get_node(self, node_id: str) -> Any:
-        return self._run(self.plans.get_node(node_id))
+        return self.run(self.plans.get_node(node_id))
 
     def get_nodes(self, node_ids: Sequence[str]) -> Any:
-        return self._run(self.plans.get_nodes(node_ids))
+        return self.run(self.plans.get_nodes(node_ids))
 
     def get_relationships(self, node_ids: Sequence[str] | None = None) -> Any:
-        return self._run(self.plans.get_relationships(node_ids))
+        return self.run(self.plans.get_relationships(node_ids))
 
     def counts(self) -> Any:
-        return self._run(self.plans.counts())
+        return self.run(self.plans.counts())
 
     def named_nodes(self, node_types: Sequence[str]) -> Any:
-        return self._run(self.plans.named_nodes(node_types))
+        return self.run(self.plans.named_nodes(node_types))
 
     def versions(self, base_ids: Sequence[str]) -> Any:
-        return self._run(self.plans.versions(base_ids))
+        return self.run(self.plans.versions(base_ids))
 
     def existing_ids(self, node_ids: Sequence[str]) -> Any:
-        return self._run(self.plans.existing_ids(node_ids))
+        return self.run(self.plans.existing_ids(node_ids))
 
     def nearest(self, queries: Sequence[tuple[str, Sequence[float]]], k: int = 3) -> Any:
-        return self._run(self.plans.nearest(queries, k))
+        return self.run(self.plans.nearest(queries, k))
 
     def has_current_memories(self) -> Any:
-        return self._run(self.plans.has_current_memories())
+        return self.run(self.plans.has_current_memories())
 
     def vector_search(self, embedding: Sequence[float], k: int, window: Any, **filters: Any) -> Any:
-        return self._run(self.plans.vector_search(embedding, k, window, **filters))
+        return self.run(self.plans.vector_search(embedding, k, window, **filters))
 
     def reindex_vectors(self) -> Any:
-        return self._run(self.plans.reindex_vectors())
+        return self.run(self.plans.reindex_vectors())
 
 
 class LevelGraphStore(_StoreMethods):
@@ -876,7 +831,8 @@ class LevelGraphStore(_StoreMethods):
         # retrieval hostage (writes are never cut off halfway).
         self.timeout_ms = timeout_ms
 
-    def _run(self, plan: Plan) -> Any:
+    def run(self, plan: Plan) -> Any:
+        """Run a query plan (a generator of queries from ``LevelPlans`` or ``storage.channels``) to its result."""
         try:
             query = next(plan)
             while True:
@@ -890,8 +846,6 @@ class LevelGraphStore(_StoreMethods):
             return None
         if isinstance(query, UniqueConstraint):
             return self.graph.create_node_unique_constraint(query.label, query.prop)
-        if query.meanwhile is not None:
-            query.meanwhile()
         try:
             text = params_header(query.params) + query.cypher
             timeout = self.timeout_ms if query.read_only else None
@@ -911,55 +865,3 @@ class LevelGraphStore(_StoreMethods):
         """Delete the whole graph (an explicit administrative act, never implicit)."""
         if self.exists():
             self.graph.delete()
-
-
-class AsyncLevelGraphStore(_StoreMethods):
-    """The same level graph driven by ``falkordb.asyncio``."""
-
-    def __init__(self, db: Any, plans: LevelPlans, timeout_ms: int | None = None) -> None:
-        self.db = db
-        self.plans = plans
-        self.graph = db.select_graph(plans.graph)
-        self.timeout_ms = timeout_ms
-
-    async def _run(self, plan: Plan) -> Any:
-        try:
-            query = next(plan)
-            while True:
-                query = plan.send(await self._execute(query))
-        except StopIteration as stop:
-            return stop.value
-
-    async def _execute(self, query: Step) -> Any:
-        if isinstance(query, Pause):
-            await asyncio.sleep(query.seconds)
-            return None
-        if isinstance(query, UniqueConstraint):
-            return await self.graph.create_node_unique_constraint(query.label, query.prop)
-        if query.meanwhile is not None:
-            sent = asyncio.ensure_future(self._execute(replace(query, meanwhile=None)))
-            await asyncio.sleep(0)  # the query's task runs up to its first wait: it is on its way
-            try:
-                query.meanwhile()
-            except BaseException:
-                await asyncio.gather(sent, return_exceptions=True)  # no reply left unread
-                raise
-            return await sent
-        try:
-            text = params_header(query.params) + query.cypher
-            timeout = self.timeout_ms if query.read_only else None
-            if knn_gate.searches_vectors(query.cypher):
-                lock = knn_gate.gate(self.db, self.plans.graph)
-                await knn_gate.acquire(lock)
-                try:
-                    return await replies.arun(self.graph, text, query.read_only, timeout)
-                finally:
-                    lock.release()
-            return await replies.arun(self.graph, text, query.read_only, timeout)
-        except Exception as exc:
-            if query.read_only and _missing_graph(exc):
-                return []
-            raise StorageError(f"query on graph {self.plans.graph!r} failed: {exc}") from exc
-
-    async def exists(self) -> bool:
-        return self.plans.graph in await self.db.list_graphs()

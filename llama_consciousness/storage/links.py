@@ -2,8 +2,8 @@
 
 Used by the memory constellation (spec 004): what SUPPORTS or CONTRADICTS
 the primary memory, in either direction.  Like ``channels``, plans are
-generators of queries, run by ``store._run(plan)`` on the sync or the
-asyncio store; every value is a query parameter.
+generators of queries, run by ``store.run(plan)``; every value is a
+query parameter.
 """
 
 from __future__ import annotations

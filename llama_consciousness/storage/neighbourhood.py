@@ -5,7 +5,7 @@ retrieved ones without having been retrieved themselves ("connectors", one
 hop), the links among all of them, and the embeddings that path coherence
 is measured with.  Like :mod:`~llama_consciousness.storage.channels`, each
 function is a plan (a generator of :class:`Query`), run with
-``store._run(plan)`` on a ``LevelGraphStore`` or ``AsyncLevelGraphStore``;
+``store.run(plan)`` on a ``LevelGraphStore``;
 values only ever travel as parameters.
 """
 

@@ -114,8 +114,3 @@ def command(graph: Any, text: str, read_only: bool, timeout_ms: int | None) -> l
 def run(graph: Any, text: str, read_only: bool, timeout_ms: int | None = None) -> list[list[Any]]:
     """Run ``text`` on a ``falkordb.Graph`` and return its rows."""
     return result_rows(graph, graph.execute_command(*command(graph, text, read_only, timeout_ms)))
-
-
-async def arun(graph: Any, text: str, read_only: bool, timeout_ms: int | None = None) -> list[list[Any]]:
-    """Run ``text`` on a ``falkordb.asyncio`` graph and return its rows."""
-    return result_rows(graph, await graph.execute_command(*command(graph, text, read_only, timeout_ms)))

@@ -67,8 +67,7 @@ so a memory's age comes from its date components: a table of month starts
 ``emotion_canonical`` and ``concepts`` the first time a retriever meets a
 level (not waited for: the filters are right without them, only slower).
 
-Plans are generators of queries (see ``level_store``), so the sync and the
-asyncio store run the same code.  Values only ever travel as parameters;
+Plans are generators of queries (see ``level_store``).  Values only ever travel as parameters;
 the only generated names are parameter names (``$s_0``, ``$g_t0``...).
 """
 

@@ -1,0 +1,97 @@
+"""One retriever and one postprocessor chain shared by many callers: each gets what it would get alone.
+
+A chatbot serves its users from one retriever; a result kept on the
+retriever (or on a postprocessor) between two steps of a call could reach
+another user.  Here 16 threads and then 16 asyncio tasks ask different
+citizens different questions through the same objects, each several times,
+and every answer must equal the one the same question got when asked alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from typing import Any
+
+from llama_consciousness import ConsciousnessMemory, MemoryNode, RetrievalIntention
+from llama_consciousness.schema import ConsciousnessRelationship
+
+TOPICS = {
+    "garden": ["Tomatoes need staking in June", "Basil grows beside the tomatoes", "Compost the autumn leaves",
+               "Water the seedlings at dawn"],
+    "music": ["Practising the cello suite in G", "The quartet rehearses on Thursday", "Tuning the A string",
+              "A concert of Brahms sonatas"],
+    "travel": ["Train from Lyon to Berlin", "Booked a hostel near the station", "Passport renewal is due",
+               "The ferry to the islands leaves at nine"],
+    "cooking": ["Sourdough starter fed with rye", "Risotto needs constant stirring", "Sharpen the chef knife",
+                "A lemon tart for Sunday"],
+}
+QUESTIONS = ["what grows next to the tomatoes", "when is the rehearsal", "how do I get to Berlin",
+             "what does the starter eat"]
+
+
+def _write(memory: ConsciousnessMemory, run: str) -> list[str]:
+    citizens = []
+    for topic, texts in TOPICS.items():
+        citizen = f"shared_{topic}_{run}"
+        citizens.append(citizen)
+        nodes = [MemoryNode(node_id=f"{topic}_{i}", level="N1", citizen_id=citizen, name=text.split()[0],
+                            description=text, energy=0.3 + 0.1 * i, confidence=0.8,
+                            emotion_vector={"curiosity": 0.2 * (i + 1)}) for i, text in enumerate(texts)]
+        links = [ConsciousnessRelationship(source_id=f"{topic}_{i}", target_id=f"{topic}_{i + 1}",
+                                           relation_type="RELATES_TO", goal="remember", mindstate="calm",
+                                           energy=0.6, confidence=0.7, level="N1", citizen_id=citizen)
+                 for i in range(len(texts) - 1)]
+        memory.upsert(nodes, links)
+    return citizens
+
+
+def _answer(stream: Any, nodes: list[Any]) -> tuple[Any, ...]:
+    """What a caller sees, without what legitimately differs between calls (times, latency)."""
+    data = stream.model_dump(mode="json", exclude={"retrieved_at", "retrieval_latency_ms"})
+    return (data, [(n.node.node_id, n.score, dict(n.node.metadata)) for n in nodes])
+
+
+def test_one_retriever_and_chain_shared_by_threads_and_tasks(memory: ConsciousnessMemory) -> None:
+    citizens = _write(memory, uuid.uuid4().hex[:6])
+    retriever = memory.stream_retriever()  # one retriever, one chain of the default postprocessors
+    intentions = [RetrievalIntention(query_text=q, citizen_id=c, query_levels=["N1"])
+                  for c in citizens for q in QUESTIONS]
+    alone = [_answer(*retriever.retrieve_stream_and_nodes(i)) for i in intentions]
+    plain_alone = [[n.node.node_id for n in retriever.retrieve_intention(i)] for i in intentions]
+    # every citizen's answers are their own: a mixed-up answer would show
+    assert all({meta["citizen_id"] for _, _, meta in a[1]} == {i.citizen_id} for a, i in zip(alone, intentions))
+    assert len({str(a) for a in alone}) == len(intentions)
+    assert all(a[1] for a in alone)
+
+    wrong: list[str] = []
+    start = threading.Barrier(16)
+
+    def caller(k: int) -> None:
+        start.wait()
+        for round_ in range(3):
+            i = (k + round_ * 5) % len(intentions)
+            if _answer(*retriever.retrieve_stream_and_nodes(intentions[i])) != alone[i]:
+                wrong.append(f"thread {k} stream {i}")
+            if [n.node.node_id for n in retriever.retrieve_intention(intentions[i])] != plain_alone[i]:
+                wrong.append(f"thread {k} nodes {i}")
+
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    assert wrong == []
+
+    async def tasks() -> list[tuple[int, tuple[Any, ...]]]:
+        async def one(k: int) -> tuple[int, tuple[Any, ...]]:
+            i = (k * 7) % len(intentions)
+            return i, _answer(*await retriever.aretrieve_stream_and_nodes(intentions[i]))
+
+        return list(await asyncio.gather(*(one(k) for k in range(16))))
+
+    for _ in range(2):  # a new event loop each time: nothing is bound to the first one
+        for i, answer in asyncio.run(tasks()):
+            assert answer == alone[i], i
