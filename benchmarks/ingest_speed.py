@@ -157,7 +157,7 @@ from pydantic import PrivateAttr  # noqa: E402
 import redis  # noqa: E402
 
 from llama_consciousness.memory import ConsciousnessMemory  # noqa: E402
-from llama_consciousness.ingestion.entities import OfflineEntityExtractor  # noqa: E402
+from llama_consciousness.entities import OfflineEntityExtractor  # noqa: E402
 from llama_consciousness.scoring.names import normalize_entity_name  # noqa: E402
 import llama_consciousness.ingestion.pipeline  # noqa: E402,F401  (ingest imports it lazily)
 
@@ -378,7 +378,7 @@ class OfflineTripletExtractor(TransformComponent):
     """``SimpleLLMPathExtractor`` without the LLM: (subject, relation, object) triplets from the text.
 
     Entity names come from our deterministic
-    ``llama_consciousness.ingestion.entities.OfflineEntityExtractor``, built
+    ``llama_consciousness.entities.OfflineEntityExtractor``, built
     exactly as our pipeline's ``EntityExtractor(use_concepts=False)`` builds
     it (no known people, no vocabulary, at most ``max_entities`` = 10 per
     memory), run on ``node.get_content(MetadataMode.NONE)`` = the memory's

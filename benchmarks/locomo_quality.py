@@ -174,7 +174,7 @@ def stock_vector() -> Ranker:
             from llama_index.core import VectorStoreIndex
             from llama_index.core.schema import TextNode
 
-            from llama_consciousness.memory import memory_text
+            from llama_consciousness.nodes import memory_text
 
             nodes = [TextNode(id_=n.node_id, text=memory_text(n)) for n in ctx.nodes]
             index = VectorStoreIndex(nodes, embed_model=ctx.memory.embed_model, show_progress=False)

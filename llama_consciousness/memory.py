@@ -24,16 +24,18 @@ from redis.retry import Retry
 from llama_consciousness.embeddings import embedding_dimension, resolve_embed_model
 from llama_consciousness.errors import LevelError
 from llama_consciousness.levels import LEVELS, check_level, graph_name
+from llama_consciousness.nodes import memory_text
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage.level_store import (
     LevelGraphStore,
     LevelPlans,
     UpsertResult,
-    VectorHit,
     VectorIndexConfig,
     as_consciousness_node,
 )
+from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.paths import default_data_dir, ensure_writable_dir
+from llama_consciousness.storage.vectors import GraphVectors, LevelVectors, PostgresVectors
 from llama_consciousness.temporal import TemporalWindow
 
 logger = logging.getLogger(__name__)
@@ -43,11 +45,6 @@ POSTGRES_URL_ENV = "LLAMA_CONSCIOUSNESS_POSTGRES_URL"
 PGVECTOR_LEVELS_ENV = "LLAMA_CONSCIOUSNESS_PGVECTOR_LEVELS"
 
 VECTOR_BACKENDS = ("falkordb", "pgvector")
-
-
-def memory_text(node: MemoryNode) -> str:
-    """The text a memory is embedded from: its name, then its description."""
-    return f"{node.name}\n{node.description}".strip()
 
 
 def _parse_backends(vector_backends: Mapping[str, str] | None) -> dict[str, str]:
@@ -158,6 +155,13 @@ class ConsciousnessMemory:
             url = self._postgres_server.url
         self._pgvector = PgVectorStore(url, self.dimension, ef_search=self.vector_index.ef_runtime)
         self._pgvector.ensure_schema()
+
+    def vectors(self, level: str) -> LevelVectors:
+        """Where ``level`` keeps its vectors (FalkorDB's index or Postgres): one interface either way."""
+        check_level(level)
+        if self.vector_backends[level] == "pgvector":
+            return PostgresVectors(self._pgvector)
+        return GraphVectors()
 
     @property
     def pgvector(self) -> Any:
@@ -291,8 +295,7 @@ class ConsciousnessMemory:
             store = self._writable(lvl, cid)
             total += store.upsert(level_nodes, level_rels)
             self.bump_graph(store.plans.graph)
-            if self.vector_backends[lvl] == "pgvector" and level_nodes:
-                self._pgvector.upsert(store.plans.graph, level_nodes)
+            self.vectors(lvl).write(store.plans, level_nodes)
         return total
 
     def ingest(self, source: Any, *, progress: bool = False, **options: Any) -> Any:
@@ -373,14 +376,8 @@ class ConsciousnessMemory:
         embedding = self.embed_query(query) if isinstance(query, str) else list(query)
         store = self.level(level, citizen_id)
         source = f"{level}_vector"
-        if self.vector_backends[level] == "pgvector":
-            found = self._pgvector.search(
-                store.plans.graph, embedding, k, window, min_energy=min_energy, min_confidence=min_confidence
-            )
-            by_id = {n.node_id: n for n in store.get_nodes([node_id for node_id, _ in found])}
-            hits = [VectorHit(by_id[i], s) for i, s in found if i in by_id]
-        else:
-            hits = store.vector_search(embedding, k, window, min_energy=min_energy, min_confidence=min_confidence)
+        memory_filter = MemoryFilter(window, min_energy=min_energy, min_confidence=min_confidence)
+        hits = store.run(self.vectors(level).search(store.plans, embedding, k, memory_filter))
         return [as_consciousness_node(hit, source) for hit in hits]
 
     def reindex(self, level: str, citizen_id: str | None = None) -> None:

@@ -75,7 +75,7 @@ def test_near_duplicate_products_run_on_one_thread(memory, citizen, two_blas_thr
     position = next(i for i, step in enumerate(steps) if isinstance(step, NearDuplicateFilter))
     original = steps[position]
     steps[position] = Spy(memory=memory, action=original.action, threshold=original.threshold)
-    from llama_consciousness.ingestion.nodes import memory_to_text_node
+    from llama_consciousness.nodes import memory_to_text_node
     from llama_consciousness.schema import MemoryNode
 
     text = "The canary for the payments service failed its latency check twice."

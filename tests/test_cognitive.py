@@ -19,7 +19,7 @@ from llama_consciousness.ingestion.cognitive import (
     SurfacesWhenInferrer,
     concept_source_text,
 )
-from llama_consciousness.ingestion.nodes import (
+from llama_consciousness.nodes import (
     memory_to_text_node,
     relationship_to_text_node,
     text_node_to_memory,

@@ -17,15 +17,9 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.schema import MetadataMode
 from pydantic import ValidationError
 
-from llama_consciousness.ingestion.entities import (
-    ENTITIES_KEY,
-    Entity,
-    EntityExtractor,
-    LLMEntityExtractor,
-    OfflineEntityExtractor,
-    parse_entity_list,
-)
-from llama_consciousness.ingestion.nodes import (
+from llama_consciousness.entities import ENTITIES_KEY, Entity, LLMEntityExtractor, OfflineEntityExtractor, parse_entity_list
+from llama_consciousness.ingestion.entities import EntityExtractor
+from llama_consciousness.nodes import (
     memory_to_text_node,
     relationship_to_text_node,
     text_node_to_memory,
@@ -463,7 +457,7 @@ def test_llm_answers_are_parsed_robustly(answer: str) -> None:
 def test_parse_entity_list(caplog: pytest.LogCaptureFixture) -> None:
     assert parse_entity_list('["a", "b"] trailing') == ["a", "b"]
     assert parse_entity_list("[]") == []
-    with caplog.at_level(logging.WARNING, logger="llama_consciousness.ingestion.entities"):
+    with caplog.at_level(logging.WARNING, logger="llama_consciousness.entities"):
         assert parse_entity_list('{"name": "Luca"}') == []
         assert parse_entity_list("no idea") == []
         assert parse_entity_list("[unclosed") == []
@@ -473,7 +467,7 @@ def test_parse_entity_list(caplog: pytest.LogCaptureFixture) -> None:
 def test_llm_malformed_output_falls_back_to_offline(caplog: pytest.LogCaptureFixture) -> None:
     for answer in ['{"name": "Luca"}', "I cannot help with that.", '[{"name": ']:
         extractor = LLMEntityExtractor(FixedLLM(answer=answer, prompts=[]))
-        with caplog.at_level(logging.WARNING, logger="llama_consciousness.ingestion.entities"):
+        with caplog.at_level(logging.WARNING, logger="llama_consciousness.entities"):
             caplog.clear()
             assert extractor.extract_query_entities(SPEC_QUERY) == ["Luca", "V2", "Felix"]
         assert any("no JSON list" in r.getMessage() for r in caplog.records)
@@ -485,7 +479,7 @@ def test_llm_malformed_output_falls_back_to_offline(caplog: pytest.LogCaptureFix
 
 async def test_llm_exception_falls_back_to_offline(caplog: pytest.LogCaptureFixture) -> None:
     extractor = LLMEntityExtractor(FixedLLM(fail=True, prompts=[]))
-    with caplog.at_level(logging.WARNING, logger="llama_consciousness.ingestion.entities"):
+    with caplog.at_level(logging.WARNING, logger="llama_consciousness.entities"):
         assert extractor.extract_query_entities(SPEC_QUERY) == ["Luca", "V2", "Felix"]
         assert await extractor.aextract_query_entities(SPEC_QUERY) == ["Luca", "V2", "Felix"]
     assert sum("LLM call failed" in r.getMessage() for r in caplog.records) == 2
@@ -521,7 +515,7 @@ _WORD_PIECES = st.sampled_from(["Kofi", "kofi", "KOFI", "A", "a", "I", "McDonald
                                    max_size=8), shouting=st.booleans())
 def test_word_classes_match_the_rules(word: str, shouting: bool) -> None:
     """The fast paths for common words answer as the rules do."""
-    from llama_consciousness.ingestion.entities import _classify, _classify_by_rules
+    from llama_consciousness.entities import _classify, _classify_by_rules
 
     assert _classify(word, shouting) == _classify_by_rules(word, shouting)
 
@@ -534,13 +528,13 @@ def _counted(text: str) -> tuple[int, int]:
 @given(text=st.text(alphabet=st.characters(max_codepoint=127)) | st.text())
 def test_letter_counts_equal_the_per_character_definition(text: str) -> None:
     """ASCII text is counted by deleting bytes; the counts must be ``str.isalpha`` / ``str.isupper``'s."""
-    from llama_consciousness.ingestion.entities import _letter_counts
+    from llama_consciousness.entities import _letter_counts
 
     assert _letter_counts(text) == _counted(text)
 
 
 @pytest.mark.parametrize("text", ["", "FALKORDB IS DOWN AGAIN!!", "Ünïcode ÉCRIT", "ǅungla ǈ", "snake_case 42 MiXeD"])
 def test_letter_counts_of_chosen_texts(text: str) -> None:
-    from llama_consciousness.ingestion.entities import _letter_counts
+    from llama_consciousness.entities import _letter_counts
 
     assert _letter_counts(text) == _counted(text)

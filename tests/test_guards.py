@@ -24,7 +24,7 @@ from llama_consciousness.ingestion.guards import (
     luhn_valid,
     scrub_text,
 )
-from llama_consciousness.ingestion.nodes import (
+from llama_consciousness.nodes import (
     memory_to_text_node,
     relationship_to_text_node,
     text_node_to_memory,

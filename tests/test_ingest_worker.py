@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from llama_consciousness.ingestion import worker as workers
-from llama_consciousness.ingestion.nodes import text_node_to_memory
+from llama_consciousness.nodes import text_node_to_memory
 from llama_consciousness.ingestion.pipeline import IngestOptions, _raw_text_node
 from llama_consciousness.ingestion.validator import MemoryValidationError
 from llama_consciousness.ingestion.worker import IngestWorkerError, PureStageWorker, from_records, to_records
-from llama_consciousness.memory import memory_text
+from llama_consciousness.nodes import memory_text
 
 
 def _record(i: int, **fields) -> dict:
@@ -116,7 +116,7 @@ def test_unknown_worker_option_is_refused() -> None:
 def test_record_text_nodes_equal_validated_ones_with_containers_of_their_own() -> None:
     from llama_index.core.schema import TextNode
 
-    from llama_consciousness.ingestion.nodes import record_text_node
+    from llama_consciousness.nodes import record_text_node
 
     fast = record_text_node("m1", "Meter read 7 litres.", {"level": "N2", "energy": 0.5}, [0.25, 0.5])
     slow = TextNode(id_="m1", text="Meter read 7 litres.", metadata={"level": "N2", "energy": 0.5},
@@ -177,7 +177,7 @@ def test_a_worker_that_fails_midway_hands_its_chunks_back(memory, monkeypatch, c
 
 def test_the_worker_answers_placed_relationships_with_their_rows(memory) -> None:
     """Relationships with a graph come back as upsert rows too; one without a level is left to the writer."""
-    from llama_consciousness.ingestion.nodes import text_node_to_relationship
+    from llama_consciousness.nodes import text_node_to_relationship
     from llama_consciousness.ingestion.writer import ConsciousnessGraphWriter
     from llama_consciousness.storage.records import PreparedEdge, prepare_edge
 
@@ -211,7 +211,7 @@ def test_the_worker_answers_placed_relationships_with_their_rows(memory) -> None
 ])
 def test_embedding_text_is_the_models_text(name) -> None:
     """The text embedded without the model is the model's ``memory_text``, whatever the name's ends."""
-    from llama_consciousness.ingestion.nodes import embedding_text
+    from llama_consciousness.nodes import embedding_text
 
     node = _raw_text_node(_record(1, name=name, description="  Meter 7 showed 49 litres.\n"), 1)
     assert embedding_text(node) == memory_text(text_node_to_memory(node))
@@ -220,7 +220,7 @@ def test_embedding_text_is_the_models_text(name) -> None:
 def test_pure_steps_leave_relationships_as_validated() -> None:
     """What ``prepare_edges`` relies on: after validation, no pure step changes a relationship,
     so the validator's model is the relationship the writer would read."""
-    from llama_consciousness.ingestion.nodes import text_node_to_relationship
+    from llama_consciousness.nodes import text_node_to_relationship
     from llama_consciousness.ingestion.pipeline import pure_pipeline
     from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
 
@@ -250,7 +250,7 @@ def test_pure_steps_leave_relationships_as_validated() -> None:
 @pytest.mark.parametrize("given", [None, 0.01, 1.5])
 def test_a_validated_relationship_carries_the_computed_completeness(given) -> None:
     """A completeness in the record is judged as given (1.5 is rejected, as for a memory), then replaced."""
-    from llama_consciousness.ingestion.nodes import text_node_to_relationship
+    from llama_consciousness.nodes import text_node_to_relationship
     from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
 
     relationship = {"kind": "relationship", "source_id": "w_0", "target_id": "w_1", "relation_type": "TRIGGERED",

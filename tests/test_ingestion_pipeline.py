@@ -27,7 +27,7 @@ from llama_consciousness import ConsciousnessMemory, LevelError, StorageError
 from llama_consciousness.ingestion.loader import MemoryFileError
 from llama_consciousness.ingestion.pipeline import build_pipeline, to_text_nodes
 from llama_consciousness.ingestion.validator import MemoryValidationError
-from llama_consciousness.memory import memory_text
+from llama_consciousness.nodes import memory_text
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema._time import utcnow
 from llama_consciousness.storage.records import EDGE_COPIED, NODE_COPIED
@@ -881,7 +881,7 @@ async def test_async_pipeline_writes_what_the_sync_path_writes(memory) -> None:
 
 
 def test_a_chunk_is_cut_by_graph_in_order_and_unplaceable_records_share_a_lane() -> None:
-    from llama_consciousness.ingestion.nodes import record_text_node
+    from llama_consciousness.nodes import record_text_node
     from llama_consciousness.ingestion.pipeline import _by_graph
 
     places = [("N2", None), ("N1", "ada"), ("N1", " ada "), ("N9", None), ("N1", None), ("N1", "bad id!"),

@@ -6,7 +6,7 @@ import pytest
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import TextNode
 
-from llama_consciousness.ingestion.nodes import memory_to_text_node
+from llama_consciousness.nodes import memory_to_text_node
 from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator, MemoryValidationError
 from llama_consciousness.schema import MemoryNode, ValidationResult
 from llama_consciousness.scoring.identity import base_identity, extract_base_identity, group_by_identity

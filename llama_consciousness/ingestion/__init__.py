@@ -15,7 +15,7 @@ from llama_consciousness.ingestion.entities import (
 )
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.loader import MemoryFileError, demo_memory_file, iter_memory_file, read_memory_file
-from llama_consciousness.ingestion.nodes import (
+from llama_consciousness.nodes import (
     memory_to_text_node,
     relationship_to_text_node,
     text_node_to_memory,

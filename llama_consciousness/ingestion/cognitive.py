@@ -11,7 +11,7 @@ extracted from a secret)::
     ])
 
 Each transform works on memory ``TextNode``s as built by
-:func:`llama_consciousness.ingestion.nodes.memory_to_text_node` (text =
+:func:`llama_consciousness.nodes.memory_to_text_node` (text =
 description, metadata = the MemoryNode fields by name) and leaves
 relationship nodes (``metadata["kind"] == "relationship"``) alone.  They only
 *fill* fields: a value the user gave is kept unless ``overwrite=True``, so a
@@ -32,7 +32,7 @@ from typing import Any, Optional
 from llama_index.core.schema import BaseNode, TransformComponent
 from pydantic import Field
 
-from llama_consciousness.ingestion.nodes import is_relationship
+from llama_consciousness.nodes import is_relationship
 from llama_consciousness.schema._time import to_utc, utcnow
 from llama_consciousness.scoring.cognitive import (
     DEFAULT_TECHNICAL_TERMS,

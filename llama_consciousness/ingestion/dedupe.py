@@ -29,7 +29,7 @@ from llama_index.core.schema import BaseNode
 from pydantic import Field
 
 from llama_consciousness.blas import one_blas_thread
-from llama_consciousness.ingestion.nodes import embedding_text, is_relationship, text_node_to_memory
+from llama_consciousness.nodes import embedding_text, is_relationship, text_node_to_memory
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.ingestion.writer import DUPLICATE_KEY
 from llama_consciousness.levels import home_key

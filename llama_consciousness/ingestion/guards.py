@@ -35,7 +35,7 @@ from typing import Any, Literal
 from llama_index.core.schema import BaseNode, TransformComponent
 from pydantic import Field, PrivateAttr, field_validator
 
-from llama_consciousness.ingestion.nodes import is_relationship
+from llama_consciousness.nodes import is_relationship
 
 __all__ = [
     "DEFAULT_PATTERNS",

@@ -31,7 +31,7 @@ from llama_consciousness.ingestion.entities import EntityExtractor
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.lanes import GraphLanes
 from llama_consciousness.ingestion.loader import MemoryFileError, iter_json_objects
-from llama_consciousness.ingestion.nodes import memory_to_text_node, record_text_node, relationship_to_text_node
+from llama_consciousness.nodes import memory_to_text_node, record_text_node, relationship_to_text_node
 from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.validator import LINE_KEY, ConsciousnessMetadataValidator
 from llama_consciousness.ingestion.writer import RELATIONSHIP_FACTOR, ConsciousnessGraphWriter

@@ -20,7 +20,7 @@ from llama_index.core.schema import BaseNode
 from pydantic import Field, PrivateAttr, ValidationError
 
 from llama_consciousness.errors import ConsciousnessError
-from llama_consciousness.ingestion.nodes import (
+from llama_consciousness.nodes import (
     is_relationship,
     record_fields,
     text_node_to_memory,

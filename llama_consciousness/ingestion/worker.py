@@ -69,7 +69,7 @@ def answer_records(nodes: Sequence[BaseNode], prepared: dict[int, Any]) -> list[
     other fields would cross the pipe twice, in the node and in the row: a
     third of a relationship chunk's reply.
     """
-    from llama_consciousness.ingestion.nodes import KIND_KEY, PRIVATE_PREFIX
+    from llama_consciousness.nodes import KIND_KEY, PRIVATE_PREFIX
 
     records = to_records(nodes)
     for position in prepared:
@@ -84,7 +84,7 @@ def answer_records(nodes: Sequence[BaseNode], prepared: dict[int, Any]) -> list[
 
 
 def from_records(records: Sequence[Record]) -> list[BaseNode]:
-    from llama_consciousness.ingestion.nodes import record_text_node
+    from llama_consciousness.nodes import record_text_node
 
     return [record_text_node(node_id, text, metadata, embedding) for node_id, text, metadata, embedding in records]
 
@@ -122,7 +122,7 @@ def prepare_edges(nodes: Sequence[BaseNode], validator: Any = None) -> dict[int,
     ``validator`` (the pipeline's ``ConsciousnessMetadataValidator``) lends
     the models it built, which the later pure steps leave as they are.
     """
-    from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_relationship
+    from llama_consciousness.nodes import is_relationship, text_node_to_relationship
     from llama_consciousness.storage.records import prepare_edge
 
     out: dict[int, Any] = {}
@@ -139,7 +139,7 @@ def embed_memories(embed_model: Any, nodes: Sequence[BaseNode]) -> None:
     The text is the one the store steps would embed (``memory_text`` of the
     validated memory), so the vectors are the same wherever they are made.
     """
-    from llama_consciousness.ingestion.nodes import embedding_text, is_relationship
+    from llama_consciousness.nodes import embedding_text, is_relationship
 
     todo = [n for n in nodes if n.embedding is None and not is_relationship(n)]
     if todo:

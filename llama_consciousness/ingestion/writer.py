@@ -32,7 +32,7 @@ from pydantic import Field
 
 from llama_consciousness.errors import StorageError
 from llama_consciousness.ingestion.cognitive import COMPUTED_KEY
-from llama_consciousness.ingestion.nodes import is_relationship, text_node_to_memory, text_node_to_relationship
+from llama_consciousness.nodes import is_relationship, text_node_to_memory, text_node_to_relationship
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.levels import graph_name, home_key
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
@@ -377,10 +377,10 @@ class ConsciousnessGraphWriter(ReportingTransform):
                                   derived={link.edge_id for link in chunk_links}, volatile=batch.volatile,
                                   check_stored=check_stored)
             self._count(result, ids, report)
-            if mem.vector_backends[batch.level] == "pgvector":
-                mem.pgvector.upsert(store.plans.graph, to_write)
-                if chunk_changes:  # expired versions must stop matching in Postgres too
-                    mem.pgvector.mirror_validity(store.plans.graph, store.get_nodes([c.old_id for c in chunk_changes]))
+            vectors = mem.vectors(batch.level)
+            vectors.write(store.plans, to_write)
+            if chunk_changes:  # expired versions must stop matching in the vector store too
+                vectors.mirror_validity(store.plans, store.get_nodes([c.old_id for c in chunk_changes]))
         size = self.batch_size * RELATIONSHIP_FACTOR
         for start in range(0, len(batch.relationships), size):
             result = store.upsert([], batch.relationships[start : start + size], present=stored_endpoints,

@@ -26,8 +26,8 @@ from typing import Any
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_consciousness.ingestion.entities import OfflineEntityExtractor
-from llama_consciousness.ingestion.nodes import record_text_node
+from llama_consciousness.entities import OfflineEntityExtractor
+from llama_consciousness.nodes import record_text_node
 from llama_consciousness.retrievers.base import StreamRetriever
 from llama_consciousness.retrievers.config import RetrievalConfig
 from llama_consciousness.schema import (
@@ -320,11 +320,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
 
     def _vector_plan(self, plans: LevelPlans, level: str, embedding: list[float], k: int,
                      memory_filter: MemoryFilter) -> Plan:
-        if self.memory.vector_backends[level] == "pgvector":
-            found = self.memory.pgvector.search(plans.graph, embedding, k, memory_filter)
-            nodes = {n.node_id: n for n in (yield from plans.get_nodes([i for i, _ in found]))}
-            return [VectorHit(nodes[i], s) for i, s in found if i in nodes]
-        return (yield from plans.vector_search(embedding, k, memory_filter))
+        return self.memory.vectors(level).search(plans, embedding, k, memory_filter)
 
     def _graph_plan(self, plans: LevelPlans, level: str, embedding: list[float], start: list[str], k: int,
                     memory_filter: MemoryFilter) -> Plan:

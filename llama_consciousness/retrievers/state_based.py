@@ -116,7 +116,7 @@ from llama_consciousness.scoring.state import (
 )
 from llama_consciousness.storage import state_queries as sq
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.level_store import MAX_FETCH, LevelGraphStore
+from llama_consciousness.storage.level_store import MAX_FETCH, LevelGraphStore, LevelPlans
 from llama_consciousness.storage.interleaved import run_interleaved
 from llama_consciousness.stream import assemble_stream, dedupe_relationships
 
@@ -317,11 +317,11 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
         outcomes = self._levels(state, q, existing)
         return self._finish(state, q, outcomes, retrieved_at, started)
 
-    def _candidates(self, level: str, graph: str, q: sq.StateQuery) -> list[tuple[str, float]] | None:
-        """Nearest memories to the goal from Postgres, for semantic goals on pgvector levels."""
-        if q.goal_embedding is None or self.memory.vector_backends[level] != "pgvector":
+    def _candidates(self, level: str, plans: LevelPlans, q: sq.StateQuery) -> list[tuple[str, float]] | None:
+        """Nearest memories to a semantic goal from a level whose vectors the graph queries cannot search."""
+        if q.goal_embedding is None:
             return None
-        return self.memory.pgvector.search(graph, q.goal_embedding, q.semantic_fetch, MemoryFilter(q.window))
+        return self.memory.vectors(level).candidates(plans, q.goal_embedding, q.semantic_fetch, MemoryFilter(q.window))
 
     def _levels(self, state: StateBasedRetrieval, q: sq.StateQuery,
                 existing: set[str] | Exception) -> list[StateLevelOutcome]:
@@ -341,7 +341,7 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
                 store = LevelGraphStore(self.memory.db, plans, timeout_ms=timeout_ms)
                 self._ensure_indexes(plans.graph, lambda: store.run(sq.ensure_state_indexes(plans)))
             try:
-                candidates = self._candidates(out.level, plans.graph, q)
+                candidates = self._candidates(out.level, plans, q)
             except Exception as exc:  # isolate: one level's failure is an entry, not an exception
                 self._failed(out, exc)
                 continue

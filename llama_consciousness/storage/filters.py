@@ -9,7 +9,6 @@ in one place keeps the vector, graph and keyword channels in agreement.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -20,21 +20,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from llama_consciousness.errors import EmbeddingDimensionError, StorageError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema.memory import retrieved_node
-from llama_consciousness.schema.trusted import trusted_model
 from llama_consciousness.storage import knn_gate, records, replies
 from llama_consciousness.storage.records import PreparedEdge
 from llama_consciousness.storage.params import Ids, Rows
 from llama_consciousness.storage.params import header as params_header
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.temporal import TemporalWindow, cypher_predicate, cypher_time
+from llama_consciousness.temporal import TemporalWindow, cypher_time
 
 logger = logging.getLogger(__name__)
 

@@ -133,6 +133,11 @@ def text_node_to_relationship(node: BaseNode) -> ConsciousnessRelationship:
     return ConsciousnessRelationship.model_validate(record_fields(node.metadata))
 
 
+def memory_text(node: MemoryNode) -> str:
+    """The text a memory is embedded from: its name, then its description."""
+    return f"{node.name}\n{node.description}".strip()
+
+
 def embedding_text(node: BaseNode) -> str:
     """``memory_text`` of the memory a validated node describes, mostly without building the model.
 
@@ -143,8 +148,6 @@ def embedding_text(node: BaseNode) -> str:
     almost every name, is stripped by neither, and any other goes through
     the model, so every text is exactly the one the model would give.
     """
-    from llama_consciousness.memory import memory_text  # (memory imports this package)
-
     name = node.metadata.get("name")
     if type(name) is str and name and _plain(name[0]) and _plain(name[-1]):
         return f"{name}\n{node.get_content(metadata_mode=MetadataMode.NONE)}".strip()

@@ -1,0 +1,899 @@
+"""Entities mentioned in memories and queries.
+
+Entities extracted from a memory become entity nodes of the graph linked to
+the memory by ``MENTIONS`` edges; entities extracted from a query are where
+graph traversal starts ("How does Luca's approach to V2 differ from
+Felix's?" -> Luca, V2, Felix).  Names are compared by
+:func:`~llama_consciousness.scoring.names.normalize_entity_name`, so the
+extractors only have to find mentions, not to spell them like the graph.
+
+* :class:`OfflineEntityExtractor` -- deterministic rules, pure Python, no
+  model.  It runs on every query, so it must be fast.
+* :class:`LLMEntityExtractor` -- asks a LlamaIndex ``LLM`` for a JSON list,
+  with the graph's entity names in the prompt; falls back to the offline
+  extractor when the call fails or the answer cannot be read.
+* the ingestion transform that writes ``metadata["lc_entities"]`` on every
+  memory ``TextNode`` is :class:`llama_consciousness.ingestion.entities.EntityExtractor`.
+
+Offline rules
+-------------
+A mention is one of:
+
+* a **lexicon** entry found in the text, case-insensitively and by key
+  ("person_Luca" in ``known_people`` matches "luca's"): ``known_people``
+  (Person), ``vocabulary`` (Concept, or the type given in a mapping) and the
+  memory's ``concepts`` (Concept; those not found in the text are appended);
+* a **run** of capitalised words, CamelCase words (FalkorDB, LlamaIndex),
+  acronyms (LLM) and codes (V2, N1, S6, GPT-4; lower-case codes such as
+  "v2" too): "Microsoft GraphRAG", "Luca Rossi".  A number continues a
+  capitalised word ("Phase 3"); after a code, CamelCase word or acronym a
+  few lower-case head nouns continue the run ("V2 architecture", see
+  :data:`HEAD_NOUNS`); "of"/"van"/"de"... join two capitalised words.  Runs
+  stop at punctuation, line breaks, possessives and stop words.
+* a **quoted** term of at most six words ("...", “...”, '...', ‘...’).
+
+Capitalised stop words (:data:`STOP_WORDS`: "The", "When", "How", "What",
+"I", "We", weekdays, months...) are never entities, and a single capitalised
+word at the start of a sentence needs evidence (a known name, a possessive,
+a person cue) to count: its capital may be the sentence's.  Text that is
+mostly upper case is read as if it were lower case (only codes and CamelCase
+words count).
+
+A run is a **Person** when it starts with a known first name (a compact
+built-in list, :data:`FIRST_NAMES`, plus the first words of
+``known_people``), or when its plain capitalised words are preceded by a
+person cue ("asked", "with", "told", "by", ... :data:`PERSON_CUES_BEFORE`),
+followed by one ("said", "thinks", ...), or carry a possessive ("Felix's").
+A lower-case known first name counts too when it carries a possessive or a
+cue ("how does luca's approach..."), since queries are often typed in lower
+case.  A run is an **Organization** when it ends with a suffix such as
+"Inc" or "Labs" or is one well-known company name; a **Project** when it
+starts with "Phase", "Sprint", "Milestone", ...; a **Tool** when it holds a
+CamelCase word or a known tool; a **Concept** when it ends with a head noun;
+an **Entity** otherwise.
+
+Overlaps are resolved longest mention first (lexicon before run before quote
+on equal length).  The codes, CamelCase words, first names and lexicon
+entries inside a longer mention are kept as well ("V2 architecture" also
+yields "V2"), because graph traversal benefits from every starting point.
+Entities are returned in text order and deduplicated by key, keeping the
+first surface form.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from llama_consciousness.scoring.names import EntityIndex, normalize_entity_name, split_type_prefix
+
+__all__ = [
+    "ENTITY_TYPES",
+    "Entity",
+    "EntityType",
+    "LLMEntityExtractor",
+    "OfflineEntityExtractor",
+    "ENTITIES_KEY",
+    "parse_entity_list",
+]
+
+logger = logging.getLogger(__name__)
+
+EntityType = Literal["Person", "Organization", "Concept", "Tool", "Project", "Entity"]
+ENTITY_TYPES: tuple[str, ...] = ("Person", "Organization", "Concept", "Tool", "Project", "Entity")
+
+#: Metadata key the transform writes.
+ENTITIES_KEY = "lc_entities"
+
+
+class Entity(BaseModel):
+    """One entity mention.
+
+    ``key`` is :func:`normalize_entity_name` of ``name`` unless given;
+    ``span`` is ``(start, end)`` in the text the entity was extracted from,
+    when known.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    entity_type: EntityType = "Entity"
+    key: str = ""
+    span: Optional[tuple[int, int]] = None
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_key(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            if isinstance(data.get("name"), str):
+                data["name"] = data["name"].strip()
+            if not data.get("key") and isinstance(data.get("name"), str):
+                data["key"] = normalize_entity_name(data["name"])
+            if not data.get("key"):
+                raise ValueError(f"entity name {data.get('name')!r} has no letters or digits")
+        return data
+
+    def to_metadata(self) -> dict[str, Any]:
+        """The JSON form written under ``metadata["lc_entities"]``."""
+        return {"name": self.name, "entity_type": self.entity_type, "key": self.key,
+                "confidence": round(self.confidence, 3)}
+
+
+# --------------------------------------------------------------------------
+# Word lists (casefolded).  Compact on purpose: the lexicon arguments carry
+# the names a deployment actually knows.
+
+#: Capitalised words that are never entities on their own.
+STOP_WORDS: frozenset[str] = frozenset("""
+i me my mine myself we us our ours ourselves you your yours yourself he him his she her hers
+it its they them their theirs this that these those who whom whose which what when where why
+how whatever whoever whenever wherever however the a an some any all each every no none both
+either neither another other such many much more most few several one and or but nor so yet
+for if then else than because since while although though unless until after before once as
+at by in on of to from with without within into onto about above below over under between
+among through during against per via like unlike near beyond despite instead also too very
+just only even still already again ever never always often sometimes usually maybe perhaps
+probably actually really basically finally first second third next last later now today
+tonight tomorrow yesterday here there yes not ok okay please thanks thank hello hi hey dear
+well oh ah wow sure indeed meanwhile overall otherwise therefore thus hence moreover
+furthermore additionally anyway besides similarly likewise regardless nevertheless nonetheless
+is are was were be been being am do does did done have has had having will would shall should
+can could may might must let lets get got make made see look note remember consider use using
+try going went come came think know knew want need feel felt said say says told tell asked
+yeah nope lol etc eg ie vs re fwd fw cc subject update todo fyi asap tbd nb ps
+mr mrs ms dr prof sir madam
+monday tuesday wednesday thursday friday saturday sunday
+january february march april june july august september october november december
+morning afternoon evening night week weekend month year day
+""".split())
+
+#: Common first names (people are the entities queries name most).  Words that
+#: are also common English words (Will, Mark, Grace, May, Max) are left out.
+FIRST_NAMES: frozenset[str] = frozenset("""
+aaron abigail ada adam adrian ahmed aisha alan albert alberto alec alejandro alessandra
+alessandro alex alexander alexandra alexis alfred ali alice alicia alina amanda amelia amir
+amy ana andre andrea andreas andrew andy angela anna anne annie anthony anton antonio arjun
+arthur ava axel barbara beatrice ben benjamin bernard beth bianca boris brian bruno camille
+carla carlos carlo carmen caroline catherine cecilia charles charlie charlotte chen chiara
+chloe chris christian christina christopher claire clara claude claudia colin connor daniel
+daniela daniele danny dario david davide deborah denis diana diego dmitri dominic dylan edward
+elena eleanor elias elif elisa elizabeth ella emily emma enrico eric erik ethan eva evan fabio
+farah fatima federico felix fernando filippo fiona francesca francesco francis frederick
+gabriel gabriele gabriella george georgia giacomo gianluca giorgio giovanni giulia giulio
+giuseppe greta hannah hans harry hassan helen helena henri henry hugo ian igor ingrid irene
+iris isaac isabel isabella ivan jack jacob james jan jane jasmine jason javier jean jennifer
+jens jessica joan joanna joe johan johannes john jonas jonathan jorge jose joseph josh joshua
+juan julia julian julien juliette justin karen karim karl kate katherine kenji kevin klaus
+laura lars lea leo leon leonardo liam lila lily lin linda lisa lorenzo louis louise luca lucas
+lucia luciano luigi luis luke lukas maria marco marcus margaret maria marie marina mario marta
+martin mary mateo matteo matthew mattia maya mehmet mei mia michael michele michelle miguel
+mikhail milan mohamed mohammed nadia naomi natalia natalie nathan nicholas nick nicola nicolas
+nicole niklas nikolai nina noah noemi nora oliver olivia omar oscar pablo paolo patrick paul
+paula pedro peter petra philip pierre piero pietro priya rachel rafael raj ravi rebecca riccardo
+richard rita robert roberto robin rosa ryan sabrina sam samuel sara sarah sebastian serena
+sergio simon simone sofia sophia sophie stefan stefano stella stephen steven susan sven
+takeshi teresa theo thomas tim timothy tobias tom tomas tommaso valentina valeria vera victor
+victoria vincent viktor walter wei william xavier yuki yusuf zara zoe
+""".split())
+
+#: Words right before a name that mark it as a person.
+PERSON_CUES_BEFORE: frozenset[str] = frozenset("""
+asked ask asks told tell tells with by thanked thanks thank met meet meeting called call
+emailed messaged pinged ping cc dear hi hello hey mr mrs ms dr prof colleague friend manager
+""".split())
+
+#: Words right after a name that mark it as a person.
+PERSON_CUES_AFTER: frozenset[str] = frozenset("""
+said says asked asks told tells thinks thought wrote writes suggested suggests mentioned
+replied argued agreed disagreed noted explained proposed proposes wants wanted feels felt
+believes believed decided decides insisted reminded realized realised prefers preferred
+""".split())
+
+#: Connectors allowed inside a run of capitalised words ("Bank of America").
+_CONNECTORS = frozenset({"of", "de", "van", "von", "der", "den", "la", "le", "du", "da", "di", "del", "dos"})
+
+#: Lower-case nouns that continue a run after a code, CamelCase word or acronym.
+HEAD_NOUNS: frozenset[str] = frozenset("""
+architecture architectures design system systems model models pipeline pipelines schema
+schemas protocol spec specification engine layer layers graph graphs index release releases
+version plan roadmap framework branch server database migration service api library prototype
+launch rollout cluster store format interface sdk client integration milestone sprint phase
+stream network agent agents memory memories level levels retrieval retriever query queries
+""".split())
+
+_ORG_SUFFIXES = frozenset("""
+inc corp corporation ltd llc gmbh ag sa srl labs lab university institute foundation company
+group association agency ministry department bank
+""".split())
+_KNOWN_ORGS = frozenset("""
+microsoft google alphabet openai anthropic meta facebook apple amazon nvidia ibm intel mozilla
+deepmind huggingface mistral cohere netflix tesla spacex oracle salesforce github gitlab
+""".split())
+_KNOWN_TOOLS = frozenset("""
+python docker postgres postgresql redis falkordb neo4j kubernetes git linux llamaindex
+langchain pytorch tensorflow numpy pandas react typescript javascript rust java fastapi
+pgvector sqlite mysql mongodb elasticsearch claude chatgpt gemini llama telegram discord slack
+notion jira figma excel vscode graphrag wordllama
+""".split())
+_PROJECT_WORDS = frozenset("""
+phase sprint milestone project epic release iteration stage operation initiative workstream
+""".split())
+
+_PRIORITY = {"lexicon": 0, "run": 1, "quote": 2}
+
+_TOKEN = re.compile(r"[^\W_](?:[\w&+]|['\u2019](?=[^\W_]{2,})|[-.](?=[^\W_]))*")
+_POSSESSIVE_AFTER = re.compile(r"['\u2019]s(?![^\W_])")
+_QUOTES = (
+    re.compile(r'"([^"\n]{1,80})"'),
+    re.compile(r"\u201c([^\u201d\n]{1,80})\u201d"),
+    re.compile(r"\u00ab([^\u00bb\n]{1,80})\u00bb"),
+    re.compile(r"(?<![\w'\u2019])'([^'\n]{1,60})'(?![\w])"),
+    re.compile(r"(?<![\w\u2019])\u2018([^\u2019\n]{1,60})\u2019(?![\w])"),
+)
+_LOWER_CODE = re.compile(r"^[a-z]{1,6}-?\d+[a-z]{0,2}$")
+_CAMEL = re.compile(r"[a-z][A-Z]")
+_MC = re.compile(r"^Ma?c[A-Z][a-z]+$")
+_OPENERS = set("\"'\u201c\u2018\u00ab([{*\u2022->#")
+_SENTENCE_END = set(".!?\u2026:;")
+
+
+@functools.lru_cache(maxsize=16384)
+def _key(text: str) -> str:
+    return normalize_entity_name(text)
+
+
+@dataclass
+class _Tok:
+    text: str
+    start: int
+    end: int
+    lower: str
+    kind: str  # code camel acronym cap letter num lower stop
+    possessive: bool
+    initial: bool  # starts a sentence (computed for "cap" words only)
+
+
+@dataclass
+class _Mention:
+    start: int
+    end: int
+    entity_type: str
+    confidence: float
+    source: str  # lexicon | run | quote
+    part_ok: bool = False
+    parts: list["_Mention"] = field(default_factory=list)
+
+
+def _sentence_initial(text: str, start: int) -> bool:
+    i = start - 1
+    while i >= 0:
+        ch = text[i]
+        if ch == "\n":
+            return True
+        if ch.isspace() or ch in _OPENERS:
+            i -= 1
+            continue
+        return ch in _SENTENCE_END
+    return True
+
+
+def _classify(word: str, shouting: bool) -> str:
+    """The class of a word: fast answers for the common shapes, else :func:`_classify_by_rules`."""
+    if word.isalpha():
+        if word.islower():  # most words: no digit, no capital, so no code or camel
+            return "lower"
+        if word.istitle() and word[0].isupper():  # "Kofi": one capital, first (not camel, not an acronym)
+            if shouting:
+                return "lower"
+            return "letter" if len(word) == 1 else "cap"
+    return _classify_by_rules(word, shouting)
+
+
+def _classify_by_rules(word: str, shouting: bool) -> str:
+    first = word[0]
+    if first.isdigit():
+        return "num"
+    has_digit = any(c.isdigit() for c in word)
+    has_upper = any(c.isupper() for c in word)
+    letters = [c for c in word if c.isalpha()]
+    if has_digit and letters and (has_upper or _LOWER_CODE.match(word)):
+        return "code"
+    if _CAMEL.search(word) and not _MC.match(word) and "_" not in word:
+        return "camel"
+    if shouting or not first.isupper():
+        return "lower"
+    if len(letters) == 1:
+        return "letter"
+    if len(letters) >= 2 and all(c.isupper() for c in letters):
+        return "acronym"
+    return "cap"
+
+
+_ALL_BYTES = bytes(range(256))
+_NOT_LETTERS = bytes(b for b in _ALL_BYTES if not chr(b).isascii() or not chr(b).isalpha())
+_NOT_UPPER = bytes(b for b in _ALL_BYTES if not chr(b).isascii() or not chr(b).isupper())
+
+
+def _letter_counts(text: str) -> tuple[int, int]:
+    """(letters, upper-case letters) of ``text``.
+
+    ASCII text (nearly all) is counted by deleting the other bytes in one C
+    call; any other text by ``str.isalpha`` / ``str.isupper`` per character
+    (still C loops, a few times slower).
+    """
+    if text.isascii():
+        data = text.encode("ascii")
+        return len(data.translate(None, _NOT_LETTERS)), len(data.translate(None, _NOT_UPPER))
+    return sum(map(str.isalpha, text)), sum(map(str.isupper, filter(str.isalpha, text)))
+
+
+def _tokenize(text: str) -> list[_Tok]:
+    letters, upper = _letter_counts(text)
+    shouting = letters >= 8 and upper > 0.6 * letters
+    tokens: list[_Tok] = []
+    skip_at = -1
+    size = len(text)
+    for match in _TOKEN.finditer(text):
+        start, end = match.span()
+        if start == skip_at:  # the "s" of a possessive "'s"
+            continue
+        word = text[start:end]
+        possessive = False
+        if end < size and text[end] in "'\u2019":  # most words are not followed by a quote
+            if _POSSESSIVE_AFTER.match(text, end) is not None:
+                possessive = True
+                skip_at = end + 1
+            elif word[-1] in "sS" and (end + 1 == size or not (text[end + 1].isalnum() or text[end + 1] == "_")):
+                possessive = True
+        lower = word.casefold()
+        if word.isalpha() and word.islower():  # most words: what _classify answers first, without the call
+            kind = "stop" if lower in STOP_WORDS else "lower"
+        else:
+            kind = _classify(word, shouting)
+            if kind in ("cap", "acronym", "letter", "lower") and lower in STOP_WORDS:
+                kind = "stop"
+        # Only a capitalised word's position in its sentence matters (the run rules).
+        initial = kind == "cap" and _sentence_initial(text, start)
+        tokens.append(_Tok(word, start, end, lower, kind, possessive, initial))
+    return tokens
+
+
+def _adjacent(text: str, left: _Tok, right: _Tok) -> bool:
+    gap = text[left.end:right.start]
+    return gap == " " or (0 < len(gap) <= 3 and gap.isspace() and "\n" not in gap)
+
+
+def _build_lexicon(
+    entries: Iterable[tuple[str, str, float]],
+) -> dict[str, tuple[str, float]]:
+    lexicon: dict[str, tuple[str, float]] = {}
+    for name, entity_type, confidence in entries:
+        key = _key(name)
+        if key and key not in lexicon:
+            lexicon[key] = (entity_type, confidence)
+    return lexicon
+
+
+class OfflineEntityExtractor:
+    """Deterministic, model-free entity extraction (rules in the module docstring).
+
+    ``known_people``: names (or ids such as "person_luca") of people;
+    ``vocabulary``: concept names, or a mapping name -> entity type;
+    ``first_names``: replaces the built-in :data:`FIRST_NAMES`;
+    ``emit_parts``: also return the codes, names and lexicon entries inside
+    longer mentions; ``max_entities``: keep at most this many (the most
+    confident, returned in text order).
+    """
+
+    def __init__(
+        self,
+        known_people: Iterable[str] = (),
+        vocabulary: Union[Iterable[str], Mapping[str, str]] = (),
+        *,
+        first_names: Optional[Iterable[str]] = None,
+        emit_parts: bool = True,
+        max_entities: Optional[int] = None,
+    ) -> None:
+        self.known_people = tuple(known_people)
+        if isinstance(vocabulary, Mapping):
+            vocab_items = [(str(k), _coerce_type(v) or "Concept") for k, v in vocabulary.items()]
+        else:
+            vocab_items = [(str(k), "Concept") for k in vocabulary]
+        self.vocabulary = tuple(vocab_items)
+        self.emit_parts = emit_parts
+        self.max_entities = max_entities
+        self._lexicon = _build_lexicon(
+            [(p, "Person", 0.95) for p in self.known_people] + [(n, t, 0.9) for n, t in vocab_items]
+        )
+        names = set(FIRST_NAMES if first_names is None else (n.casefold() for n in first_names))
+        for person in self.known_people:
+            key = _key(person)
+            if key:
+                names.add(key.split()[0])
+        self._first_names = frozenset(names)
+
+    # -- public API ------------------------------------------------------
+
+    def extract(self, text: str, concepts: Iterable[str] = ()) -> list[Entity]:
+        """Entities mentioned in ``text`` (plus ``concepts``: the memory's own
+        concept names, matched in the text or appended when absent)."""
+        concepts = [c for c in concepts if isinstance(c, str) and c.strip()]
+        lexicon = self._lexicon
+        if concepts:
+            lexicon = dict(lexicon)
+            for concept in concepts:
+                key = _key(concept)
+                if key and key not in lexicon:
+                    lexicon[key] = ("Concept", 0.9)
+        tokens = _tokenize(text) if text else []
+        mentions = self._lexicon_mentions(text, tokens, lexicon)
+        mentions += self._run_mentions(text, tokens, lexicon)
+        mentions += self._quote_mentions(text, lexicon)
+        entities = self._resolve(text, mentions)
+        seen = {e.key for e in entities}
+        for concept in concepts:
+            key = _key(concept)
+            if key and key not in seen:
+                seen.add(key)
+                entities.append(Entity(name=concept.strip(), entity_type="Concept", key=key, confidence=0.9))
+        return _top(entities, self.max_entities)
+
+    def extract_query_entities(self, query: str) -> list[str]:
+        """The entity names mentioned in a query, in order ("Luca", "V2", "Felix")."""
+        return [entity.name for entity in self.extract(query)]
+
+    # -- detectors -------------------------------------------------------
+
+    def _lexicon_mentions(
+        self, text: str, tokens: list[_Tok], lexicon: Mapping[str, tuple[str, float]]
+    ) -> list[_Mention]:
+        if not lexicon or not tokens:
+            return []
+        firsts: set[str] = set()
+        max_words = 1
+        for key in lexicon:
+            words = key.split()
+            firsts.add(words[0])
+            max_words = max(max_words, len(words))
+        max_words = min(max_words, 8)
+        found: list[_Mention] = []
+        for i, tok in enumerate(tokens):
+            single = _key(tok.text)
+            if not single or (single.split()[0] not in firsts and tok.lower not in firsts):
+                continue
+            best: Optional[_Mention] = None
+            last = tokens[i]
+            # The span grows one token at a time; the key of a span covers
+            # every word of it, so "V2 architectures" finds "v2 architecture".
+            for j in range(i, min(len(tokens), i + max_words)):
+                if j > i:
+                    if "\n" in text[tokens[j - 1].end:tokens[j].start]:
+                        break
+                    last = tokens[j]
+                span_key = _key(text[tok.start:last.end])
+                hit = lexicon.get(span_key)
+                if hit is not None:
+                    best = _Mention(tok.start, last.end, hit[0], hit[1], "lexicon", part_ok=True)
+            if best is not None:
+                found.append(best)
+        return found
+
+    def _run_mentions(
+        self, text: str, tokens: list[_Tok], lexicon: Mapping[str, tuple[str, float]]
+    ) -> list[_Mention]:
+        found: list[_Mention] = []
+        i, n = 0, len(tokens)
+        while i < n:
+            tok = tokens[i]
+            if tok.kind == "lower" and tok.lower in self._first_names:
+                # "luca's", "asked felix": a lower-case first name with evidence.
+                before = tokens[i - 1] if i > 0 else None
+                after = tokens[i + 1] if i + 1 < n else None
+                if tok.possessive or (
+                    before is not None and before.lower in PERSON_CUES_BEFORE and _adjacent(text, before, tok)
+                ) or (after is not None and after.lower in PERSON_CUES_AFTER and _adjacent(text, tok, after)):
+                    found.append(_Mention(tok.start, tok.end, "Person", 0.6, "run", part_ok=True))
+                i += 1
+                continue
+            if tok.kind not in ("cap", "camel", "acronym", "code"):
+                i += 1
+                continue
+            run = [tok]
+            j = i + 1
+            while j < n and not run[-1].possessive and _adjacent(text, run[-1], tokens[j]):
+                nxt, prev = tokens[j], run[-1]
+                if nxt.kind in ("cap", "camel", "acronym", "code"):
+                    if prev.kind == "lower":  # a head noun ends the run
+                        break
+                    run.append(nxt)
+                elif nxt.kind in ("num", "letter") and prev.kind in ("cap", "camel", "acronym"):
+                    run.append(nxt)
+                elif (nxt.kind == "lower" and nxt.lower in HEAD_NOUNS
+                      and (prev.kind in ("code", "camel", "acronym") or prev.lower in HEAD_NOUNS)):
+                    run.append(nxt)
+                elif (nxt.lower in _CONNECTORS and prev.kind == "cap" and j + 1 < n
+                      and tokens[j + 1].kind == "cap" and _adjacent(text, nxt, tokens[j + 1])):
+                    run.extend((nxt, tokens[j + 1]))
+                    j += 1
+                else:
+                    break
+                j += 1
+            mention = self._classify_run(text, tokens, i, j, lexicon)
+            i = j
+            if mention is not None:
+                found.append(mention)
+        return found
+
+    def _classify_run(
+        self, text: str, tokens: list[_Tok], i: int, j: int, lexicon: Mapping[str, tuple[str, float]]
+    ) -> Optional[_Mention]:
+        run = tokens[i:j]
+        first = run[0]
+        # A sentence-initial capital is not evidence; drop a leading word
+        # that has nothing else going for it when a name follows it.
+        if (first.kind == "cap" and first.initial and len(run) > 1 and run[1].kind == "cap"
+                and first.lower not in self._first_names and run[1].lower in self._first_names):
+            i += 1
+            run = run[1:]
+            first = run[0]
+        before = tokens[i - 1] if i > 0 else None
+        last = run[-1]
+        after = tokens[j] if j < len(tokens) else None
+        plain = all(t.kind in ("cap", "letter") or t.lower in _CONNECTORS for t in run)
+        cue_before = before is not None and before.lower in PERSON_CUES_BEFORE and (
+            text[before.end:first.start] in (" ", ". ")
+        )
+        cue_after = after is not None and after.lower in PERSON_CUES_AFTER and _adjacent(text, last, after)
+        lower_words = [t.lower for t in run]
+        start, end = first.start, last.end
+        run_key = _key(text[start:end])
+
+        entity_type, confidence = "Entity", 0.6
+        if run_key in lexicon:
+            entity_type, confidence = lexicon[run_key]
+        elif plain and first.lower in self._first_names:
+            entity_type, confidence = "Person", 0.85
+        elif plain and len(run) <= 3 and (cue_before or cue_after):
+            entity_type, confidence = "Person", 0.7
+        elif plain and len(run) <= 3 and last.possessive and first.kind == "cap":
+            entity_type, confidence = "Person", 0.65
+        elif (lower_words[-1] in _ORG_SUFFIXES and len(run) > 1) or (
+            len(run) == 1 and first.lower in _KNOWN_ORGS
+        ):
+            entity_type, confidence = "Organization", 0.7
+        elif lower_words[0] in _PROJECT_WORDS and len(run) > 1:
+            entity_type, confidence = "Project", 0.7
+        elif any(t.kind == "camel" or t.lower in _KNOWN_TOOLS for t in run) or (
+            run_key.replace(" ", "") in _KNOWN_TOOLS
+        ):
+            entity_type, confidence = "Tool", 0.75
+        elif last.kind == "lower" and last.lower in HEAD_NOUNS:
+            entity_type, confidence = "Concept", 0.7
+        elif len(run) == 1 and first.kind in ("code", "acronym"):
+            entity_type, confidence = "Entity", 0.75
+
+        evidence = entity_type != "Entity" or confidence > 0.6 or len(run) > 1
+        if first.kind == "cap" and first.initial and len(run) == 1 and not (
+            evidence or first.possessive
+        ):
+            return None
+        mention = _Mention(start, end, entity_type, confidence, "run")
+        if len(run) > 1:
+            for tok in run:
+                if tok.kind in ("code", "camel", "acronym"):
+                    part_type = "Tool" if tok.kind == "camel" or tok.lower in _KNOWN_TOOLS else "Entity"
+                    mention.parts.append(_Mention(tok.start, tok.end, part_type, 0.7, "run", part_ok=True))
+                elif tok.kind == "cap" and tok is first and tok.lower in self._first_names and entity_type != "Person":
+                    mention.parts.append(_Mention(tok.start, tok.end, "Person", 0.7, "run", part_ok=True))
+        return mention
+
+    def _quote_mentions(self, text: str, lexicon: Mapping[str, tuple[str, float]]) -> list[_Mention]:
+        found: list[_Mention] = []
+        for pattern in _QUOTES:
+            for match in pattern.finditer(text):
+                inner = match.group(1)
+                stripped = inner.strip()
+                if not stripped or stripped[-1] in ".!?,;:" or len(stripped.split()) > 6:
+                    continue
+                words = [w.casefold() for w in re.findall(r"[^\W_]+", stripped)]
+                if not words or all(w in STOP_WORDS for w in words):
+                    continue
+                key = _key(stripped)
+                if not key:
+                    continue
+                start = match.start(1) + (len(inner) - len(inner.lstrip()))
+                entity_type, confidence = lexicon.get(key, ("Concept", 0.7))
+                found.append(_Mention(start, start + len(stripped), entity_type, confidence, "quote"))
+        return found
+
+    # -- resolution ------------------------------------------------------
+
+    def _resolve(self, text: str, mentions: list[_Mention]) -> list[Entity]:
+        order = sorted(mentions, key=lambda m: (-(m.end - m.start), _PRIORITY[m.source], m.start))
+        accepted: list[_Mention] = []
+        rejected: list[_Mention] = []
+        for mention in order:
+            if any(m.start < mention.end and mention.start < m.end for m in accepted):
+                rejected.append(mention)
+            else:
+                accepted.append(mention)
+        if self.emit_parts:
+            candidates = rejected + [p for m in accepted for p in m.parts]
+            parts = [
+                c for c in candidates
+                if c.part_ok and any(m.start <= c.start and c.end <= m.end and m is not c for m in accepted)
+            ]
+            accepted += parts
+        accepted.sort(key=lambda m: (m.start, -(m.end - m.start), _PRIORITY[m.source]))
+        entities: list[Entity] = []
+        seen: set[str] = set()
+        for mention in accepted:
+            name = text[mention.start:mention.end]
+            key = _key(name)
+            if not key or key in seen:
+                continue
+            seen.add(key)
+            entities.append(Entity(name=name, entity_type=mention.entity_type, key=key,
+                                   span=(mention.start, mention.end), confidence=mention.confidence))
+        return entities
+
+
+def _top(entities: list[Entity], limit: Optional[int]) -> list[Entity]:
+    """At most ``limit`` entities: the most confident, kept in their order."""
+    if limit is None or len(entities) <= limit:
+        return entities
+    ranked = sorted(range(len(entities)), key=lambda i: (-entities[i].confidence, i))[:max(limit, 0)]
+    return [entities[i] for i in sorted(ranked)]
+
+
+# --------------------------------------------------------------------------
+# LLM extraction
+
+_TYPE_WORDS: dict[str, str] = {
+    **dict.fromkeys(("person", "people", "human", "citizen", "agent", "user"), "Person"),
+    **dict.fromkeys(("organization", "organisation", "org", "company", "team", "institution"), "Organization"),
+    **dict.fromkeys(("project", "task", "phase", "milestone", "initiative"), "Project"),
+    **dict.fromkeys(("tool", "software", "library", "technology", "product", "system", "service",
+                     "framework", "database", "model"), "Tool"),
+    **dict.fromkeys(("concept", "idea", "decision", "principle", "mechanism", "realization",
+                     "realisation", "topic", "pattern", "insight"), "Concept"),
+    "entity": "Entity",
+}
+
+
+def _coerce_type(value: Any) -> Optional[str]:
+    """An entity type from a free-form type name ("person", "Company"); None if unknown."""
+    if not isinstance(value, str):
+        return None
+    if value in ENTITY_TYPES:
+        return value
+    word = value.strip().casefold().replace("-", "_").split("_")[0]
+    return _TYPE_WORDS.get(word)
+
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*(.*?)```", re.DOTALL)
+
+
+def _parse_json_list(text: str) -> Optional[list[Any]]:
+    """The JSON list in an LLM answer, or None when there is none."""
+    if not isinstance(text, str):
+        return None
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        candidate = candidate.strip()
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            value = None
+            # Leading or trailing prose: decode from each opening bracket.
+            for match in re.finditer(r"[\[{]", candidate):
+                try:
+                    value, _ = decoder.raw_decode(candidate, match.start())
+                except ValueError:
+                    continue
+                if isinstance(value, list) or (isinstance(value, dict) and isinstance(value.get("entities"), list)):
+                    break
+                value = None
+        if isinstance(value, dict) and isinstance(value.get("entities"), list):
+            value = value["entities"]
+        if isinstance(value, list):
+            return value
+    return None
+
+
+def parse_entity_list(text: str) -> list[Any]:
+    """The JSON list in an LLM answer (code fences and surrounding prose are
+    tolerated; ``{"entities": [...]}`` is unwrapped).  Anything else -> ``[]``
+    and a warning."""
+    value = _parse_json_list(text)
+    if value is None:
+        logger.warning("entity extraction: the LLM answer holds no JSON list: %.200r", text)
+        return []
+    return value
+
+
+DEFAULT_PROMPT = """\
+Extract the entities mentioned in the text below: people, organizations, \
+projects, tools and concepts that might exist as nodes of a knowledge graph.
+
+Graph schema:
+{schema}
+
+Known entity names (when the text refers to one of them, answer with that exact name):
+{known_entities}
+
+Text: {text}
+
+Answer with a JSON list only, one object per entity: \
+{{"name": "...", "type": "Person|Organization|Project|Tool|Concept|Entity"}}. \
+Answer [] when the text names no entity. Do not invent entities that the text does not mention.
+
+Example:
+Text: How does Luca's approach to V2 differ from Felix's?
+Entities: [{{"name": "person_Luca", "type": "Person"}}, {{"name": "person_felix", "type": "Person"}}, \
+{{"name": "decision_v2_architecture", "type": "Concept"}}]
+
+Entities:"""
+
+DEFAULT_SCHEMA = (
+    "Entity types: Person, Organization, Project, Tool, Concept, Entity. Node names may carry a "
+    "type prefix (person_, org_, project_, task_, tool_, concept_, decision_), e.g. person_luca."
+)
+
+
+def _known_block(names: Sequence[str], budget: int) -> str:
+    if not names:
+        return "(none)"
+    out: list[str] = []
+    used = 0
+    for name in names:
+        cost = len(name) + 2
+        if used + cost > budget:
+            break
+        out.append(name)
+        used += cost
+    rest = len(names) - len(out)
+    return ", ".join(out) + (f" (+{rest} more)" if rest else "")
+
+
+class LLMEntityExtractor:
+    """Entity extraction by a LlamaIndex ``LLM`` (``llm.complete`` / ``acomplete``).
+
+    The prompt carries ``schema`` and up to ``known_entities_budget``
+    characters of ``known_entities`` (the graph's names).  Names that match a
+    known entity (exactly by key, or fuzzily at ``match_threshold``) are
+    returned with the known spelling; type prefixes ("person_Luca") set the
+    type and are dropped from the displayed name.
+
+    When the call raises, or the answer holds no JSON list, the ``fallback``
+    extractor (an :class:`OfflineEntityExtractor` by default) answers
+    instead, with a warning in the log.  An empty JSON list is a valid answer.
+    """
+
+    def __init__(
+        self,
+        llm: Any,
+        known_entities: Sequence[str] = (),
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        known_entities_budget: int = 2000,
+        fallback: Optional[OfflineEntityExtractor] = None,
+        prompt_template: str = DEFAULT_PROMPT,
+        match_threshold: float = 0.85,
+        max_entities: Optional[int] = None,
+    ) -> None:
+        if llm is None or not hasattr(llm, "complete"):
+            raise TypeError("LLMEntityExtractor needs a LlamaIndex LLM (an object with .complete)")
+        self.llm = llm
+        self.schema = schema
+        self.known_entities_budget = known_entities_budget
+        self.fallback = fallback if fallback is not None else OfflineEntityExtractor()
+        self.prompt_template = prompt_template
+        self.match_threshold = match_threshold
+        self.max_entities = max_entities
+        self.known_entities: tuple[str, ...] = ()
+        self._index = EntityIndex()
+        self.set_known_entities(known_entities)
+
+    def set_known_entities(self, names: Sequence[str]) -> None:
+        self.known_entities = tuple(dict.fromkeys(n for n in names if isinstance(n, str) and n.strip()))
+        self._index = EntityIndex((name, name) for name in self.known_entities)
+
+    def build_prompt(self, text: str, known_entities: Optional[Sequence[str]] = None) -> str:
+        names = self.known_entities if known_entities is None else tuple(known_entities)
+        return self.prompt_template.format(
+            schema=self.schema,
+            known_entities=_known_block(names, self.known_entities_budget),
+            text=text,
+        )
+
+    def extract(self, text: str, concepts: Iterable[str] = (), *,
+                known_entities: Optional[Sequence[str]] = None) -> list[Entity]:
+        prompt = self.build_prompt(text, known_entities)
+        try:
+            answer = self.llm.complete(prompt).text
+        except Exception as exc:  # noqa: BLE001 -- any LLM failure degrades to the rules
+            logger.warning("entity extraction: LLM call failed (%s: %s); using offline rules",
+                           type(exc).__name__, exc)
+            return self.fallback.extract(text, concepts)
+        return self._from_answer(text, answer, concepts, known_entities)
+
+    async def aextract(self, text: str, concepts: Iterable[str] = (), *,
+                       known_entities: Optional[Sequence[str]] = None) -> list[Entity]:
+        prompt = self.build_prompt(text, known_entities)
+        try:
+            answer = (await self.llm.acomplete(prompt)).text
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("entity extraction: LLM call failed (%s: %s); using offline rules",
+                           type(exc).__name__, exc)
+            return self.fallback.extract(text, concepts)
+        return self._from_answer(text, answer, concepts, known_entities)
+
+    def extract_query_entities(self, query: str) -> list[str]:
+        return [entity.name for entity in self.extract(query)]
+
+    async def aextract_query_entities(self, query: str) -> list[str]:
+        return [entity.name for entity in await self.aextract(query)]
+
+    def _from_answer(self, text: str, answer: str, concepts: Iterable[str],
+                     known_entities: Optional[Sequence[str]]) -> list[Entity]:
+        concepts = [c for c in concepts if isinstance(c, str) and c.strip()]
+        items = _parse_json_list(answer)
+        if items is None:
+            logger.warning("entity extraction: the LLM answer holds no JSON list (%.200r); "
+                           "using offline rules", answer)
+            return self.fallback.extract(text, concepts)
+        index = self._index if known_entities is None else EntityIndex((n, n) for n in known_entities)
+        entities: list[Entity] = []
+        seen: set[str] = set()
+        for item in items:
+            entity = self._to_entity(text, item, index)
+            if entity is not None and entity.key not in seen:
+                seen.add(entity.key)
+                entities.append(entity)
+        for concept in concepts:
+            key = _key(concept)
+            if key and key not in seen:
+                seen.add(key)
+                entities.append(Entity(name=concept.strip(), entity_type="Concept", key=key, confidence=0.9))
+        return _top(entities, self.max_entities)
+
+    def _to_entity(self, text: str, item: Any, index: EntityIndex) -> Optional[Entity]:
+        if isinstance(item, str):
+            raw, type_name, confidence = item, None, None
+        elif isinstance(item, dict):
+            raw = item.get("name") or item.get("entity") or item.get("text")
+            type_name = item.get("type") or item.get("entity_type") or item.get("label")
+            confidence = item.get("confidence")
+        else:
+            return None
+        if not isinstance(raw, str) or not raw.strip() or len(raw) > 200:
+            return None
+        prefix, rest = split_type_prefix(raw.strip())
+        entity_type = _coerce_type(type_name) or (_coerce_type(prefix) if prefix else None) or "Entity"
+        match = index.best(raw, self.match_threshold) if len(index) else None
+        if match is not None:
+            name, score = match.name, 0.9 if match.score >= 1.0 else 0.8 * match.score
+        else:
+            name = rest.replace("_", " ").strip() if prefix else raw.strip()
+            score = 0.6
+        if isinstance(confidence, (int, float)) and not isinstance(confidence, bool) and 0 <= confidence <= 1:
+            score = float(confidence)
+        key = _key(name)
+        if not key:
+            return None
+        span = None
+        found = re.search(re.escape(name), text, re.IGNORECASE)
+        if found is not None:
+            span = (found.start(), found.end())
+        return Entity(name=name, entity_type=entity_type, key=key, span=span, confidence=score)

@@ -1,0 +1,80 @@
+"""Where a level keeps its vectors: one interface, two implementations.
+
+A level's memories and links always live in its FalkorDB graph.  Its
+vectors live either on the memory nodes under FalkorDB's HNSW index
+(:class:`GraphVectors`, the default) or in Postgres with pgvector
+(:class:`PostgresVectors`).  Callers ask the level's ``LevelVectors`` and
+never test which one they hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from llama_consciousness.schema import MemoryNode
+from llama_consciousness.storage.filters import MemoryFilter
+from llama_consciousness.storage.level_store import LevelPlans, Plan, VectorHit
+
+
+class LevelVectors(Protocol):
+    """The vector side of one level."""
+
+    def search(self, plans: LevelPlans, embedding: Sequence[float], k: int, memory_filter: MemoryFilter) -> Plan:
+        """A plan whose result is the k nearest memories that pass the filter (``VectorHit``s, nearest first)."""
+        ...
+
+    def candidates(self, plans: LevelPlans, embedding: Sequence[float], k: int,
+                   memory_filter: MemoryFilter) -> list[tuple[str, float]] | None:
+        """``(node_id, similarity)`` of the nearest memories, for a graph query to start from; None when the
+        graph's own queries search the vectors themselves."""
+        ...
+
+    def write(self, plans: LevelPlans, nodes: Sequence[MemoryNode]) -> None:
+        """Store the vectors of ``nodes`` (already upserted in the graph)."""
+        ...
+
+    def mirror_validity(self, plans: LevelPlans, nodes: Sequence[MemoryNode]) -> None:
+        """Let the vectors of ``nodes`` follow their stored times and flags (a supersession expired them)."""
+        ...
+
+
+class GraphVectors:
+    """Vectors on the memory nodes, under the graph's HNSW index: the graph's own upsert writes them."""
+
+    def search(self, plans: LevelPlans, embedding: Sequence[float], k: int, memory_filter: MemoryFilter) -> Plan:
+        return plans.vector_search(embedding, k, memory_filter)
+
+    def candidates(self, plans: LevelPlans, embedding: Sequence[float], k: int,
+                   memory_filter: MemoryFilter) -> list[tuple[str, float]] | None:
+        return None
+
+    def write(self, plans: LevelPlans, nodes: Sequence[MemoryNode]) -> None:
+        return None
+
+    def mirror_validity(self, plans: LevelPlans, nodes: Sequence[MemoryNode]) -> None:
+        return None
+
+
+class PostgresVectors:
+    """Vectors in Postgres (``PgVectorStore``); the memories they point to are read from the graph."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def search(self, plans: LevelPlans, embedding: Sequence[float], k: int, memory_filter: MemoryFilter) -> Plan:
+        found = self.store.search(plans.graph, embedding, k, memory_filter)
+        nodes = {n.node_id: n for n in (yield from plans.get_nodes([node_id for node_id, _ in found]))}
+        return [VectorHit(nodes[node_id], score) for node_id, score in found if node_id in nodes]
+
+    def candidates(self, plans: LevelPlans, embedding: Sequence[float], k: int,
+                   memory_filter: MemoryFilter) -> list[tuple[str, float]] | None:
+        return self.store.search(plans.graph, embedding, k, memory_filter)
+
+    def write(self, plans: LevelPlans, nodes: Sequence[MemoryNode]) -> None:
+        if nodes:
+            self.store.upsert(plans.graph, nodes)
+
+    def mirror_validity(self, plans: LevelPlans, nodes: Sequence[MemoryNode]) -> None:
+        if nodes:
+            self.store.mirror_validity(plans.graph, nodes)
