@@ -209,7 +209,8 @@ class ConsciousnessMemory:
             self._stores[name] = LevelGraphStore(self.db, self.plans(level, citizen_id))
         return self._stores[name]
 
-    def _writable(self, level: str, citizen_id: str | None) -> LevelGraphStore:
+    def writable(self, level: str, citizen_id: str | None = None) -> LevelGraphStore:
+        """The store of one level graph, its schema (indexes, constraints) made on first use."""
         store = self.level(level, citizen_id)
         if store.plans.graph not in self._schema_ready:
             store.ensure_schema()
@@ -292,7 +293,7 @@ class ConsciousnessMemory:
             graph_name(*key)
         total = UpsertResult()
         for (lvl, cid), (level_nodes, level_rels) in by_graph.items():
-            store = self._writable(lvl, cid)
+            store = self.writable(lvl, cid)
             total += store.upsert(level_nodes, level_rels)
             self.bump_graph(store.plans.graph)
             self.vectors(lvl).write(store.plans, level_nodes)
@@ -305,7 +306,8 @@ class ConsciousnessMemory:
         ``on_bad_line``, ``pii``, ``injection``, ``duplicates``, ...).
         Returns the ``IngestReport``.
         """
-        from llama_consciousness.ingestion.pipeline import IngestOptions, ingest
+        from llama_consciousness.ingestion.pipeline import ingest
+        from llama_consciousness.ingestion.steps import IngestOptions
 
         return ingest(self, source, IngestOptions(**options), progress=progress)
 
@@ -382,4 +384,4 @@ class ConsciousnessMemory:
 
     def reindex(self, level: str, citizen_id: str | None = None) -> None:
         """Rebuild a level's vector index (clears FalkorDB's orphan vectors)."""
-        self._writable(level, citizen_id).reindex_vectors()
+        self.writable(level, citizen_id).reindex_vectors()

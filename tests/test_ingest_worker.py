@@ -221,7 +221,7 @@ def test_pure_steps_leave_relationships_as_validated() -> None:
     """What ``prepare_edges`` relies on: after validation, no pure step changes a relationship,
     so the validator's model is the relationship the writer would read."""
     from llama_consciousness.nodes import text_node_to_relationship
-    from llama_consciousness.ingestion.pipeline import pure_pipeline
+    from llama_consciousness.ingestion.steps import pure_pipeline
     from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
 
     relationship = {"kind": "relationship", "source_id": "w_0", "target_id": "w_1", "relation_type": "TRIGGERED",

@@ -21,7 +21,8 @@ from llama_consciousness.nodes import (
     text_node_to_memory,
     text_node_to_relationship,
 )
-from llama_consciousness.ingestion.pipeline import IngestOptions, build_pipeline, ingest, to_text_nodes
+from llama_consciousness.ingestion.pipeline import build_pipeline, ingest, to_text_nodes
+from llama_consciousness.ingestion.steps import IngestOptions
 from llama_consciousness.ingestion.report import IngestReport, Rejection
 from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator, MemoryValidationError
 from llama_consciousness.ingestion.writer import ConsciousnessGraphWriter

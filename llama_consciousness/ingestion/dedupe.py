@@ -26,7 +26,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from llama_index.core.schema import BaseNode
-from pydantic import Field
+from pydantic import Field, SkipValidation
 
 from llama_consciousness.blas import one_blas_thread
 from llama_consciousness.nodes import embedding_text, is_relationship, text_node_to_memory
@@ -34,6 +34,7 @@ from llama_consciousness.ingestion.report import IngestReport, ReportingTransfor
 from llama_consciousness.ingestion.writer import DUPLICATE_KEY
 from llama_consciousness.levels import home_key
 from llama_consciousness.scoring.identity import base_identity
+from llama_consciousness.storage.reader import MemoryReader
 
 
 class _Version(NamedTuple):
@@ -118,7 +119,7 @@ class NearDuplicateFilter(ReportingTransform):
     each call compares its chunk with itself and with the stored memories.
     """
 
-    memory: Any = Field(exclude=True, description="the ConsciousnessMemory to compare against")
+    memory: SkipValidation[MemoryReader] = Field(exclude=True, description="the ConsciousnessMemory to compare against")
     threshold: float = Field(default=0.9, gt=0.0, le=1.0, description="cosine similarity above which two memories are one")
     action: Literal["link", "skip"] = "link"
     memo: Any = Field(default=None, exclude=True, description="a DuplicateMemo shared by the calls of one run")

@@ -20,64 +20,27 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import BaseNode
 
-from llama_consciousness.ingestion.cognitive import AuthorityScorer, ConceptExtractor, SurfacesWhenInferrer
 from llama_consciousness.ingestion.dedupe import DuplicateMemo, NearDuplicateFilter
-from llama_consciousness.ingestion.entities import EntityExtractor
-from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.lanes import GraphLanes
 from llama_consciousness.ingestion.loader import MemoryFileError, iter_json_objects
 from llama_consciousness.nodes import memory_to_text_node, record_text_node, relationship_to_text_node
 from llama_consciousness.ingestion.report import IngestReport
-from llama_consciousness.ingestion.validator import LINE_KEY, ConsciousnessMetadataValidator
+from llama_consciousness.ingestion.steps import IngestOptions, collect_reports, pure_steps
+from llama_consciousness.ingestion.validator import LINE_KEY
 from llama_consciousness.ingestion.writer import RELATIONSHIP_FACTOR, ConsciousnessGraphWriter
 from llama_consciousness.errors import LevelError
 from llama_consciousness.gcquiet import BULK_YOUNG_COLLECTION_THRESHOLD, fewer_collections
 from llama_consciousness.levels import graph_name
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+from llama_consciousness.storage.reader import MemoryReader
 
 
-@dataclass(frozen=True)
-class IngestOptions:
-    """How ``ingest`` treats the records it is given.
-
-    ``on_invalid``: a record that fails validation stops the run (``raise``)
-    or is skipped and reported (``drop``).  ``on_bad_line``: a line that is
-    not JSON makes the whole file refused before anything is written
-    (``raise``: all or nothing) or is skipped and reported (``skip``: the
-    rest is ingested).  ``pii``, ``injection`` (``flag`` / ``quarantine`` /
-    ``drop`` / ``off``), ``duplicates`` (``link`` / ``skip`` / ``off``),
-    ``entities`` and ``concepts`` switch the transforms.  ``worker``: run
-    the pure steps of all chunks after the first in a second process
-    (``ingestion.worker``) while this one writes; ``auto`` does so for
-    inputs of more than ``WORKER_THRESHOLD`` records, where the start of
-    the process (about a second of imports, beside the first chunk) pays.
-    """
-
-    on_invalid: Literal["raise", "drop"] = "raise"
-    on_bad_line: Literal["raise", "skip"] = "raise"
-    pii: bool = True
-    injection: Literal["flag", "quarantine", "drop", "off"] = "flag"
-    duplicates: Literal["link", "skip", "off"] = "link"
-    duplicate_threshold: float = 0.9
-    entities: bool = True
-    concepts: bool = True
-    batch_size: int = 500
-    chunk_size: int = 1000
-    worker: Literal["auto", "on", "off"] = "auto"
-
-    def __post_init__(self) -> None:
-        if self.worker not in ("auto", "on", "off"):
-            raise ValueError(f"worker must be 'auto', 'on' or 'off', not {self.worker!r}")
-        if self.chunk_size < 1 or self.batch_size < 1:
-            raise ValueError("chunk_size and batch_size must be at least 1")
-
-
-def build_pipeline(memory: Any, options: IngestOptions | None = None) -> IngestionPipeline:
+def build_pipeline(memory: MemoryReader, options: IngestOptions | None = None) -> IngestionPipeline:
     """The default ingestion pipeline writing into ``memory``."""
     # The pipeline cache would skip the writer for nodes it has seen, which
     # is wrong for a store that may have changed since: writes are
@@ -85,33 +48,13 @@ def build_pipeline(memory: Any, options: IngestOptions | None = None) -> Ingesti
     return IngestionPipeline(transformations=_steps(memory, options or IngestOptions()), disable_cache=True)
 
 
-def _steps(memory: Any, o: IngestOptions) -> list[Any]:
+def _steps(memory: MemoryReader, o: IngestOptions) -> list[Any]:
     """The default steps, in order (see the module docstring)."""
     return pure_steps(o) + _store_steps(memory, o)
 
 
-def pure_steps(o: IngestOptions) -> list[Any]:
-    """The steps that read nothing but their records (they may run in a worker process)."""
-    steps: list[Any] = [ConsciousnessMetadataValidator(mode=o.on_invalid)]
-    if o.pii:
-        steps.append(PIIScrubber())
-    if o.injection != "off":
-        steps.append(InjectionGuard(action=o.injection))
-    if o.concepts:
-        steps += [ConceptExtractor(), SurfacesWhenInferrer(), AuthorityScorer()]
-    if o.entities:
-        # Names only: the concepts are already stored as the memory's
-        # ``concepts``; as entities they would link every memory to "asked".
-        steps.append(EntityExtractor(use_concepts=False))
-    return steps
-
-
-def pure_pipeline(o: IngestOptions) -> IngestionPipeline:
-    return IngestionPipeline(transformations=pure_steps(o), disable_cache=True)
-
-
 def _store_steps(
-    memory: Any, o: IngestOptions, memo: DuplicateMemo | None = None, prepared: dict[int, Any] | None = None
+    memory: MemoryReader, o: IngestOptions, memo: DuplicateMemo | None = None, prepared: dict[int, Any] | None = None
 ) -> list[Any]:
     """The steps that read or write the level graphs: near-duplicates, the writer.
 
@@ -153,17 +96,6 @@ def _warn_injections(out: Sequence[BaseNode], report: IngestReport) -> None:
         if matches:
             state = "quarantined" if node.metadata.get("lc_quarantine") else "flagged"
             report.warn(node.node_id, f"{state} as a possible prompt injection: {', '.join(map(str, matches))}")
-
-
-def collect_reports(pipeline: IngestionPipeline, report: IngestReport) -> None:
-    """Fold the reports of every step into one."""
-    for step in pipeline.transformations:
-        part = getattr(step, "report", None)
-        if isinstance(part, IngestReport):
-            report.merge(part)
-        if isinstance(step, InjectionGuard):
-            for node_id in step.last_report.get("dropped_ids", []):
-                report.reject(node_id, "InjectionGuard", ["dropped: looks like a prompt injection"])
 
 
 def to_text_nodes(items: Iterable[MemoryNode | ConsciousnessRelationship | BaseNode]) -> list[BaseNode]:
@@ -212,7 +144,7 @@ def _raw_text_node(obj: dict[str, Any], line: int) -> BaseNode:
 
 
 def _pipelined(
-    memory: Any,
+    memory: MemoryReader,
     o: IngestOptions,
     chunks: Iterable[list[BaseNode]],
     report: IngestReport,
@@ -453,7 +385,7 @@ def _chunks(items: Iterable[BaseNode], size: int) -> Iterator[list[BaseNode]]:
 
 
 def ingest(
-    memory: Any,
+    memory: MemoryReader,
     source: str | Path | Sequence[MemoryNode | ConsciousnessRelationship | BaseNode],
     options: IngestOptions | None = None,
     *,
@@ -470,7 +402,7 @@ def ingest(
 
 
 def _ingest(
-    memory: Any,
+    memory: MemoryReader,
     source: str | Path | Sequence[MemoryNode | ConsciousnessRelationship | BaseNode],
     options: IngestOptions | None,
     *,

@@ -98,7 +98,7 @@ def run_pure(
     that the store steps find their vectors ready.  (``prepare_edges`` is
     the worker's further step for relationships.)
     """
-    from llama_consciousness.ingestion.pipeline import collect_reports, pure_pipeline
+    from llama_consciousness.ingestion.steps import collect_reports, pure_pipeline
 
     pipeline = pipelines.get(options) if pipelines is not None else None
     if pipeline is None:
@@ -334,7 +334,7 @@ def main(argv: Sequence[str]) -> int:
     import gc
 
     from llama_consciousness.gcquiet import BULK_YOUNG_COLLECTION_THRESHOLD, fewer_collections
-    from llama_consciousness.ingestion.pipeline import pure_pipeline  # noqa: F401 - imported before the freeze
+    from llama_consciousness.ingestion.steps import pure_pipeline  # noqa: F401 - imported before the freeze
 
     # This process is ours: its imports are kept out of every collection,
     # and collections are rare for its whole life (see ``gcquiet``).

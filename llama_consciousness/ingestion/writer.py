@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llama_index.core.schema import BaseNode
-from pydantic import Field
+from pydantic import Field, SkipValidation
 
 from llama_consciousness.errors import StorageError
 from llama_consciousness.ingestion.cognitive import COMPUTED_KEY
@@ -40,6 +40,7 @@ from llama_consciousness.scoring.identity import base_identity
 from llama_consciousness.scoring.names import EntityIndex, normalize_entity_name
 from llama_consciousness.storage.level_store import LevelGraphStore, Supersession
 from llama_consciousness.storage.records import PreparedEdge, retargeted_edges
+from llama_consciousness.storage.reader import MemoryReader
 
 ENTITY_TYPES = ("Person", "Organization", "Concept", "Tool", "Project", "Entity")
 DUPLICATE_KEY = "lc_duplicate_of"
@@ -116,7 +117,7 @@ and each transaction and chunk costs a few round trips per level graph.
 class ConsciousnessGraphWriter(ReportingTransform):
     """Write memories, entities, supersessions and relationships into the level graphs."""
 
-    memory: Any = Field(exclude=True, description="the ConsciousnessMemory to write into")
+    memory: SkipValidation[MemoryReader] = Field(exclude=True, description="the ConsciousnessMemory to write into")
     batch_size: int = Field(default=500, ge=1, le=50_000, description="memories per transaction")
     link_entities: bool = Field(default=True, description="create entity memories and MENTIONS links")
     auto_supersede: bool = Field(
@@ -337,7 +338,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
 
     def _write_level(self, batch: _LevelBatch, report: IngestReport) -> IngestReport:
         mem = self.memory
-        store = mem._writable(batch.level, batch.citizen_id)
+        store = mem.writable(batch.level, batch.citizen_id)
         changes, supersede_links, base_ids = self._supersessions(store, batch.memories)
         entity_nodes, mention_links = self._entity_links(store, batch) if self.link_entities else ([], [])
         duplicate_links = [

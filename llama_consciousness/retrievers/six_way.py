@@ -44,11 +44,12 @@ from llama_consciousness.scoring.fusion import weighted_rrf, weighted_score_fusi
 from llama_consciousness.scoring.names import EntityIndex
 from llama_consciousness.storage import channels as ch
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.interleaved import run_interleaved
+from llama_consciousness.storage import run_interleaved
 from llama_consciousness.storage.level_store import LevelGraphStore, LevelPlans, Plan, VectorHit
 from llama_consciousness.schema.memory import retrieved_node
 from llama_consciousness.stream import assemble_stream, dedupe_relationships
 from llama_consciousness.temporal import TemporalWindow
+from llama_consciousness.storage.reader import MemoryReader
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
 
     def __init__(
         self,
-        memory: Any,
+        memory: MemoryReader,
         citizen_id: str | None = None,
         *,
         config: RetrievalConfig | None = None,

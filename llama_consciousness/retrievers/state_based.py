@@ -117,8 +117,9 @@ from llama_consciousness.scoring.state import (
 from llama_consciousness.storage import state_queries as sq
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import MAX_FETCH, LevelGraphStore, LevelPlans
-from llama_consciousness.storage.interleaved import run_interleaved
+from llama_consciousness.storage import run_interleaved
 from llama_consciousness.stream import assemble_stream, dedupe_relationships
+from llama_consciousness.storage.reader import MemoryReader
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
 
     def __init__(
         self,
-        memory: Any,
+        memory: MemoryReader,
         default_state: StateBasedRetrieval | None = None,
         *,
         config: StateRetrievalConfig | None = None,

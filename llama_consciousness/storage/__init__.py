@@ -1,6 +1,13 @@
-"""Storage: embedded servers, the level graph store (all Cypher), the pgvector store."""
+"""Storage: embedded servers, the level graph store (all Cypher), the pgvector store.
+
+Layers above use the stores, the query plans (``channels``, ``state_queries``,
+``links``, ``neighbourhood``), :func:`run_interleaved` to run several plans at
+once, and the vector interface (``vectors``); the wire format and the
+connection handling stay in here.
+"""
 
 from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
+from llama_consciousness.storage.interleaved import run_interleaved
 from llama_consciousness.storage.level_store import (
     LevelGraphStore,
     LevelPlans,
@@ -20,4 +27,5 @@ __all__ = [
     "VectorHit",
     "VectorIndexConfig",
     "default_data_dir",
+    "run_interleaved",
 ]

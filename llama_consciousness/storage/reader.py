@@ -1,24 +1,60 @@
-"""What retrievers and postprocessors need of a memory: the level stores, by level and citizen.
+"""What the layers above storage need of a memory: its stores, vectors, embedding and versions.
 
-A ``Protocol`` rather than ``ConsciousnessMemory`` itself, so that the
-layers above storage name the one thing they use and never import the
-memory's module (which imports them).
+A ``Protocol`` rather than ``ConsciousnessMemory`` itself, so that
+retrievers, postprocessors and ingestion transforms name the one thing they
+use and never import the memory's module (which imports them).
+``ConsciousnessMemory`` satisfies it; a test double for a pure function
+may too.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol
 
+from llama_consciousness.schema import MemoryNode
 from llama_consciousness.storage.level_store import LevelGraphStore, LevelPlans
+from llama_consciousness.storage.vectors import LevelVectors
 
 
 class MemoryReader(Protocol):
-    """Anything that hands out level graph stores (``ConsciousnessMemory`` does)."""
+    """Anything that hands out a memory's level graph stores (``ConsciousnessMemory`` does)."""
+
+    db: Any
+    """The FalkorDB client (``falkordb.FalkorDB``) of the level graphs."""
+    embed_model: Any
+    """The LlamaIndex ``BaseEmbedding`` memories and questions are embedded with."""
+    entity_index_cache: dict[str, Any]
+    """Per graph, the entity-name index retrievers share (rebuilt when the graph's version moves)."""
 
     def level(self, level: str, citizen_id: str | None = None) -> LevelGraphStore:
         """The store of one level graph (N1 needs the citizen)."""
         ...
 
+    def writable(self, level: str, citizen_id: str | None = None) -> LevelGraphStore:
+        """The store of one level graph, ready to be written (its schema made on first use)."""
+        ...
+
     def plans(self, level: str, citizen_id: str | None = None) -> LevelPlans:
         """The query plans of one level graph."""
+        ...
+
+    def vectors(self, level: str) -> LevelVectors:
+        """Where the level keeps its vectors."""
+        ...
+
+    def graph_version(self, graph: str) -> int:
+        """A number that changes whenever this process writes to ``graph`` (for caches)."""
+        ...
+
+    def embed_query(self, text: str) -> list[float]:
+        """The embedding of a question."""
+        ...
+
+    def embed_nodes(self, nodes: Sequence[MemoryNode]) -> list[MemoryNode]:
+        """``nodes`` with their embeddings (computed where missing)."""
+        ...
+
+    def bump_graph(self, graph: str) -> None:
+        """Mark ``graph`` as written (its version moves)."""
         ...

@@ -1,0 +1,86 @@
+"""The ingestion options and the steps that read nothing but their records.
+
+These steps may run in the ingestion worker's process (``ingestion.worker``)
+as well as in the caller's (``ingestion.pipeline``): both import them from
+here, and neither imports the other for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from llama_index.core.ingestion import IngestionPipeline
+
+from llama_consciousness.ingestion.cognitive import AuthorityScorer, ConceptExtractor, SurfacesWhenInferrer
+from llama_consciousness.ingestion.entities import EntityExtractor
+from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
+from llama_consciousness.ingestion.report import IngestReport
+from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """How ``ingest`` treats the records it is given.
+
+    ``on_invalid``: a record that fails validation stops the run (``raise``)
+    or is skipped and reported (``drop``).  ``on_bad_line``: a line that is
+    not JSON makes the whole file refused before anything is written
+    (``raise``: all or nothing) or is skipped and reported (``skip``: the
+    rest is ingested).  ``pii``, ``injection`` (``flag`` / ``quarantine`` /
+    ``drop`` / ``off``), ``duplicates`` (``link`` / ``skip`` / ``off``),
+    ``entities`` and ``concepts`` switch the transforms.  ``worker``: run
+    the pure steps of all chunks after the first in a second process
+    (``ingestion.worker``) while this one writes; ``auto`` does so for
+    inputs of more than ``WORKER_THRESHOLD`` records, where the start of
+    the process (about a second of imports, beside the first chunk) pays.
+    """
+
+    on_invalid: Literal["raise", "drop"] = "raise"
+    on_bad_line: Literal["raise", "skip"] = "raise"
+    pii: bool = True
+    injection: Literal["flag", "quarantine", "drop", "off"] = "flag"
+    duplicates: Literal["link", "skip", "off"] = "link"
+    duplicate_threshold: float = 0.9
+    entities: bool = True
+    concepts: bool = True
+    batch_size: int = 500
+    chunk_size: int = 1000
+    worker: Literal["auto", "on", "off"] = "auto"
+
+    def __post_init__(self) -> None:
+        if self.worker not in ("auto", "on", "off"):
+            raise ValueError(f"worker must be 'auto', 'on' or 'off', not {self.worker!r}")
+        if self.chunk_size < 1 or self.batch_size < 1:
+            raise ValueError("chunk_size and batch_size must be at least 1")
+
+
+def pure_steps(o: IngestOptions) -> list[Any]:
+    """The steps that read nothing but their records (they may run in a worker process)."""
+    steps: list[Any] = [ConsciousnessMetadataValidator(mode=o.on_invalid)]
+    if o.pii:
+        steps.append(PIIScrubber())
+    if o.injection != "off":
+        steps.append(InjectionGuard(action=o.injection))
+    if o.concepts:
+        steps += [ConceptExtractor(), SurfacesWhenInferrer(), AuthorityScorer()]
+    if o.entities:
+        # Names only: the concepts are already stored as the memory's
+        # ``concepts``; as entities they would link every memory to "asked".
+        steps.append(EntityExtractor(use_concepts=False))
+    return steps
+
+
+def pure_pipeline(o: IngestOptions) -> IngestionPipeline:
+    return IngestionPipeline(transformations=pure_steps(o), disable_cache=True)
+
+
+def collect_reports(pipeline: IngestionPipeline, report: IngestReport) -> None:
+    """Fold the reports of every step into one."""
+    for step in pipeline.transformations:
+        part = getattr(step, "report", None)
+        if isinstance(part, IngestReport):
+            report.merge(part)
+        if isinstance(step, InjectionGuard):
+            for node_id in step.last_report.get("dropped_ids", []):
+                report.reject(node_id, "InjectionGuard", ["dropped: looks like a prompt injection"])
