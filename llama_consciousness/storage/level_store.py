@@ -199,9 +199,6 @@ def _prop_sets(var: str, wire: tuple[str, ...], props: tuple[str, ...]) -> str:
 
 _N = records.NODE_WIRE
 _E = records.EDGE_WIRE
-# A link written by an earlier version holds its descriptive texts as
-# properties too; re-written, it keeps them in its copy only.
-_LEGACY_LINK_PROPS = "{" + ", ".join(f"{p}: null" for p in records.EDGE_COPY_ONLY) + "}"
 
 _UPSERT_NODES = f"""
 CALL {{
@@ -218,7 +215,7 @@ SET {_prop_sets("n", _N, tuple(p for p in records.NODE_PROPS if p not in ("node_
     n.invalidation_reason = CASE WHEN sup AND {_at(_N, "invalidation_reason")} IS NULL
                                  THEN old_reason ELSE {_at(_N, "invalidation_reason")} END,
     n.{VECTOR_PROPERTY} = {records.SCALED_VECTOR.format(_at(_N, "embedding"))}, n.content_hash = {_at(_N, "hash")},
-    n.{records.FIELDS_COPY} = {_at(_N, records.FIELDS_COPY)}
+    n.{records.LEGACY_COPY} = NULL
 RETURN collect(CASE WHEN old_hash IS NULL THEN {_at(_N, "node_id")} END) AS created_ids,
        collect(CASE WHEN old_hash IS NULL THEN NULL ELSE {_at(_N, "node_id")} END) AS updated_ids
 }}
@@ -246,10 +243,9 @@ OPTIONAL MATCH (s)-[old:{EDGE_TYPE} {{edge_id: {_at(_E, "edge_id")}}}]->(t)
 WITH s, t, row, old.content_hash AS old_hash
 MERGE (s)-[r:{EDGE_TYPE} {{edge_id: {_at(_E, "edge_id")}}}]->(t)
 WITH r, row, old_hash WHERE old_hash IS NULL OR (old_hash <> {_at(_E, "hash")} AND NOT {_at(_E, "derived")})
-SET {_prop_sets("r", _E, tuple(p for p in records.EDGE_STORED if p != "edge_id"))},
+SET {_prop_sets("r", _E, tuple(p for p in records.EDGE_PROPS if p != "edge_id"))},
     {_time_sets("r", _E, "old_hash IS NOT NULL")}, r.content_hash = {_at(_E, "hash")},
-    r.{records.FIELDS_COPY} = {_at(_E, records.FIELDS_COPY)}
-SET r += CASE WHEN old_hash IS NULL THEN {{}} ELSE {_LEGACY_LINK_PROPS} END
+    r.{records.LEGACY_COPY} = NULL
 RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
        sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS edges_updated
 }}
@@ -739,13 +735,13 @@ def vector_hits(rows: Sequence[Any], k: int) -> list[VectorHit]:
     """Rows of :meth:`LevelPlans.vector_rows` as hits, nearest first, each memory once, at most k."""
     hits: dict[str, VectorHit] = {}
     for values, score, _ in rows:
-        node_id = values[0]  # NODE_CELLS[0]
+        node_id = values[0]  # NODE_READ_PROPS[0]
         if node_id not in hits:
             hits[node_id] = VectorHit(records.node_from_props(values), 1.0 - float(score))
     return list(hits.values())[:k]
 
 
-assert records.NODE_CELLS[0] == "node_id"
+assert records.NODE_READ_PROPS[0] == "node_id"
 
 def as_consciousness_node(hit: VectorHit, source: str) -> ConsciousnessNode:
     """A vector hit as the spec's retrieved node."""

@@ -6,10 +6,6 @@ canonical names and intensities (which Cypher arithmetic and filters can
 use), free-form dicts become JSON text.  Times travel as ISO strings and are
 stored as ``localdatetime`` in UTC at one-second resolution.
 
-Each memory and link also carries a read copy of its properties as one
-JSON text (``FIELDS_COPY``), which replies return in place of twenty to
-thirty-odd cells, and which reads back as the model it was written from.
-
 Each record also gets a ``content_hash`` so that writing the same record
 twice changes nothing: re-running an ingestion is free, and (because
 FalkorDB leaves an orphan vector behind every update of an indexed node)
@@ -22,19 +18,16 @@ import hashlib
 import json
 
 import numpy as np
-import orjson
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain, islice
+from itertools import islice
 from datetime import datetime
 from typing import Any
 
-from pydantic_core import PydanticUndefined
 
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema._time import to_utc
 from llama_consciousness.schema.relationship import default_edge_id
-from llama_consciousness.schema.trusted import trusted_model
 from llama_consciousness.scoring.emotions import canonical_emotion
 from llama_consciousness.scoring.identity import base_identity
 from llama_consciousness.storage.params import Vector
@@ -78,32 +71,20 @@ NODE_READ_PROPS = NODE_SCALARS + NODE_LISTS + TIME_FIELDS + EMOTION_READ_PROPS +
 EDGE_READ_PROPS = EDGE_SCALARS + TIME_FIELDS + EMOTION_READ_PROPS + ("sensory_details_json",)
 
 
-# The read copy.  Every memory and link also carries its properties as one
-# JSON text, ``fields_v1``, which the upsert writes from the same row as the
-# properties themselves: a list of the values of ``NODE_COPIED`` (or
-# ``EDGE_COPIED``) in that order, its trailing nulls left out.  A reply then
-# holds one string per record instead of twenty to thirty-odd typed cells,
-# each of which costs the server a reply item and this process a parsed list
-# and a decoding step (measured at 50K memories, alternating: a level's two
-# channels 5.37 -> 4.93 ms p50 with the copy on memories, then 5.20 -> 4.83
-# with it on links as well and both read without a second validation).  It
-# also keeps every digit of a float, which a reply's cells round to 15
-# significant digits.  The properties stay the truth for every query filter
-# (a link's descriptive texts, on which none filters, are in its copy only:
-# ``EDGE_COPY_ONLY``); the copy is only read, and it reads back as the model
-# it was written from, without a second validation (``_copied``).  What the store itself changes after the
-# upsert (the four times, which it may keep from an older write, and what a
-# supersession sets) is read from the properties, as cells: ``NODE_CELLS``
-# and ``EDGE_CELLS``, the id first.  A record without the copy (written by
-# an earlier version, or by hand) is read from its properties, one cell
-# each, and validated; so would be one whose copy has another layout, which
-# would carry another version in its name.  Writing a copied property by
-# hand, outside the store's upsert, leaves the copy stale.
-FIELDS_COPY = "fields_v1"
-NODE_CELLS = ("node_id",) + TIME_FIELDS + ("superseded_by", "invalidation_reason")
-NODE_COPIED = tuple(p for p in NODE_READ_PROPS if p not in NODE_CELLS)
-EDGE_CELLS = ("edge_id",) + TIME_FIELDS
-EDGE_COPIED = tuple(p for p in EDGE_READ_PROPS if p not in EDGE_CELLS)
+# Links written by the versions of 2026-11-24..26 kept their descriptive
+# texts only in a JSON copy of their properties, ``fields_v1`` (a list in
+# the order below).  A link read back without those texts takes them from
+# that copy; a memory's copy repeated its properties and is not read.  Any
+# record the upsert writes again loses its copy: one representation each.
+LEGACY_COPY = "fields_v1"
+LEGACY_EDGE_LAYOUT = (
+    "source_id", "target_id", "relation_type", "level", "citizen_id", "goal", "mindstate", "energy", "confidence",
+    "formation_trigger", "energy_transfer_coefficient", "resolution_state", "felt_quality",
+    "emotion_description", "body_sensation", "spatial_context", "metadata_completeness",
+    "emotion_names", "emotion_values", "sensory_details_json",
+)
+LEGACY_EDGE_TEXTS = ("goal", "mindstate", "formation_trigger", "felt_quality", "emotion_description",
+                     "body_sensation", "spatial_context", "sensory_details_json")
 
 
 def projection(var: str, props: tuple[str, ...]) -> str:
@@ -115,46 +96,14 @@ def projection(var: str, props: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"{var}.{p}" for p in props) + "]"
 
 
-def _record_projection(var: str, cells: tuple[str, ...], copied: tuple[str, ...]) -> str:
-    return (f"[{', '.join(f'{var}.{p}' for p in cells)}, {var}.{FIELDS_COPY}, "
-            f"CASE WHEN {var}.{FIELDS_COPY} IS NULL THEN {projection(var, copied)} END]")
-
-
 def node_projection(var: str) -> str:
     """Cypher for a stored memory as ``node_from_props`` reads it back: ``var`` is a query variable."""
-    return _record_projection(var, NODE_CELLS, NODE_COPIED)
+    return projection(var, NODE_READ_PROPS)
 
 
 def edge_projection(var: str) -> str:
-    """Cypher for a stored link as ``edge_from_props`` reads it back."""
-    return _record_projection(var, EDGE_CELLS, EDGE_COPIED)
-
-
-def _read(props: Sequence[Any] | Mapping[str, Any], cells: tuple[str, ...],
-          copied: tuple[str, ...]) -> tuple[bool, dict[str, Any]]:
-    """A stored record (a ``_record_projection``, or its property map) as model fields, and whether
-    they came from its read copy.
-
-    A projection's copied values come from the copy, or else from the
-    cells that stand in for it; then its own cells, which win.
-    """
-    if isinstance(props, Mapping):
-        return False, _clean(props.items())
-    at = len(cells)
-    text = props[at]
-    pairs = zip(copied, orjson.loads(text) if text is not None else props[at + 1])
-    return text is not None, _clean(chain(pairs, zip(cells, props)))  # zip stops at the cells
-
-
-def read_copy(props: Mapping[str, Any], copied: tuple[str, ...] = NODE_COPIED) -> str:
-    """The read copy of a row's properties (see ``FIELDS_COPY``): a memory's, or with ``EDGE_COPIED`` a link's."""
-    return _copy_text([props[p] for p in copied])
-
-
-def _copy_text(values: list[Any]) -> str:
-    while values and values[-1] is None:
-        values.pop()
-    return orjson.dumps(values).decode()
+    """Cypher for a stored link as ``edge_from_props`` reads it back (its legacy copy last)."""
+    return projection(var, EDGE_READ_PROPS + (LEGACY_COPY,))
 
 
 def _time(value: datetime | None) -> str | None:
@@ -269,7 +218,6 @@ def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, 
         "props": props,
         "times": times,
         "keep_times": defaulted,
-        FIELDS_COPY: read_copy(props),
         "embedding": embedding,
         # hashed as the floats it stands for, so hashes do not depend on the wire format
         "hash": _digest(hashed, None if scaled is None else scaled / VECTOR_SCALE),
@@ -287,19 +235,8 @@ _NODE_IDS = ("node_id",)
 _EDGE_IDS = ("edge_id", "source_id", "target_id")
 assert NODE_PROPS[: len(_NODE_IDS)] == _NODE_IDS and EDGE_PROPS[: len(_EDGE_IDS)] == _EDGE_IDS
 
-NODE_WIRE = _NODE_IDS + ("hash", "embedding", "keep_times", FIELDS_COPY) + TIME_FIELDS + NODE_PROPS[len(_NODE_IDS):]
-# A link's descriptive texts live in its read copy only: no query filters on
-# them, and an ingestion writes six times as many links as memories, so
-# storing them twice cost more than the copy saves (the copy on links added
-# 5% to an ingestion; with these out of the properties, nothing).  Its ids,
-# type, graph, numbers, emotions and state stay properties, for queries.
-EDGE_COPY_ONLY = (
-    "goal", "mindstate", "formation_trigger", "felt_quality", "emotion_description", "body_sensation",
-    "spatial_context", "sensory_details_json",
-)
-EDGE_STORED = tuple(p for p in EDGE_PROPS if p not in EDGE_COPY_ONLY)
-assert set(EDGE_COPY_ONLY) <= set(EDGE_COPIED) and EDGE_STORED[: len(_EDGE_IDS)] == _EDGE_IDS
-EDGE_WIRE = _EDGE_IDS + ("hash", "derived", "keep_times", FIELDS_COPY) + TIME_FIELDS + EDGE_STORED[len(_EDGE_IDS):]
+NODE_WIRE = _NODE_IDS + ("hash", "embedding", "keep_times") + TIME_FIELDS + NODE_PROPS[len(_NODE_IDS):]
+EDGE_WIRE = _EDGE_IDS + ("hash", "derived", "keep_times") + TIME_FIELDS + EDGE_PROPS[len(_EDGE_IDS):]
 """What each position of a wire row holds (``row[i]`` in the upsert queries)."""
 
 
@@ -309,17 +246,17 @@ def node_wire(row: dict[str, Any]) -> list[Any]:
     Positional lists of scalars go through the C JSON encoder
     (``params.Rows``); maps would need a Python call per value.
     """
-    return [row["node_id"], row["hash"], row["embedding"], row["keep_times"], row[FIELDS_COPY],
+    return [row["node_id"], row["hash"], row["embedding"], row["keep_times"],
             *row["times"].values(), *islice(row["props"].values(), len(_NODE_IDS), None)]
 
 
-_EDGE_WIRED = EDGE_STORED[len(_EDGE_IDS):]
+_EDGE_WIRED = EDGE_PROPS[len(_EDGE_IDS):]
 
 
 def edge_wire(row: dict[str, Any], derived: bool) -> list[Any]:
     """An edge row as the positional list the upsert query reads (see ``node_wire``)."""
     return [row["edge_id"], row["source_id"], row["target_id"], row["hash"], derived, row["keep_times"],
-            row[FIELDS_COPY], *row["times"].values(), *map(row["props"].__getitem__, _EDGE_WIRED)]
+            *row["times"].values(), *map(row["props"].__getitem__, _EDGE_WIRED)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,13 +318,11 @@ def _edge_row_and_hashed(edge: ConsciousnessRelationship) -> tuple[dict[str, Any
         "props": props,
         "times": times,
         "keep_times": defaulted,
-        FIELDS_COPY: read_copy(props, EDGE_COPIED),
     }
     return row, hashed
 
 
 _RETARGETED = ("edge_id", "target_id", "formation_trigger")
-_COPY_TARGET, _COPY_TRIGGER = EDGE_COPIED.index("target_id"), EDGE_COPIED.index("formation_trigger")
 
 
 def retargeted_edges(edge: ConsciousnessRelationship, targets: Sequence[tuple[str, str]]) -> list[PreparedEdge]:
@@ -405,7 +340,6 @@ def retargeted_edges(edge: ConsciousnessRelationship, targets: Sequence[tuple[st
     keys = list(hashed)
     pieces = [f"{k!r}: {v!r}" for k, v in hashed.items()]
     at = [keys.index(name) for name in _RETARGETED]
-    copied = [first["props"][p] for p in EDGE_COPIED]  # the read copy's values, two of them set per target
     source, kind = edge.source_id, edge.relation_type
     out = []
     for target_id, trigger in targets:
@@ -415,8 +349,6 @@ def retargeted_edges(edge: ConsciousnessRelationship, targets: Sequence[tuple[st
         text = list(pieces)
         for position, name, value in zip(at, _RETARGETED, (edge_id, target_id, trigger)):
             text[position] = f"{name!r}: {value!r}"
-        copy = list(copied)
-        copy[_COPY_TARGET], copy[_COPY_TRIGGER] = target_id, trigger
         row = {
             "edge_id": edge_id,
             "source_id": source,
@@ -424,7 +356,6 @@ def retargeted_edges(edge: ConsciousnessRelationship, targets: Sequence[tuple[st
             "props": props,
             "times": first["times"],
             "keep_times": first["keep_times"],
-            FIELDS_COPY: _copy_text(copy),
             "hash": _hash_text("{" + ", ".join(text) + "}"),
         }
         out.append(PreparedEdge(edge_id, source, target_id, kind, edge.level, edge.citizen_id, row))
@@ -451,94 +382,25 @@ def _clean(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:
 
 def node_from_props(props: Sequence[Any] | Mapping[str, Any], cls: type[MemoryNode] = MemoryNode,
                     **extra: Any) -> MemoryNode:
-    """A stored memory (a ``node_projection``, or its property map) as a model (``cls`` may be ``ConsciousnessNode``).
-
-    A projection whose read copy is there becomes a ``MemoryNode`` without
-    a second validation (``_copied``); anything else (a property map,
-    a memory read cell by cell, another class) is validated.
-    """
-    copied, data = _read(props, NODE_CELLS, NODE_COPIED)
+    """A stored memory (a ``node_projection``, or its property map) as a model (``cls`` may be ``ConsciousnessNode``)."""
+    pairs = props.items() if isinstance(props, Mapping) else zip(NODE_READ_PROPS, props)
+    data = _clean(pairs)
     for f in NODE_LISTS:
         data.setdefault(f, [])
-    # given, like the lists: a retrieved node's metadata carries it, and the
-    # model a retriever registers for the node must count the same fields as set
     data.setdefault("extra", {})
-    if copied and cls is MemoryNode and not extra:
-        node = _copied(_NODE_FIELDS, data)
-        node._check_node()
-        return node
     data.update(extra)
     return cls.model_validate(data)
 
 
-class _Fields:
-    """What ``_copied`` needs of a model's fields, read once.
-
-    Pydantic's own ``get_default`` copies a default on every call, which for
-    the fifteen-odd fields a copy leaves out cost more than the validation
-    it replaced; so the plain defaults (all immutable, checked here) are
-    laid out once, in the fields' order, and a record's values go over them.
-    """
-
-    def __init__(self, cls: type[Any]) -> None:
-        self.cls = cls
-        self.defaults: dict[str, Any] = {}
-        self.factories: dict[str, Any] = {}
-        self.required: set[str] = set()
-        for name, info in cls.model_fields.items():
-            if info.default_factory is not None:
-                self.factories[name] = info.default_factory
-                self.defaults[name] = None  # holds the field's place in the order
-            elif info.default is PydanticUndefined:
-                self.required.add(name)
-                self.defaults[name] = None
-            else:
-                assert isinstance(info.default, (type(None), str, int, float, bool, tuple)), (
-                    f"{cls.__name__}.{name}: a mutable default would be shared")
-                self.defaults[name] = info.default
-
-
-_NODE_FIELDS = _Fields(MemoryNode)
-_EDGE_FIELDS = _Fields(ConsciousnessRelationship)
-
-
-def _copied(fields: _Fields, data: dict[str, Any]) -> Any:
-    """A record read from its copy, as the model the upsert wrote it from, without validating it again.
-
-    Why: the copy is this package's own serialisation of a validated model,
-    written by the upsert in the same statement as the properties, so its
-    values passed every check once already (measured on a walk's forty
-    memories and forty links: 12.9 -> 8.0 us to read a memory, 10.4 -> 6.8
-    a link; the validation alone was 5.3 us a memory).  The record's
-    cells (its times, and a memory's ``superseded_by`` and
-    ``invalidation_reason``) are the store's, which a supersession or a
-    re-write may have changed since: the caller runs the model's own checks
-    of them (its interval rules, a personal memory's citizen).  A field the
-    copy leaves out gets its default, as validation would give it, and only
-    the fields read count as set, as after validation.
-    """
-    values = dict(fields.defaults)
-    values.update(data)
-    if len(values) != len(fields.defaults):
-        raise ValueError(f"the read copy of a {fields.cls.__name__} has unknown fields: "
-                         f"{sorted(set(data) - set(fields.defaults))}")
-    if not fields.required <= data.keys():
-        raise ValueError(f"the read copy of a {fields.cls.__name__} lacks {sorted(fields.required - data.keys())}")
-    for name, factory in fields.factories.items():
-        if name not in data:
-            values[name] = factory()
-    return trusted_model(fields.cls, values, data.keys())
-
-
 def edge_from_props(props: Sequence[Any] | Mapping[str, Any]) -> ConsciousnessRelationship:
-    """A stored link (an ``edge_projection``, or its property map) as a model.
-
-    As for memories (``node_from_props``), a projection whose read copy is
-    there is not validated again; a link read cell by cell is.
-    """
-    copied, data = _read(props, EDGE_CELLS, EDGE_COPIED)
-    if copied:
-        edge = _copied(_EDGE_FIELDS, data)
-        edge._check_relationship()
-        return edge
-    return ConsciousnessRelationship.model_validate(data)
+    """A stored link (an ``edge_projection``, or its property map) as a model."""
+    if isinstance(props, Mapping):
+        props = [props.get(p) for p in EDGE_READ_PROPS + (LEGACY_COPY,)]
+    data = dict(zip(EDGE_READ_PROPS, props))
+    legacy = props[len(EDGE_READ_PROPS)]
+    if legacy is not None:  # texts an earlier version kept in its copy only
+        copy = dict(zip(LEGACY_EDGE_LAYOUT, json.loads(legacy)))
+        for name in LEGACY_EDGE_TEXTS:
+            if data.get(name) is None:
+                data[name] = copy.get(name)
+    return ConsciousnessRelationship.model_validate(_clean(data.items()))

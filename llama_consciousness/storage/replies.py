@@ -72,7 +72,7 @@ def _values(cells: list[Any]) -> list[Any]:
             append(int(value))
         elif kind == ARRAY:
             append(_values(value))
-        elif kind == DATETIME:  # every record's times are cells (records.NODE_CELLS)
+        elif kind == DATETIME:  # every record's times
             append(_from_timestamp(value, _UTC))
         else:
             append(_decode((kind, value)))

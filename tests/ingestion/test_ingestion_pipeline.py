@@ -30,7 +30,6 @@ from llama_consciousness.ingestion.validator import MemoryValidationError
 from llama_consciousness.nodes import memory_text
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema._time import utcnow
-from llama_consciousness.storage.records import EDGE_COPIED, NODE_COPIED
 
 T0 = datetime(2019, 3, 1, 9, 0, 0, tzinfo=timezone.utc)
 T1 = datetime(2019, 6, 1, 9, 0, 0, tzinfo=timezone.utc)
@@ -709,13 +708,7 @@ def _portable(store) -> tuple[dict, dict]:
     nodes, edges = dump(store)
 
     def strip(props: dict) -> dict:
-        out = {k: v for k, v in props.items() if k not in ("citizen_id", "content_hash")}
-        if "fields_v1" in out:  # the read copy holds the citizen id too
-            out["fields_v1"] = json.loads(out["fields_v1"])
-            copied = NODE_COPIED if "node_id" in out else EDGE_COPIED
-            if len(out["fields_v1"]) > copied.index("citizen_id"):
-                out["fields_v1"][copied.index("citizen_id")] = None
-        return out
+        return {k: v for k, v in props.items() if k not in ("citizen_id", "content_hash")}
 
     return ({k: strip(v) for k, v in nodes.items()}, {k: (s, t, strip(props)) for k, (s, t, props) in edges.items()})
 

@@ -377,90 +377,33 @@ def _digits15(value):
     return value
 
 
-def test_the_read_copy_holds_the_stored_properties(fresh_graph):
-    """``fields_v1`` is the upsert's own copy of a record's properties it reads back (not the cells)."""
-    import json
-
+def test_a_record_is_stored_once_as_its_properties_and_read_back_validated(fresh_graph):
+    """Every field is a property (no second copy); reads are the models written, to a reply's 15 digits;
+    a value written by hand that the model refuses is an error, not a model."""
     store = fresh_graph("N2")
     nodes, edges = _hostile_and_structured()
     store.upsert(nodes, edges)
-    stored = [(props, records.NODE_COPIED) for props in raw_nodes(store).values()]
-    stored += [(props, records.EDGE_COPIED) for props in raw_edges(store).values()]
-    assert len(stored) == len(nodes) + len(edges)
-    for props, copied in stored:
-        copy = json.loads(props["fields_v1"])
-        copy += [None] * (len(copied) - len(copy))
-        for name, value in zip(copied, _digits15(copy)):
-            if name in records.EDGE_COPY_ONLY and copied is records.EDGE_COPIED:
-                assert name not in props  # a link's descriptive texts: in its copy only
-            else:
-                assert props.get(name) == value, name
-    assert json.loads(raw_edges(store)[edges[-1].edge_id]["fields_v1"])[-1] == '{"touch": "cold"}'
-    # every digit: the server holds the exact double, the copy reads it back, a reply's cell would round it
-    assert store.graph.query("MATCH (n:Memory) WHERE n.discovery_energy = $x RETURN n.node_id",
-                             {"x": 0.1 + 0.2}).result_set == [["h'q\"`"]]
-    assert store.get_node("h'q\"`").discovery_energy == 0.1 + 0.2 != 0.3
-    assert [e.energy for e in store.get_relationships(["h'q\"`"]) if e.source_id != "a"] == [1 / 3]
-    # a supersession changes what is read as cells, not the copy, and the reads show it
-    copy = raw_nodes(store)["a"]["fields_v1"]
+    stored = [*raw_nodes(store).values(), *raw_edges(store).values()]
+    assert len(stored) == len(nodes) + len(edges) and not any(records.LEGACY_COPY in p for p in stored)
+    link_props = raw_edges(store)[edges[-1].edge_id]
+    assert link_props["goal"] == edges[-1].goal and link_props["sensory_details_json"] == '{"touch": "cold"}'
+    ids = [n.node_id for n in nodes]
+    read_nodes, read_edges, _ = _everything_read(store, ids)
+    by_id = {n.node_id: n for n in nodes}
+    seconds = {t: lambda v: v and v.replace(microsecond=0) for t in records.TIME_FIELDS}  # stored to the second
+    for got in read_nodes:
+        written = by_id[got["node_id"]].model_dump(exclude={"embedding"})
+        written = {**written, "level": "N2", "extra": written["extra"] or {},
+                   **{t: cut(written[t]) for t, cut in seconds.items()}}
+        assert {k: v for k, v in got.items() if k != "embedding"} == _digits15(written), got["node_id"]
+    assert {e["edge_id"] for e in read_edges} == {e.edge_id for e in edges}
+    assert store.get_node("h'q\"`").discovery_energy == pytest.approx(0.1 + 0.2, rel=1e-14)
+    # a supersession changes the stored times, and the reads show it
     store.upsert([mk("a2", [1, 0, 0, 0], created_at=at(30))],
                  supersessions=[Supersession("a", "a2", expired_at=at(30), reason="reality_changed", invalid_at=at(25))])
-    assert raw_nodes(store)["a"]["fields_v1"] == copy
     read = store.get_node("a")
     assert (read.expired_at, read.invalid_at, read.superseded_by, read.invalidation_reason) == (
         at(30), at(25), "a2", "reality_changed")
-
-
-def test_a_link_written_before_the_copy_keeps_its_texts_in_the_copy_once_rewritten(fresh_graph):
-    """An earlier version stored a link's descriptive texts as properties, without a copy: it reads from
-    them; re-written, the texts move into the copy and the properties go."""
-    store = fresh_graph("N2")
-    nodes, edges = _hostile_and_structured()
-    store.upsert(nodes, edges)
-    edge = edges[0].model_copy(update={"goal": "the old goal", "felt_quality": "uneasy"})
-    store.graph.query("MATCH ()-[r:LINK {edge_id: $id}]->() SET r.fields_v1 = NULL, r.goal = $goal, "
-                      "r.mindstate = $mind, r.felt_quality = 'uneasy', r.formation_trigger = $trigger",
-                      {"id": edge.edge_id, "goal": edge.goal, "mind": edge.mindstate,
-                       "trigger": edge.formation_trigger})
-    read = {e.edge_id: e for e in store.get_relationships()}[edge.edge_id]
-    assert read == edge.model_copy(update={"level": "N2"})
-    changed = edge.model_copy(update={"goal": "a new goal", "energy": 0.25})
-    assert store.upsert((), [changed]).edges_updated == 1
-    props = raw_edges(store)[edge.edge_id]
-    assert not set(records.EDGE_COPY_ONLY) & set(props) and "fields_v1" in props
-    read = {e.edge_id: e for e in store.get_relationships()}[edge.edge_id]
-    assert read == changed.model_copy(update={"level": "N2"})
-
-
-def _as_earlier_links(store: LevelGraphStore, keep: str) -> None:
-    """Links (but those from ``keep``) as an earlier version wrote them: texts as properties, no copy."""
-    import json
-
-    for edge_id, props in raw_edges(store).items():
-        if props["source_id"] == keep:
-            continue
-        copy = dict(zip(records.EDGE_COPIED, json.loads(props["fields_v1"])))
-        texts = {p: copy.get(p) for p in records.EDGE_COPY_ONLY}
-        store.graph.query("MATCH ()-[r:LINK {edge_id: $id}]->() SET r += $texts SET r.fields_v1 = NULL",
-                          {"id": edge_id, "texts": texts})
-
-
-def test_records_without_the_read_copy_read_the_same(fresh_graph):
-    """Records written before the copy existed (or by hand) are read from their properties, cell by cell
-    (their floats to the 15 significant digits of a reply's cells), and validated."""
-    store = fresh_graph("N2")
-    nodes, edges = _hostile_and_structured()
-    store.upsert(nodes, edges)
-    ids = [n.node_id for n in nodes]
-    with_copy = _everything_read(store, ids)
-    assert len(with_copy[0]) == len(nodes) and len(with_copy[1]) == len(edges)
-    store.graph.query("MATCH (n:Memory) WHERE n.node_id <> $keep SET n.fields_v1 = NULL", {"keep": "a"})
-    _as_earlier_links(store, keep="a")
-    assert sum("fields_v1" in p for p in raw_nodes(store).values()) == 1  # with and without, in one reply
-    assert 0 < sum("fields_v1" in p for p in raw_edges(store).values()) < len(edges)
-    without = _everything_read(store, ids)
-    assert without == _digits15(with_copy) and without != with_copy
-    # validated: a value written by hand that the model refuses is an error, not a model
     store.graph.query("MATCH (n:Memory {node_id: 'b'}) SET n.energy = 7.0")
     store.graph.query("MATCH ()-[r:LINK {edge_id: $id}]->() SET r.energy = 7.0", {"id": edges[-1].edge_id})
     with pytest.raises(ValueError, match="energy"):
@@ -469,27 +412,34 @@ def test_records_without_the_read_copy_read_the_same(fresh_graph):
         store.get_relationships(["h'q\"`"])
 
 
-def test_a_read_copy_that_does_not_fit_its_model_is_refused(fresh_graph):
-    """A copy with a field its model does not have, or without one it requires, is an error, not a model."""
+def test_a_link_of_the_read_copy_layout_keeps_its_texts_and_loses_the_copy_once_rewritten(fresh_graph):
+    """Links written by the 2026-11-24..26 versions kept their texts only in ``fields_v1``: they read them
+    from it; re-written, the texts are properties again and the copy is gone."""
     import json
 
     store = fresh_graph("N2")
     nodes, edges = _hostile_and_structured()
     store.upsert(nodes, edges)
-    copy = json.loads(raw_nodes(store)["b"]["fields_v1"])
-    name = records.NODE_COPIED.index("name")
-    store.graph.query("MATCH (n:Memory {node_id: 'b'}) SET n.fields_v1 = $copy",
-                      {"copy": json.dumps(copy[:name] + [None] + copy[name + 1:])})
-    with pytest.raises(ValueError, match="lacks \\['name'\\]"):
-        store.get_node("b")
-    with pytest.raises(ValueError, match="unknown fields: \\['surprise'\\]"):
-        records._copied(records._EDGE_FIELDS, {**edges[0].model_dump(exclude_none=True), "surprise": 1})
-    assert store.get_node("a").node_id == "a"  # the others still read
+    edge = edges[0].model_copy(update={"goal": "the old goal", "felt_quality": "uneasy",
+                                       "sensory_details": {"sound": "rain"}})
+    row = records.edge_row(edge)["props"]
+    legacy = json.dumps([row[name] for name in records.LEGACY_EDGE_LAYOUT])
+    nulls = {name: None for name in records.LEGACY_EDGE_TEXTS}
+    store.graph.query("MATCH ()-[r:LINK {edge_id: $id}]->() SET r += $nulls SET r.fields_v1 = $copy",
+                      {"id": edge.edge_id, "nulls": nulls, "copy": legacy})
+    assert not set(records.LEGACY_EDGE_TEXTS) & set(raw_edges(store)[edge.edge_id])
+    read = {e.edge_id: e for e in store.get_relationships()}[edge.edge_id]
+    assert read == edge.model_copy(update={"level": "N2"})
+    changed = edge.model_copy(update={"goal": "a new goal", "energy": 0.25})
+    assert store.upsert((), [changed]).edges_updated == 1
+    props = raw_edges(store)[edge.edge_id]
+    assert records.LEGACY_COPY not in props and props["goal"] == "a new goal" and props["felt_quality"] == "uneasy"
+    assert {e.edge_id: e for e in store.get_relationships()}[edge.edge_id] == changed.model_copy(update={"level": "N2"})
 
 
-def test_copied_records_read_as_validation_would_build_them(fresh_graph):
-    """A record read from its copy (not validated again) is the model validation would make of the
-    same properties: equal, with the same fields set, the same types and the same dump."""
+def test_records_read_as_validation_would_build_them(fresh_graph):
+    """A record read back is the model validation makes of its own dump: equal, with the same fields
+    set, the same types and the same dump."""
     store = fresh_graph("N2")
     nodes, edges = _hostile_and_structured()
     store.upsert(nodes, edges)
@@ -772,20 +722,17 @@ def test_wire_rows_hold_each_field_where_the_upsert_queries_read_it() -> None:
     wire = records.node_wire(row)
     assert len(wire) == len(records.NODE_WIRE)
     assert {name: wire[i] for i, name in enumerate(records.NODE_WIRE) if name in row["props"]} == row["props"]
-    assert wire[records.NODE_WIRE.index("fields_v1")] == records.read_copy(row["props"])
     link = ConsciousnessRelationship(source_id="a", target_id="b", relation_type="ENABLES", goal="g", mindstate="m",
                                      energy=0.5, confidence=0.5, emotion_vector={"hope": 0.3})
     edge = records.edge_row(link)
     assert list(edge["times"]) == list(records.TIME_FIELDS) and list(edge["props"]) == list(records.EDGE_PROPS)
     wire = records.edge_wire(edge, True)
     assert len(wire) == len(records.EDGE_WIRE) and wire[records.EDGE_WIRE.index("derived")] is True
-    assert {name: wire[i] for i, name in enumerate(records.EDGE_WIRE) if name in edge["props"]} == {
-        name: value for name, value in edge["props"].items() if name not in records.EDGE_COPY_ONLY}
-    assert wire[records.EDGE_WIRE.index("fields_v1")] == records.read_copy(edge["props"], records.EDGE_COPIED)
+    assert {name: wire[i] for i, name in enumerate(records.EDGE_WIRE) if name in edge["props"]} == edge["props"]
     # every field is sent once (the ids lead both the head and the properties)
     assert len(set(records.NODE_WIRE)) == len(records.NODE_WIRE) and set(records.NODE_PROPS) <= set(records.NODE_WIRE)
     assert len(set(records.EDGE_WIRE)) == len(records.EDGE_WIRE)
-    assert set(records.EDGE_PROPS) - set(records.EDGE_COPY_ONLY) <= set(records.EDGE_WIRE)  # the rest in the copy
+    assert set(records.EDGE_PROPS) <= set(records.EDGE_WIRE)
 
 
 # -- prepared edges (rows made ahead, as the ingestion worker and the writer's MENTIONS do) --------
