@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -149,15 +148,12 @@ def _pipelined(
     chunks: Iterable[list[BaseNode]],
     report: IngestReport,
     records: int | None = None,
-    before_store: Callable[[], None] | None = None,
 ) -> None:
     """Run every chunk through the default steps, pure and store steps side by side.
 
     Pure steps run here, or, for large inputs (``o.worker``), in a worker
     process (``ingestion.worker``) that keeps up to ``WORKER_LOOKAHEAD``
-    chunks in hand; the first ``FIRST_HERE`` records always run here, so
-    that the store starts while the worker takes the rest of their chunk.
-    The store steps of a chunk are cut by level graph and queued
+    chunks in hand.  The store steps of a chunk are cut by level graph and queued
     on that graph's lane (``ingestion.lanes``): in chunk order within a
     graph, so every read of a graph sees the chunks before it; side by
     side across graphs, so one graph's server work overlaps another's
@@ -166,9 +162,7 @@ def _pipelined(
     A failure stops the run: no further chunk is handed on, the lanes
     finish what they hold (each batch is one transaction, so nothing is
     left half-written), chunks the worker had in hand are discarded with
-    it, and a rerun completes the rest.  ``before_store`` runs once before
-    the first write (the rest of a file is parsed there, all or nothing,
-    while the worker takes the first chunk).  A failure of the worker itself
+    it, and a rerun completes the rest.  A failure of the worker itself
     (it died, or could not send an error back) is not a failure of the
     run: its chunks, and all later ones, run here instead, with a warning.
     """
@@ -186,7 +180,6 @@ def _pipelined(
     healthy = False
 
     memo = DuplicateMemo()
-    relationship_chunks = 0
 
     def store_part(part: list[BaseNode], prepared: dict[int, Any]) -> tuple[list[BaseNode], IngestReport]:
         done = IngestReport()
@@ -217,11 +210,7 @@ def _pipelined(
         return _pure_here(o, entry.chunk)
 
     def hand_over() -> None:
-        nonlocal before_store
         ready, part, prepared = pure(waiting.popleft())
-        if before_store is not None:
-            before_store()
-            before_store = None
         report.merge(part)
         # by node identity: only these very nodes carry their prepared rows to the writer
         by_node = {id(ready[position]): edge for position, edge in prepared.items()}
@@ -230,30 +219,15 @@ def _pipelined(
             collect()
 
     try:
-        for index, chunk in enumerate(chunks):
-            # The head of the first chunk runs here while the worker takes
-            # the rest: the store starts early, and this process, which
-            # runs every store step, keeps little of the pure work.
-            # (Running here also the memory chunks that find the worker busy
-            # measured no faster: both cores are already in use by then.)
-            # Relationship chunks are shared: see RELATIONSHIPS_HERE_EVERY.
-            relationships = bool(chunk) and chunk[0].metadata.get("kind") == "relationship"  # one kind per chunk
-            if relationships:
-                relationship_chunks += 1
-            if worker is None or (relationships and relationship_chunks % RELATIONSHIPS_HERE_EVERY == 0):
+        for chunk in chunks:
+            if worker is None:
                 waiting.append(_pure_here(o, chunk))
-                parts: list[list[BaseNode]] = []
-            elif index == 0:
-                parts = [chunk[FIRST_HERE:]] if len(chunk) > FIRST_HERE else []
-                waiting.append(_pure_here(o, chunk[:FIRST_HERE]))
             else:
-                parts = [chunk]
-            for part in parts:
                 try:
-                    waiting.append(_Sent(worker.submit(o, part, embed_model), part))
+                    waiting.append(_Sent(worker.submit(o, chunk, embed_model), chunk))
                 except IngestWorkerError as exc:
                     abandon(exc)
-                    waiting.append(_Sent(-1, part))  # runs here when its turn comes
+                    waiting.append(_Sent(-1, chunk))  # runs here when its turn comes
             # A chunk done here goes to the store at once; the worker may
             # hold up to ``lookahead`` chunks before we wait for its answers.
             while waiting and (not isinstance(waiting[0], _Sent) or len(waiting) > lookahead):
@@ -318,53 +292,11 @@ STORE_DEPTH = 2
 WORKER_LOOKAHEAD = 2
 """Chunks the worker process may hold beyond the one being written."""
 
-FIRST_HERE = 200
-"""Records of the first chunk whose pure steps run in this process when a worker takes the rest."""
-
-RELATIONSHIPS_HERE_EVERY = 2
-"""Of the relationship chunks, every this many runs its pure steps here, not in the worker.
-
-Why: once the memories are written, the worker (validating relationships
-and making their rows, some 60 microseconds each) is the slowest stage,
-while this process and the server are half idle.  Measured on 2 cores,
-10,000 memories and 30,000 relationships, six runs of each side by side:
-none here 7.63 s (median), every third here 7.60 s, every second 7.32 s.
-"""
-
-
 def _pure_here(o: IngestOptions, chunk: list[BaseNode]) -> _Pure:
     """The pure steps in this process (the writer makes the relationships' rows itself)."""
     from llama_consciousness.ingestion.worker import run_pure
 
     return (*run_pure(o, chunk), {})
-
-
-class _StagedParse:
-    """A memory file parsed in two stages: its head at once, the rest before the first write.
-
-    Why: parsing a 10,000-memory file takes a third of a second, which the
-    pure steps of its first chunk (in the worker process) can overlap
-    instead of waiting for.  Nothing is written before ``complete``, so a
-    malformed line anywhere still means nothing is ingested.
-    """
-
-    def __init__(self, path: Path, head: int) -> None:
-        self._objects = iter_json_objects(path)
-        self._head = list(islice(self._objects, head))
-        self._rest: list[tuple[int, dict]] | None = None
-
-    def complete(self) -> None:
-        """Parse the rest of the file (raises ``MemoryFileError`` at its first bad line)."""
-        if self._rest is None:
-            self._rest = list(self._objects)
-
-    def nodes(self) -> Iterator[BaseNode]:
-        head, self._head = self._head, []
-        for number, obj in head:
-            yield _raw_text_node(obj, number)
-        self.complete()
-        for number, obj in self._rest or ():
-            yield _raw_text_node(obj, number)
 
 
 def _count_records(path: Path) -> int:
@@ -410,16 +342,14 @@ def _ingest(
 ) -> IngestReport:
     o = options or IngestOptions()
     report = IngestReport()
-    before_store = None
     if isinstance(source, (str, Path)):
         path = Path(source)
         nodes: Iterable[BaseNode]
         if o.on_bad_line == "raise":  # a full pass before the first write: all or nothing
-            if path.stat().st_size <= KEEP_PARSED_BYTES:  # parsed once (see _StagedParse), kept
-                staged = _StagedParse(path, o.chunk_size)
-                records = _count_records(path)
-                nodes = staged.nodes()
-                before_store = staged.complete
+            if path.stat().st_size <= KEEP_PARSED_BYTES:  # parsed once, kept
+                parsed = list(iter_json_objects(path))
+                records = len(parsed)
+                nodes = (_raw_text_node(obj, number) for number, obj in parsed)
             else:
                 records = sum(1 for _ in iter_json_objects(path))
                 nodes = _read_lines(path, report, o.on_bad_line)
@@ -466,7 +396,7 @@ def _ingest(
             yield held[start : start + size]
 
     try:
-        _pipelined(memory, o, work(), report, records, before_store)
+        _pipelined(memory, o, work(), report, records)
     finally:
         if bar is not None:
             bar.close()

@@ -729,9 +729,9 @@ def test_small_chunks_write_what_one_chunk_writes(memory, tmp_path, worker) -> N
     assert memory.get_node("plan_v1", "N1", many).superseded_by == "plan_v2"
 
 
-def test_relationship_chunks_alternate_between_the_worker_and_this_process(memory, tmp_path, monkeypatch) -> None:
-    """Every second relationship chunk runs its pure steps here (``RELATIONSHIPS_HERE_EVERY``);
-    the writer then makes their rows itself, and the graph is the same as from one chunk."""
+def test_with_a_worker_every_chunk_runs_its_pure_steps_there(memory, tmp_path, monkeypatch) -> None:
+    """Memory and relationship chunks all go to the worker process (it prepares the relationships'
+    rows), and the graph is the same as from one chunk run here."""
     from llama_consciousness.ingestion import pipeline, worker as workers
 
     def records(cit: str) -> list[dict[str, Any]]:
@@ -758,8 +758,8 @@ def test_relationship_chunks_alternate_between_the_worker_and_this_process(memor
     monkeypatch.setattr(pipeline, "_pure_here", spy_here)
     monkeypatch.setattr(workers.PureStageWorker, "submit", spy_submit)
     parts = memory.ingest(write_file(tmp_path / "many.jsonl", records(many)), chunk_size=1, worker="on")
-    # 12 relationships in chunks of 4 (RELATIONSHIP_FACTOR): the second chunk ran here
-    assert sent.count("relationship") == 2 and here.count("relationship") == 1
+    # 4 memories, then 12 relationships in chunks of 4 (RELATIONSHIP_FACTOR): all in the worker
+    assert sent.count("relationship") == 3 and sent.count("memory") == 4 and here == []
     assert whole.relationships_inserted == parts.relationships_inserted == 12
     assert _portable(memory.level("N1", one)) == _portable(memory.level("N1", many))
 
