@@ -40,7 +40,7 @@ from llama_consciousness.schema import (
 )
 from llama_consciousness.schema._time import utcnow
 from llama_consciousness.schema.stream import LEVEL_KEYS
-from llama_consciousness.scoring.fusion import weighted_rrf, weighted_score_fusion
+from llama_consciousness.scoring.fusion import path_relevance, weighted_rrf, weighted_score_fusion
 from llama_consciousness.scoring.names import EntityIndex
 from llama_consciousness.storage import channels as ch
 from llama_consciousness.storage.filters import MemoryFilter
@@ -77,15 +77,6 @@ class LevelOutcome:
     relationships: list[ConsciousnessRelationship] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     queries: int = 0
-
-
-def _relevance_of_path(hit: ch.GraphHit, max_depth: int) -> float:
-    """Summed link energy over the most it could be, in [0, 1].
-
-    Monotonic in the spec's ranking key (summed path energy), so graph
-    results keep their order when read by score.
-    """
-    return max(0.0, min(1.0, hit.path_energy / max(max_depth, 1)))
 
 
 class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
@@ -371,7 +362,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
             relationships = dedupe_relationships([r for hit in out.graph for r in hit.path])
             levels[LEVEL_KEYS[out.level]] = ConsciousnessLevelResults(
                 vector_results=[self._cnode(h.node, f"{out.level}_vector", h.similarity) for h in out.vector],
-                graph_results=[self._cnode(h.node, f"{out.level}_graph", _relevance_of_path(h, self.config.graph_depth)) for h in out.graph],
+                graph_results=[self._cnode(h.node, f"{out.level}_graph", path_relevance(h.path_energy, self.config.graph_depth)) for h in out.graph],
                 keyword_results=[self._cnode(h.node, f"{out.level}_keyword", h.score) for h in out.keyword],
                 relationships=relationships,
                 error="; ".join(out.errors) or None,
@@ -403,7 +394,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                 if channel == "vector":
                     lists[source] = [(h.node, h.similarity, {}) for h in out.vector]
                 elif channel == "graph":
-                    lists[source] = [(h.node, _relevance_of_path(h, self.config.graph_depth), ch.describe(h)) for h in out.graph]
+                    lists[source] = [(h.node, path_relevance(h.path_energy, self.config.graph_depth), ch.describe(h)) for h in out.graph]
                 else:
                     lists[source] = [(h.node, h.score, ch.describe(h)) for h in out.keyword]
         found: dict[str, dict[str, Any]] = {}

@@ -80,3 +80,12 @@ def weighted_score_fusion(
 def channel_of(source: str) -> str:
     """``"N2_vector"`` -> ``"vector"``."""
     return source.split("_", 1)[1] if "_" in source else source
+
+
+def path_relevance(path_energy: float, max_depth: int) -> float:
+    """A graph hit's relevance: its path's summed link energy over the most it could be, in [0, 1].
+
+    Monotonic in the spec's ranking key (summed path energy), so graph
+    results keep their order when read by score.
+    """
+    return max(0.0, min(1.0, path_energy / max(max_depth, 1)))

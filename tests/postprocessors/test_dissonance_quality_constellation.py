@@ -1,27 +1,27 @@
 """Temporal dissonance, metadata quality and the memory constellation.
 
-Pure functions are tested on hand-made records and on the demo file; the
-postprocessors run on the real embedded FalkorDB, alone and inside a stock
-LlamaIndex ``RetrieverQueryEngine``.  The demo is ingested into the shared
-session memory (its ids are fixed and ingestion is idempotent); assertions
-about the shared graphs only look at the demo's own ids.  Constellation
-tests write into the N1 graph of a fresh citizen.
+The postprocessors run on hand-made records and on the real embedded
+FalkorDB, alone and inside a stock LlamaIndex ``RetrieverQueryEngine``;
+dissonance detection itself is tested in ``tests/scoring/test_dissonance.py``.
+The demo is ingested into the shared session memory (its ids are fixed and
+ingestion is idempotent); assertions about the shared graphs only look at
+the demo's own ids.  Constellation tests write into the N1 graph of a fresh
+citizen.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_consciousness.ingestion import demo_memory_file, read_memory_file
+from llama_consciousness.ingestion import demo_memory_file
 from llama_consciousness.postprocessors.constellation import ROLE_KEY, ConstellationPostprocessor, synthesize
 from llama_consciousness.postprocessors.dissonance import TemporalDissonancePostprocessor, intention_temporal_mode
 from llama_consciousness.postprocessors.pipeline import complete_stream
 from llama_consciousness.postprocessors.quality import MetadataQualityPostprocessor, build_validation_report
 from llama_consciousness.schema import (
-    ConsciousnessNode,
     ConsciousnessRelationship,
     MemoryNode,
     RetrievalIntention,
@@ -29,40 +29,15 @@ from llama_consciousness.schema import (
     ValidationResult,
 )
 from llama_consciousness.schema.constellation import ConstellationMember, MemoryConstellation
-from llama_consciousness.scoring.dissonance import (
-    detect_temporal_dissonances,
-    dissonance_pairs,
-    group_nodes_by_identity,
-)
 from llama_consciousness.temporal import TemporalWindow
 
-UTC = timezone.utc
-T0 = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
-T1 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
-T2 = datetime(2025, 6, 1, 9, 0, tzinfo=UTC)
+from memory_builders import T0, T1, UTC, mem, versions
+
 FALKOR_BASE = "ada_belief_falkordb_capabilities"
 TEAM_BASE = "n2_team_composition"
 
 
 # -- helpers ---------------------------------------------------------------------
-
-
-def mem(node_id: str, *, level: str = "N2", citizen: str | None = None, name: str = "Belief",
-        description: str = "", **kw) -> MemoryNode:
-    kw.setdefault("energy", 0.5)
-    kw.setdefault("confidence", 0.7)
-    return MemoryNode(node_id=node_id, level=level, citizen_id=citizen if level == "N1" else None,
-                      name=name, description=description, **kw)
-
-
-def versions(base: str = "belief", reason: str | None = None, *, level: str = "N2", v2_valid: datetime = T0,
-             **v2_kw) -> tuple[MemoryNode, MemoryNode]:
-    """v1 written at T0 and expired at T1 by v2 (valid from ``v2_valid``)."""
-    v1 = mem(f"{base}_v1", level=level, citizen="ada", description="old view", created_at=T0, valid_at=T0,
-             expired_at=T1, invalidation_reason=reason)
-    v2 = mem(f"{base}_v2", level=level, citizen="ada", description="new view", created_at=T1, valid_at=v2_valid,
-             supersedes=f"{base}_v1", **v2_kw)
-    return v1, v2
 
 
 def nws(memory: MemoryNode, score: float = 0.5, **extra) -> NodeWithScore:
@@ -97,109 +72,7 @@ def demo(memory):
     return memory
 
 
-# -- 1. dissonance detection, pure ---------------------------------------------------
-
-
-def test_demo_file_has_one_dissonance_of_each_type_with_the_spec_fields() -> None:
-    nodes, _ = read_memory_file(demo_memory_file())
-    found = detect_temporal_dissonances(nodes, "evolution")
-    assert sorted(d.dissonance_type for d in found) == ["discovered_false", "reality_changed"]
-    by_type = {d.dissonance_type: d for d in found}
-
-    falkor = by_type["discovered_false"]
-    assert falkor.node_id == FALKOR_BASE
-    assert falkor.node_name == "FalkorDB capabilities"
-    assert falkor.original_belief.startswith("FalkorDB has no native vector search")
-    assert falkor.corrected_belief.startswith("FalkorDB ships native HNSW vector indexes")
-    assert falkor.correction_trigger == "Corrected by pattern_read_primary_docs"
-    assert falkor.discovery_energy == 0.85
-    assert falkor.discovery_emotions == {"surprise": 0.7, "excitement": 0.8, "relief": 0.5}
-    assert falkor.belief_held_from == datetime(2025, 8, 1, 9, 0, tzinfo=UTC)
-    assert falkor.belief_held_until == datetime(2025, 9, 15, 14, 30, tzinfo=UTC)
-    assert falkor.corrected_at == datetime(2025, 9, 15, 14, 30, tzinfo=UTC)
-
-    team = by_type["reality_changed"]
-    assert team.node_id == TEAM_BASE
-    assert team.node_name == "Team composition"
-    assert team.original_belief == "Nicolas is the solo founder of the consciousness project."
-    assert team.corrected_belief.startswith("Nicolas leads a team")
-    assert team.correction_trigger == "Corrected by pattern_org_change_announcement"
-    assert team.discovery_energy == 0.6
-    assert team.belief_held_from == datetime(2025, 1, 5, 10, 0, tzinfo=UTC)
-    assert team.belief_held_until == datetime(2025, 9, 3, 12, 0, tzinfo=UTC)
-    assert team.corrected_at == datetime(2025, 9, 3, 12, 0, tzinfo=UTC)
-
-    assert [d.dissonance_type for d in detect_temporal_dissonances(nodes, "full_history")] == \
-        [d.dissonance_type for d in found]
-
-
-@pytest.mark.parametrize("mode", ["current", "point_in_time"])
-def test_no_dissonance_outside_evolution_and_full_history(mode: str) -> None:
-    nodes, _ = read_memory_file(demo_memory_file())
-    assert detect_temporal_dissonances(nodes, mode) == []
-
-
-def test_missing_reason_is_inferred_like_the_writer() -> None:
-    # valid_at moved forward: the world changed
-    assert detect_temporal_dissonances(list(versions(v2_valid=T1)), "evolution")[0].dissonance_type == "reality_changed"
-    # same validity start: the old belief was never true
-    assert detect_temporal_dissonances(list(versions(v2_valid=T0)), "evolution")[0].dissonance_type == "discovered_false"
-    # an explicit supersede_reason on the new version wins over the inference
-    explicit = versions(v2_valid=T1, supersede_reason="discovered_false")
-    assert detect_temporal_dissonances(list(explicit), "evolution")[0].dissonance_type == "discovered_false"
-    # and the stored invalidation_reason of the old version wins over everything
-    stored = versions("b", "reality_changed", v2_valid=T0)
-    assert detect_temporal_dissonances(list(stored), "evolution")[0].dissonance_type == "reality_changed"
-
-
-def test_defaults_when_the_correction_says_little() -> None:
-    (d,) = detect_temporal_dissonances(list(versions(reason="discovered_false")), "evolution")
-    assert d.correction_trigger == "Unknown correction trigger"
-    assert d.discovery_energy == 0.5
-    assert d.discovery_emotions is None
-    (zero,) = detect_temporal_dissonances(list(versions(discovery_energy=0.0)), "evolution")
-    assert zero.discovery_energy == 0.0  # an explicit 0.0 is not replaced by the default
-
-
-def test_chains_order_and_unexpired_versions() -> None:
-    v1 = mem("plan_v1", description="one", created_at=T0, expired_at=T1, invalidation_reason="discovered_false")
-    v2 = mem("plan_v2", description="two", created_at=T1, expired_at=T2, supersedes="plan_v1",
-             invalidation_reason="reality_changed")
-    v3 = mem("plan_v3", description="three", created_at=T2, supersedes="plan_v2")
-    found = detect_temporal_dissonances([v3, v1, v2], "evolution")  # input order does not matter
-    assert [(d.original_belief, d.corrected_belief, d.dissonance_type) for d in found] == [
-        ("one", "two", "discovered_false"), ("two", "three", "reality_changed")]
-    assert {d.node_id for d in found} == {"plan"}
-    # two versions, the older never expired: not a correction
-    a = mem("idea_v1", created_at=T0)
-    b = mem("idea_v2", created_at=T1)
-    assert detect_temporal_dissonances([a, b], "evolution") == []
-    # a lone version has nothing to be compared with
-    assert detect_temporal_dissonances([v1], "evolution") == []
-
-
-def test_versions_are_grouped_within_one_level_graph_only() -> None:
-    n2_v1, _ = versions("shared")
-    _, n3_v2 = versions("shared", level="N3")
-    assert group_nodes_by_identity([n2_v1, n3_v2]) == {}
-    assert detect_temporal_dissonances([n2_v1, n3_v2], "evolution") == []
-    # two citizens' N1 graphs are two graphs too
-    ada_v1, _ = versions("personal", level="N1")
-    bob_v2 = mem("personal_v2", level="N1", citizen="bob", created_at=T1, supersedes="personal_v1")
-    assert detect_temporal_dissonances([ada_v1, bob_v2], "evolution") == []
-    groups = group_nodes_by_identity(list(versions("x")) + list(versions("x", level="N3")))
-    assert set(groups) == {("N2", None, "x"), ("N3", None, "x")}
-
-
-def test_consciousness_nodes_are_accepted_and_pairs_name_the_versions() -> None:
-    v1, v2 = versions(reason="discovered_false")
-    cn = [ConsciousnessNode(**m.model_dump(), retrieval_source="N2_vector", relevance_score=0.3) for m in (v2, v1)]
-    (pair,) = dissonance_pairs(cn, "full_history")
-    assert pair.original is cn[1] and pair.correction is cn[0]
-    assert pair.dissonance.node_id == "belief"
-
-
-# -- 2. dissonance postprocessor ---------------------------------------------------
+# -- 1. dissonance postprocessor ---------------------------------------------------
 
 
 def test_postprocessor_marks_the_versions_and_keeps_the_nodes() -> None:
@@ -267,7 +140,7 @@ def test_demo_dissonances_through_real_evolution_retrieval(demo) -> None:
     assert pp.process(now_nodes, None, current).stream_fields["temporal_dissonances"] == []
 
 
-# -- 3. metadata quality -------------------------------------------------------------
+# -- 2. metadata quality -------------------------------------------------------------
 
 
 def vr(completeness: float, valid: bool = True) -> ValidationResult:
@@ -356,7 +229,7 @@ def test_quality_in_the_complete_stream_of_a_real_retrieval(demo) -> None:
     assert all(n.node.metadata["metadata_valid"] for n in kept)
 
 
-# -- 4. constellation --------------------------------------------------------------
+# -- 3. constellation --------------------------------------------------------------
 
 
 def test_synthesis_text_leaves_out_empty_parts() -> None:
@@ -496,7 +369,6 @@ def test_constellation_edge_cases(memory, citizen) -> None:
     assert pp.process([nws(lonely)]).stream_fields["constellation"].synthesis == "Primary: Lonely"
 
 
-
 def test_constellation_goes_on_the_stream_in_the_intentions_window(memory, citizen) -> None:
     from llama_consciousness.postprocessors.pipeline import complete_stream
 
@@ -570,7 +442,7 @@ def test_one_constellation_postprocessor_serves_eight_threads_at_once(memory, ci
         assert got == alone
 
 
-# -- 5. all three in a stock LlamaIndex query engine ---------------------------------------
+# -- 4. all three in a stock LlamaIndex query engine ---------------------------------------
 
 
 def test_three_postprocessors_in_a_retriever_query_engine(memory, citizen) -> None:

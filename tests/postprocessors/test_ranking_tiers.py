@@ -1,8 +1,9 @@
 """Consciousness-aware ranking (spec Component 5) and activation tiers.
 
-Pure functions first (formulas checked against hand computation), then the
-two postprocessors on hand-built nodes, then both in a real
-``RetrieverQueryEngine`` over the embedded FalkorDB memory.
+The two postprocessors on hand-built nodes, then both in a real
+``RetrieverQueryEngine`` over the embedded FalkorDB memory.  The pure
+formulas are tested in ``tests/scoring/test_ranking.py`` and
+``tests/scoring/test_emotional_intent.py``.
 """
 
 from __future__ import annotations
@@ -35,19 +36,10 @@ from llama_consciousness.schema import (
 )
 from llama_consciousness.schema._time import utcnow
 from llama_consciousness.scoring.emotional_intent import extract_emotional_intent
-from llama_consciousness.scoring.emotions import canonical_emotion
-from llama_consciousness.scoring.ranking import (
-    activation_tiers,
-    calculate_emotional_similarity,
-    consciousness_adjusted_score,
-    cosine_similarity,
-    priority_score,
-)
+from llama_consciousness.scoring.ranking import calculate_emotional_similarity, consciousness_adjusted_score
 from llama_consciousness.stream import assemble_stream
 
 SPEC_QUERY = "Times when I felt excited but cautious"
-# Spec example: {"excited": 0.8, "cautious": 0.3} . {"excitement": 0.7, "caution": 0.4, "fear": 0.2}
-SPEC_COSINE = (0.8 * 0.7 + 0.3 * 0.4) / (math.sqrt(0.8**2 + 0.3**2) * math.sqrt(0.7**2 + 0.4**2 + 0.2**2))
 
 
 # -- helpers -----------------------------------------------------------------------
@@ -99,115 +91,6 @@ class FailingLLM(FixedLLM):
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         self.calls += 1
         raise RuntimeError("model offline")
-
-
-# -- pure formulas ---------------------------------------------------------------------
-
-
-def test_cosine_similarity_is_the_specs():
-    assert cosine_similarity({"a": 1.0}, {"a": 0.3}) == pytest.approx(1.0)
-    assert cosine_similarity({"a": 1.0}, {"b": 1.0}) == 0.0
-    assert cosine_similarity({}, {"a": 1.0}) == 0.0
-    assert cosine_similarity(None, None) == 0.0
-    assert cosine_similarity({"a": 0.0}, {"a": 1.0}) == 0.0  # zero magnitude
-    assert cosine_similarity({"a": -1.0}, {"a": 1.0}) == 0.0  # negative clamped
-    got = cosine_similarity({"frustration": 0.7, "determination": 0.6}, {"frustration": 0.8, "excitement": 0.5})
-    assert got == pytest.approx(0.56 / (math.sqrt(0.85) * math.sqrt(0.89)))
-
-
-def test_spec_emotion_example_resonates_through_canonical_names():
-    query = {"excited": 0.8, "cautious": 0.3}
-    result = {"excitement": 0.7, "caution": 0.4, "fear": 0.2}
-    got = calculate_emotional_similarity(query, result)
-    # The spec's docstring says "0.92 (high resonance)"; the cosine it specifies gives 0.958.
-    assert got == pytest.approx(SPEC_COSINE)
-    assert got == pytest.approx(0.9581, abs=1e-4)
-    assert got > 0.9
-    assert cosine_similarity(query, result) == 0.0  # raw names never meet
-    assert calculate_emotional_similarity(query, {}) == 0.0
-    # two names of one feeling keep the stronger intensity, they do not add up
-    assert calculate_emotional_similarity({"excited": 0.8, "excitement": 0.2}, {"excitement": 1.0}) == 1.0
-
-
-def test_priority_and_adjusted_score_by_hand():
-    assert priority_score(0.8, 0.5) == pytest.approx(0.32 + 0.30)
-    assert priority_score(1.0, 0.0) == pytest.approx(0.4)
-    assert priority_score(0.0, 1.0) == pytest.approx(0.6)
-    # base 0.5, energy 0.8, confidence 0.9, resonance 0.6, completeness 0.75, pressure 0.5:
-    # 0.5 + 0.62*0.4 + 0.9*0.2 + 0.6*0.5 - 0.25*0.1 = 0.5 + 0.248 + 0.18 + 0.3 - 0.025
-    assert consciousness_adjusted_score(0.5, 0.8, 0.9, 0.6, 0.75) == pytest.approx(1.203)
-    # external pressure raises every memory equally (0.6 * 0.4 * dp)
-    assert consciousness_adjusted_score(0.5, 0.8, 0.9, 0.6, 0.75, reality_pressure=1.0) == pytest.approx(1.203 + 0.12)
-    assert consciousness_adjusted_score(0.0, 0.0, 0.0, 0.0, 0.0, reality_pressure=0.0) == pytest.approx(-0.1)
-
-
-@pytest.mark.parametrize(
-    ("count", "sizes"),
-    [(0, (0, 0, 0)), (4, (4, 0, 0)), (5, (5, 0, 0)), (25, (5, 20, 0)), (75, (5, 20, 50)), (200, (5, 20, 50))],
-)
-def test_activation_tiers_sizes(count, sizes):
-    ranked = list(range(count))
-    tiers = activation_tiers(ranked)
-    assert list(tiers) == ["focus", "peripheral", "background"]
-    assert tuple(len(tiers[t]) for t in tiers) == sizes
-    assert tiers["focus"] == ranked[:5]
-    assert tiers["peripheral"] == ranked[5:25]
-    assert tiers["background"] == ranked[25:75]
-
-
-def test_activation_tiers_custom_sizes_and_validation():
-    assert activation_tiers(range(10), 2, 3, 4) == {"focus": [0, 1], "peripheral": [2, 3, 4],
-                                                    "background": [5, 6, 7, 8]}
-    assert activation_tiers(range(3), 0, 0, 0) == {"focus": [], "peripheral": [], "background": []}
-    for bad in ({"focus": -1}, {"peripheral": -2}, {"background": 1.5}, {"focus": True}):
-        with pytest.raises(ValueError):
-            activation_tiers(range(3), **bad)
-
-
-# -- emotional intent (lexicon) ---------------------------------------------------------------
-
-
-def test_spec_query_reads_excitement_and_caution():
-    assert extract_emotional_intent(SPEC_QUERY) == {"caution": 0.6, "excitement": 0.6}
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("I was stuck on the migration", {"frustration": 0.6}),
-        ("blocked again by the vendor", {"frustration": 0.6}),
-        ("the breakthrough on the parser", {"excitement": 0.6}),
-        ("worried about the deadline", {"anxiety": 0.6}),
-        ("very excited", {"excitement": 0.8}),
-        ("really excited", {"excitement": 0.8}),
-        ("extremely anxious", {"anxiety": 1.0}),
-        ("slightly worried", {"anxiety": 0.3}),
-        ("a bit frustrated", {"frustration": 0.3}),
-        ("slightly worried but very excited", {"anxiety": 0.3, "excitement": 0.8}),
-        ("not excited", {}),
-        ("I was not at all excited", {}),
-        ("no worries", {}),
-        ("never afraid but hopeful", {"hope": 0.6}),
-        ("not sure about the plan", {"uncertainty": 0.6}),  # the phrase's "not" negates nothing
-        ("can't wait to see it", {"excitement": 0.6}),
-        ("not tired, but curious", {"curiosity": 0.6}),
-        ("the content of the drive", {}),  # ambiguous synonym-table words are not read
-        ("", {}),
-    ],
-)
-def test_emotional_intent_lexicon_rules(text, expected):
-    assert extract_emotional_intent(text) == expected
-
-
-def test_emotional_intent_outputs_canonical_names_in_unit_range():
-    text = "Excited, thrilled, CAUTIOUS and wary; very frustrated, somewhat confused, really TIRED and grateful!"
-    got = extract_emotional_intent(text)
-    assert got == extract_emotional_intent(text)  # deterministic
-    assert list(got) == sorted(got)
-    assert set(got) == {"excitement", "caution", "frustration", "confusion", "fatigue", "gratitude"}
-    assert all(canonical_emotion(name) == name for name in got)
-    assert all(0.0 <= v <= 1.0 for v in got.values())
-    assert got["frustration"] == 0.8 and got["confusion"] == 0.3
 
 
 # -- ConsciousnessRanker on hand-built nodes -------------------------------------------------------

@@ -24,7 +24,7 @@ from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode, Re
 from llama_consciousness.schema.common import MAX_QUERY_CHARS, MAX_RESULTS_PER_LEVEL
 from llama_consciousness.scoring.emotions import canonical_vector
 from llama_consciousness.scoring.energy import calculate_energy_feedback_potential
-from llama_consciousness.scoring.fusion import weighted_rrf, weighted_score_fusion
+from llama_consciousness.scoring.fusion import weighted_rrf
 from llama_consciousness.storage.channels import keyword_terms
 from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
 
@@ -734,22 +734,6 @@ def test_keyword_terms_strip_redisearch_operators_and_stop_words() -> None:
 
 
 # -- 10. the default: keyword scoring, score fusion, neighbours ------------------------
-
-
-def test_weighted_score_fusion_scales_each_list_and_keeps_the_gaps() -> None:
-    fused = weighted_score_fusion(
-        {"N1_keyword": [("a", 9.0), ("b", 3.0), ("c", 1.0)], "N1_vector": [("c", 0.9), ("b", 0.8), ("d", 0.7)]},
-        {"N1_keyword": 1.0, "N1_vector": 0.1},
-    )
-    scores = dict(fused)
-    assert [key for key, _ in fused] == ["a", "b", "c", "d"]
-    assert scores["a"] == pytest.approx(1.0)  # top keyword hit, no vector
-    assert scores["b"] == pytest.approx(0.25 + 0.1 * 0.5)  # (3-1)/(9-1) and (0.8-0.7)/(0.9-0.7)
-    assert scores["c"] == pytest.approx(0.0 + 0.1)
-    assert scores["d"] == pytest.approx(0.0)  # weight kept the id, contributed nothing
-    assert weighted_score_fusion({"x": [("only", 0.3)]}) == [("only", 1.0)]  # a flat list scales to 1
-    with pytest.raises(ValueError, match="weight"):
-        weighted_score_fusion({"x": [("a", 1.0)]}, {"x": -1.0})
 
 
 def test_keyword_channel_ranks_rare_words_of_the_question_above_a_common_one(memory, citizen) -> None:

@@ -1,56 +1,16 @@
-"""Pure functions: base identity of versions, three-tier validation, quality grade."""
+"""Three-tier validation of memory and link fields, and the quality grade (pure functions)."""
 
 from __future__ import annotations
 
 import pytest
-from llama_index.core.ingestion import IngestionPipeline
-from llama_index.core.schema import TextNode
 
-from llama_consciousness.nodes import memory_to_text_node
-from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator, MemoryValidationError
-from llama_consciousness.schema import MemoryNode, ValidationResult
-from llama_consciousness.scoring.identity import base_identity, extract_base_identity, group_by_identity
+from llama_consciousness.schema import ValidationResult
 from llama_consciousness.scoring.validation import (
     assess_metadata_quality,
     validate_consciousness_link,
     validate_consciousness_node,
     validate_field_type,
 )
-
-
-@pytest.mark.parametrize(
-    ("node_id", "base"),
-    [
-        ("decision_v2_architecture_v1", "decision_v2_architecture"),  # the spec's example
-        ("belief-V12", "belief"),
-        ("belief.v3", "belief"),
-        ("belief_version2", "belief"),
-        ("belief@4", "belief"),
-        ("v2", "v2"),  # nothing left after stripping: keep the id
-        ("phase_v2_plan", "phase_v2_plan"),  # a version inside the name is part of it
-    ],
-)
-def test_extract_base_identity(node_id: str, base: str) -> None:
-    assert extract_base_identity(node_id) == base
-
-
-def _m(node_id: str, **kw) -> MemoryNode:
-    return MemoryNode(node_id=node_id, level="N2", name="belief", energy=0.5, confidence=0.5, **kw)
-
-
-def test_supersedes_chain_and_explicit_base_win_over_names() -> None:
-    v1 = _m("alpha")
-    v2 = _m("beta", supersedes="alpha")
-    v3 = _m("gamma", supersedes="beta")
-    other = _m("delta", extra={"base_id": "alpha"})
-    unrelated = _m("zeta")
-    groups = group_by_identity([v1, v2, v3, other, unrelated])
-    assert {k: sorted(n.node_id for n in v) for k, v in groups.items()} == {
-        "alpha": ["alpha", "beta", "delta", "gamma"]
-    }
-    assert base_identity(v3) == "beta"  # without the chain at hand, the parent's id is the best guess
-    assert len(group_by_identity([v1, unrelated], only_versioned=False)) == 2
-
 
 SPEC_LINK = {
     "energy": 0.8, "confidence": 0.9, "emotion_vector": {"drive": 0.7}, "goal": "g", "mindstate": "m",
@@ -128,28 +88,6 @@ def test_quality_grade_thresholds(completeness: float, invalid: int, grade: str)
     results = [ValidationResult(valid=i >= invalid, metadata_completeness=completeness) for i in range(20)]
     assert assess_metadata_quality(results) == grade
     assert assess_metadata_quality([]) == "excellent"
-
-
-def test_validator_transform_modes() -> None:
-    good = memory_to_text_node(_m("ok", emotion_vector={"calm": 0.4}, goal="g"))
-    bad = TextNode(id_="bad", text="x", metadata={"level": "N2", "name": "B", "energy": 1.5})
-    rel = TextNode(id_="r", text="", metadata={"kind": "relationship", "source_id": "ok", "target_id": "bad",
-                                               "relation_type": "X", "goal": "g", "mindstate": "m",
-                                               "energy": 0.5, "confidence": 0.5, "emotion_vector": {"calm": 0.2}})
-    validator = ConsciousnessMetadataValidator(mode="drop")
-    out = IngestionPipeline(transformations=[validator]).run(nodes=[good, bad, rel])
-    assert [n.node_id for n in out] == ["ok", "r"]  # defaults made the relationship complete enough
-    assert 0 < out[0].metadata["metadata_completeness"] <= 1
-    assert [r.item_id for r in validator.report.rejected] == ["bad"]
-    assert validator.report.rejected[0].reasons == [
-        "REQUIRED field invalid: energy (got 1.5)", "REQUIRED field missing: confidence"]
-    with pytest.raises(MemoryValidationError, match="bad rejected: REQUIRED field invalid: energy"):
-        IngestionPipeline(transformations=[ConsciousnessMetadataValidator()]).run(nodes=[bad])
-    inverted = memory_to_text_node(_m("inv"))
-    inverted.metadata["invalid_at"] = "2020-01-01T00:00:00Z"
-    inverted.metadata["valid_at"] = "2021-01-01T00:00:00Z"
-    with pytest.raises(MemoryValidationError, match="invalid_at"):
-        ConsciousnessMetadataValidator()([inverted])
 
 
 def test_quality_grade_is_not_fooled_by_float_sums() -> None:
