@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -147,8 +147,3 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
             add(line)
     text = "\n".join(lines)
     return RenderedContext(text=text, tokens=count(text), budget=token_budget, included=included, left_out=left_out)
-
-
-def render_nodes(nodes: Iterable[ConsciousnessNode]) -> str:
-    """Memory lines for a plain list (no budget)."""
-    return "\n".join(memory_line(n) for n in nodes)

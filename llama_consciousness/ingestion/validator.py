@@ -50,13 +50,9 @@ def _pydantic_reasons(exc: ValidationError) -> list[str]:
     return [f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}" for e in exc.errors()]
 
 
-def check_item(node: BaseNode) -> tuple[list[str], list[str], float]:
-    """(errors, warnings, completeness) of one memory or relationship node."""
-    return _check(node)[:3]
-
-
 def _check(node: BaseNode) -> tuple[list[str], list[str], float, Any]:
-    """``check_item``, and the model it built (None if it could not be built).
+    """(errors, warnings, completeness) of one memory or relationship node, and the model it built
+    (None if it could not be built).
 
     A relationship's model carries its completeness, as the writer would
     read it from the node after this validator (``validated_relationship``).

@@ -77,11 +77,6 @@ def weighted_score_fusion(
     return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
-def channel_of(source: str) -> str:
-    """``"N2_vector"`` -> ``"vector"``."""
-    return source.split("_", 1)[1] if "_" in source else source
-
-
 def path_relevance(path_energy: float, max_depth: int) -> float:
     """A graph hit's relevance: its path's summed link energy over the most it could be, in [0, 1].
 

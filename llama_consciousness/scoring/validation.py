@@ -151,15 +151,6 @@ def validate_consciousness_node(node_data: Mapping[str, Any]) -> ValidationResul
     return validate_metadata(node_data, NODE_REQUIRED, NODE_IMPORTANT, NODE_CONDITIONAL)
 
 
-def missing_required(result: ValidationResult) -> list[str]:
-    """The field names named by a result's errors (for one-line messages)."""
-    names = []
-    for error in result.errors:
-        head = error.split(":", 1)[1].strip() if ":" in error else error
-        names.append(head.split(" ", 1)[0])
-    return names
-
-
 def assess_metadata_quality(validation_results: Sequence[ValidationResult]) -> str:
     """The spec's grade: excellent / good / acceptable / poor.
 

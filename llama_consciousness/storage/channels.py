@@ -342,11 +342,6 @@ def neighbours(plans: LevelPlans, node_ids: Sequence[str], memory_filter: Memory
     return out
 
 
-def entity_names(plans: LevelPlans, node_types: Sequence[str]) -> Plan:
-    """``(node_id, name)`` of the memories a query's names can start from."""
-    return (yield from plans.named_nodes(node_types))
-
-
 def relationships_among(plans: LevelPlans, node_ids: Sequence[str], memory_filter: MemoryFilter) -> Plan:
     """The links between the given memories that are visible in the window."""
     found = yield from links_among(plans, node_ids, memory_filter)

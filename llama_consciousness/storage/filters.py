@@ -90,12 +90,3 @@ class MemoryFilter:
             if not have.intersection(self.canonical_emotions):
                 return False
         return True
-
-
-def merge_params(*predicates: Predicate) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for p in predicates:
-        out.update(p.params)
-    return out
-
-
