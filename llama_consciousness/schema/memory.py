@@ -36,6 +36,13 @@ __all__ = ["ConsciousnessNode", "MemoryNode"]
 NodeId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
 NonEmptyStr = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 UnitFloat = Annotated[float, Field(ge=0.0, le=1.0)]
+# A memory's goal, outer whitespace stripped on validation (like ``name``):
+# FalkorDB's range index on ``goal`` does not find a string with outer ASCII
+# whitespace by ``=`` / ``IN`` (it trims what it indexes), so such a goal would
+# be invisible to goal matching, which asks that index.  Goals written before
+# this rule keep their whitespace in the store (no migration): read back,
+# they validate stripped, but the index still misses them.
+GoalText = Annotated[str, StringConstraints(strip_whitespace=True)]
 
 
 def _apply_bitemporal_rules(model: Any) -> None:
@@ -91,7 +98,7 @@ class MemoryNode(BaseModel):
     emotion_vector: Optional[EmotionVector] = None
     felt_quality: Optional[str] = None
     body_sensation: Optional[str] = None
-    goal: Optional[str] = None
+    goal: Optional[GoalText] = None
     mindstate: Optional[str] = None
     formation_trigger: Optional[str] = None
     emotion_description: Optional[str] = None

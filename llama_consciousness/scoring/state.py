@@ -13,17 +13,22 @@ Scores, all in [0, 1]:
     How well a memory's ``goal`` matches the current goal:
 
     * exact: 1.0 when the two goals are the same string, else no match;
-    * partial: 1.0 when equal after normalisation (lower case, ``_`` and
-      ``-`` read as spaces, outer spaces trimmed); 0.8 when one contains
-      the other; else ``0.6 * shared / terms``, where ``terms`` are the
-      content words of the current goal (3+ letters, not stop words) and a
-      term is shared when it occurs in the memory's normalised goal (so
-      "design" meets "designing") or is one of the memory's ``concepts``.
-      A match needs at least :data:`MIN_PARTIAL_SCORE` (0.3, i.e. half
-      the goal's terms; a goal's first 32 content words count).
+    * partial: 1.0 when equal after normalisation (:func:`normalise_goal`:
+      lower case, ``_``, ``-`` and ASCII whitespace read as spaces, outer
+      spaces trimmed); 0.8 when one contains the other; else ``0.6 *
+      shared / terms``, where ``terms`` are the content words of the
+      current goal (3+ letters, not stop words) and a term is shared when
+      it occurs in the memory's normalised goal (so "design" meets
+      "designing") or is one of the memory's ``concepts``.  A match needs
+      at least :data:`MIN_PARTIAL_SCORE` (0.3, i.e. half the goal's terms;
+      a goal's first 32 content words count).
     * semantic: exact matches (1.0), plus the cosine between the embedded
       goal text and the memory's embedding (its name and description) when
       at least the retriever's threshold; computed by the vector index.
+
+    A current goal with nothing left once normalised ("___", "-", " - ")
+    matches nothing under every strategy (0.0); the retriever takes it as no
+    goal at all (:func:`effective_goal`).
 
 ``emotional_similarity``
     Cosine between emotion vectors over canonical names ("excited" meets
@@ -76,11 +81,65 @@ _WORD = re.compile(r"[a-z0-9]+")
 _SECONDS_PER_DAY = 86400.0
 
 
+# Read as a space by normalise_goal: the separators, and ASCII whitespace (the
+# characters FalkorDB's string index and C's isspace() take for whitespace).
+# storage.state_queries replaces each of them in Cypher: keep the two in step.
+GOAL_SPACES = ("_", "-", "\t", "\n", "\r", "\v", "\f")
+_GOAL_SPACE_TABLE = str.maketrans({c: " " for c in GOAL_SPACES})
+# What makes Python's str.lower differ from FalkorDB's toLower (a simple,
+# one code point to one code point mapping): the one multi-character
+# lowercase of Unicode (U+0130, "İ" -> "i̇") and the final sigma ("Σ" at the
+# end of a word -> "ς").  Mapped first, they leave str.lower equal to toLower.
+_LOWER_LIKE_FALKORDB = str.maketrans({"\u0130": "i", "\u03a3": "\u03c3"})
+
+
+def goal_lower(text: str) -> str:
+    """``text`` lower-cased as FalkorDB's ``toLower`` does it (the goal key of both sides).
+
+    FalkorDB maps each code point to its simple lower case: "İ" gives "i"
+    (Python: "i̇", two code points) and a final "Σ" gives "σ" (Python: "ς").
+    Those two mapped first, ``str.lower`` gives what ``toLower`` gives on
+    every code point (checked code point by code point against the server,
+    ``tests/retrievers/test_state_pushdown.py``).  Known limit: the two
+    sides read case from their own Unicode tables (this Python's
+    ``unicodedata.unidata_version`` vs the server's build), so a letter
+    encoded in a later Unicode version than one of them knows may be
+    lower-cased by one side only.
+    """
+    return text.translate(_LOWER_LIKE_FALKORDB).lower()
+
+
 def normalise_goal(goal: str | None) -> str:
-    """Lower case, ``_`` and ``-`` as spaces, outer spaces trimmed (the Cypher does the same)."""
+    """The goal as partial matching compares it; the Cypher of ``storage.state_queries`` computes the same.
+
+    Lower case as FalkorDB's ``toLower`` (:func:`goal_lower`: "İ" -> "i",
+    no final "ς", unlike ``str.lower``; the difference left is a letter newer
+    than one side's Unicode tables), each of
+    :data:`GOAL_SPACES` (``_``, ``-``, tab, newline, CR, VT, FF) read as a
+    space, inner or outer, then outer *spaces* trimmed.  Nothing else: runs
+    of spaces stay runs, other whitespace (no-break space, ...) stays as it
+    is, as in the Cypher (whose ``trim`` strips spaces only).  A memory's
+    goal carries no outer whitespace (``MemoryNode`` strips it), and the
+    retriever strips the state's goal, so outer whitespace beyond the ASCII
+    kind never reaches here from them.  An empty result (``"___"``,
+    ``"-"``) means the goal says nothing to match on.
+    """
     if goal is None:
         return ""
-    return goal.strip().lower().replace("_", " ").replace("-", " ").strip()
+    return goal_lower(goal).translate(_GOAL_SPACE_TABLE).strip(" ")
+
+
+def effective_goal(goal: str | None) -> str | None:
+    """The current goal as retrieval uses it: stripped, or None when nothing is left once normalised.
+
+    A goal like "___" or " - " normalises to the empty string, which every
+    goal contains: it would match everything (or, in Cypher, every memory
+    without a goal), so it counts as no goal at all.
+    """
+    if goal is None:
+        return None
+    goal = goal.strip()
+    return goal if normalise_goal(goal) else None
 
 
 def goal_terms(goal: str | None) -> list[str]:
@@ -113,19 +172,16 @@ def goal_match_score(
     """
     if strategy not in GOAL_MATCHES:
         raise ValueError(f"goal match must be one of {GOAL_MATCHES}, got {strategy!r}")
-    if not current_goal:
+    wanted = normalise_goal(current_goal)
+    if not wanted:  # no goal, or one with nothing to match on ("___"): matches nothing
         return 0.0
     exact = memory_goal is not None and memory_goal == current_goal
     if strategy == "exact":
         return 1.0 if exact else 0.0
     if strategy == "semantic":
         return 1.0 if exact else max(0.0, float(semantic_similarity or 0.0))
-    if memory_goal is None:
-        mine = ""
-    else:
-        mine = normalise_goal(memory_goal)
-    wanted = normalise_goal(current_goal)
-    if exact or (mine and mine == wanted):
+    mine = normalise_goal(memory_goal)
+    if exact or mine == wanted:
         return 1.0
     if len(mine) >= MIN_TERM_LENGTH and (wanted in mine or mine in wanted):
         return PARTIAL_CONTAINS_SCORE

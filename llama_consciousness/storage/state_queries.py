@@ -37,6 +37,9 @@ query and only the top rows travel.  A memory that names one feeling twice
 triples the cost, so those rare rows (``list.dedup`` spots them) get an
 upper bound in the query and their exact cosine in Python
 (:func:`_emotion_bound`, :func:`_verified`): still exact, still bounded.
+``find_resolution_patterns`` keeps the same rule at its ``max_patterns``
+cut: rows come by (impact, bound), and more are fetched until
+``max_patterns`` exact rows reach the last row's key.
 Candidates are narrowed by indexes first: ``energy`` (the tolerance band)
 and ``emotion_canonical`` (a memory must carry one of the state's
 :func:`necessary_emotions`, written ``$s_0 IN n.emotion_canonical OR ...``
@@ -49,7 +52,13 @@ index, so with a level's goal vocabulary (its distinct goals,
 :func:`goal_vocabulary`, cached by the retriever) the goals that match on
 their own are listed in Python and the query asks ``n.goal IN $g_list OR
 $g_t0 IN n.concepts OR ...``: every partial match, through two indexes
-(:func:`matching_goals`).  Without a vocabulary the label is scanned.
+(:func:`matching_goals`).  Without a vocabulary the label is scanned.  The
+``goal`` index does not find a string with outer whitespace, which is why
+``MemoryNode`` strips it (goals stored before that keep it, and are missed).
+The normalisation in Cypher (:func:`_norm_goal`) is ``normalise_goal``'s:
+``toLower`` (which ``scoring.state.goal_lower`` reproduces), ``_``, ``-`` and
+ASCII whitespace as spaces, ``trim``.  A goal with nothing left once
+normalised is no goal (``StateQuery``).
 
 **Energy bands.**  The scores of ``find_related_unresolved`` (without a goal
 vocabulary) and ``find_what_i_was_doing`` never exceed the memory's energy,
@@ -81,10 +90,12 @@ from typing import Any
 
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.scoring.state import (
+    GOAL_SPACES,
     MIN_PARTIAL_SCORE,
     PARTIAL_CONTAINS_SCORE,
     PARTIAL_TERMS_WEIGHT,
     RECENCY_HORIZON_DAYS,
+    effective_goal,
     emotional_similarity,
     epoch_seconds,
     goal_match_score,
@@ -125,6 +136,11 @@ class StateQuery:
     out) and ``emotion_norm`` their norm; ``goal_match`` is ``exact``,
     ``partial`` or ``semantic`` (then ``goal_embedding`` is the embedded
     goal, for levels whose vectors live in FalkorDB).
+
+    ``goal`` is kept stripped, and a goal with nothing left once normalised
+    ("___", "-") becomes None: it says nothing to match on (whatever the
+    strategy), so the mode runs as without a goal
+    (``scoring.state.effective_goal``).
     """
 
     mode: str
@@ -145,6 +161,13 @@ class StateQuery:
     energy_tolerance: float = 0.2
     detail_types: tuple[str, ...] = RESOLUTION_DETAIL_TYPES
     max_related: int = 3
+
+    def __post_init__(self) -> None:
+        goal = effective_goal(self.goal)
+        if goal != self.goal:
+            object.__setattr__(self, "goal", goal)
+            if goal is None:
+                object.__setattr__(self, "goal_embedding", None)
 
     @property
     def window(self) -> TemporalWindow:
@@ -182,8 +205,18 @@ class StateHit:
 
 
 def _norm_goal(var: str) -> str:
-    """``scoring.state.normalise_goal`` in Cypher."""
-    return f"trim(replace(replace(toLower(coalesce({var}.goal, '')), '_', ' '), '-', ' '))"
+    """``scoring.state.normalise_goal`` in Cypher: ``toLower``, each of ``GOAL_SPACES`` as a space, ``trim``.
+
+    ``trim`` strips spaces only, which is why tabs and newlines become
+    spaces first (inner ones too, as in Python).  The characters are the
+    parameters ``$g_sp0``... (:func:`_goal_params`).  ``toLower`` is
+    FalkorDB's one-to-one mapping, which ``scoring.state.goal_lower``
+    reproduces in Python.
+    """
+    text = f"toLower(coalesce({var}.goal, ''))"
+    for i in range(len(GOAL_SPACES)):
+        text = f"replace({text}, $g_sp{i}, ' ')"
+    return f"trim({text})"
 
 
 def _partial_goal_score(var: str, ng: str) -> str:
@@ -308,7 +341,7 @@ def _anchor_filter(q: StateQuery, var: str, prefix: str) -> tuple[str, dict[str,
 def _goal_params(q: StateQuery) -> dict[str, Any]:
     terms = goal_terms(q.goal)
     params = {"g_goal": q.goal, "g_norm": normalise_goal(q.goal), "g_terms": terms, "g_nterms": max(1, len(terms)),
-              **{f"g_t{i}": t for i, t in enumerate(terms)}}
+              **{f"g_t{i}": t for i, t in enumerate(terms)}, **{f"g_sp{i}": c for i, c in enumerate(GOAL_SPACES)}}
     listed = matching_goals(q)
     if listed is not None:
         params["g_list"] = listed
@@ -572,6 +605,11 @@ def what_i_was_doing(plans: LevelPlans, q: StateQuery, k: int) -> Plan:
     return (yield from _banded(make, params, k))
 
 
+def _impact(node: MemoryNode) -> float:
+    """What orders past states in ``find_resolution_patterns``: their discovery energy, else their energy."""
+    return node.discovery_energy if node.discovery_energy is not None else node.energy
+
+
 def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: int = 5,
                         candidates: Sequence[tuple[str, float]] | None = None) -> Plan:
     """How similar situations were resolved: past states, their resolutions, and what surrounds those.
@@ -612,12 +650,14 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
             "[i IN range(0, size(ress) - 1) | "
             f"[{records.node_projection('ress[i]')}, {records.edge_projection('rs[i]')}]]"
         )
-        # Rows come by impact; a row's emotional similarity may be a bound
-        # (repeated names), checked here: fetch more while rows fail the check.
+        # Rows come by (impact, similarity); a row's similarity may be an upper
+        # bound (repeated emotion names), made exact here.  As in _verified: fetch
+        # more until max_patterns exact rows reach the key of the last row fetched
+        # (its impact, then its bound): a row left behind can then do no better.
         limit = max_patterns
         while True:
             rows = yield Query(cypher, {**params, **extra, "lim": limit}, read_only=True)
-            kept = 0
+            kept: list[StateHit] = []
             for props, sim, goal_score, emo, resolutions in rows:
                 node = records.node_from_props(props)
                 goal = None if goal_score is None else float(goal_score)
@@ -627,18 +667,20 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
                     if exact <= q.pattern_threshold:
                         continue
                 hit = StateHit(node, pattern_similarity(goal, exact), "state", goal, exact)
-                kept += 1
+                kept.append(hit)
                 if node.node_id not in anchors or hit.score > anchors[node.node_id][0].score:
                     anchors[node.node_id] = (hit, [(records.node_from_props(res), records.edge_from_props(rel))
                                                    for res, rel in resolutions])
-            if kept >= max_patterns or len(rows) < limit or limit >= MAX_FETCH:
+            if len(rows) < limit or limit >= MAX_FETCH:
+                break
+            floor_impact, floor_sim = _impact(records.node_from_props(rows[-1][0])), float(rows[-1][1])
+            if sum(1 for hit in kept if _impact(hit.node) > floor_impact
+                   or (_impact(hit.node) == floor_impact and hit.score >= floor_sim - _EPS)) >= max_patterns:
                 break
             limit = min(max(limit * 4, limit + VERIFY_EXTRA), MAX_FETCH)
 
-    def impact(hit: StateHit) -> float:
-        return hit.node.discovery_energy if hit.node.discovery_energy is not None else hit.node.energy
-
-    order = sorted(anchors.values(), key=lambda a: (-impact(a[0]), -a[0].score, a[0].node.node_id))[:max_patterns]
+    order = sorted(anchors.values(),
+                   key=lambda a: (-_impact(a[0].node), -a[0].score, a[0].node.node_id))[:max_patterns]
     pairs = [{"pb": hit.node.node_id, "res": res.node_id} for hit, resolutions in order for res, _ in resolutions]
     # Past states and their resolutions come first; related memories share what is left of k.
     slots = max(0, k - len(order) - len(pairs))

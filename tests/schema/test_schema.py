@@ -367,6 +367,24 @@ def test_memory_node_id_and_name_constraints():
         memory(name="")
 
 
+@pytest.mark.parametrize("raw, stored", [
+    (" lead space", "lead space"), ("trail space ", "trail space"), ("\tlead tab", "lead tab"),
+    ("trail nl\n", "trail nl"), ("\r\n both \x0b\x0c", "both"), ("\xa0no-break\u3000", "no-break"),
+    ("inner\ttab and\nnewline", "inner\ttab and\nnewline"), ("   ", ""), ("_under_", "_under_"),
+])
+def test_memory_goal_outer_whitespace_stripped_like_name(raw, stored):
+    # FalkorDB's range index on goal does not find strings with outer whitespace by = / IN,
+    # so goal matching (which asks that index) would never see them: stripped at the edge
+    assert memory(goal=raw).goal == stored
+    assert memory(name=f"x{raw}").name == f"x{raw}".strip()  # the same rule as name
+    assert ConsciousnessNode.model_validate(
+        {**memory(goal=raw).model_dump(), "goal": raw, "retrieval_source": "s", "relevance_score": 0.5}
+    ).goal == stored
+    assert memory().goal is None and memory(goal=None).goal is None
+    if stored:  # a link's goal (mandatory) follows the same rule
+        assert relationship(goal=raw).goal == stored
+
+
 def test_n1_requires_citizen_id():
     with pytest.raises(ValidationError, match="citizen_id is required for level 'N1'"):
         MemoryNode(node_id="m", level="N1", name="x", energy=0.5, confidence=0.5)
