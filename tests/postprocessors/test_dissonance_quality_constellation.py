@@ -32,6 +32,7 @@ from llama_consciousness.schema.constellation import ConstellationMember, Memory
 from llama_consciousness.temporal import TemporalWindow
 
 from memory_builders import T0, T1, UTC, mem, versions
+from concurrency import at_once
 
 FALKOR_BASE = "ada_belief_falkordb_capabilities"
 TEAM_BASE = "n2_team_composition"
@@ -134,7 +135,6 @@ def test_demo_dissonances_through_real_evolution_retrieval(demo) -> None:
 
     current = RetrievalIntention(query_text="FalkorDB capabilities team composition", citizen_id="ada",
                                  query_levels=["N1", "N2"], max_results_per_level=200)
-    now_stream = retriever.retrieve_stream(current)
     now_nodes = retriever.retrieve_intention(current)
     assert "ada_belief_falkordb_capabilities_v1" not in meta_ids(now_nodes)
     assert pp.process(now_nodes, None, current).stream_fields["temporal_dissonances"] == []
@@ -397,7 +397,6 @@ def test_one_constellation_postprocessor_serves_eight_threads_at_once(memory, ci
     """Eight threads calling one postprocessor at once, each with its own nodes (another primary, another
     window), each get exactly the constellation (and roles) the same call gets alone."""
     import copy
-    import threading
 
     write_constellation(memory, citizen)
     nodes = retrieved_with_primary_first(memory, citizen)
@@ -421,24 +420,7 @@ def test_one_constellation_postprocessor_serves_eight_threads_at_once(memory, ci
     alone = [call(i) for i in range(8)]
     assert len({c.model_dump_json() for c, _ in alone}) >= 6  # mostly different answers
     assert alone[7][0].supporting[0].node_id == "s_expired" and alone[0][0].supporting[0].node_id == "s_bench"
-    for _ in range(3):
-        barrier = threading.Barrier(8)
-        got: list = [None] * 8
-        errors: list = []
-
-        def run(i):
-            try:
-                barrier.wait(timeout=30)
-                got[i] = call(i)
-            except BaseException as exc:  # reported below, not lost in the thread
-                errors.append(exc)
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        assert not errors, errors
+    for got in at_once(call, 8):
         assert got == alone
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import threading
 import uuid
 
 import networkx as nx
@@ -33,6 +32,7 @@ from llama_consciousness.scoring.traversal import generate_traversal_paths, grap
 from llama_consciousness.storage.neighbourhood import connectors, embeddings
 
 from graph_builders import _small_graph, gnode
+from concurrency import at_once
 
 
 # -- exports on a hand graph ---------------------------------------------------------------------
@@ -497,22 +497,5 @@ def test_one_postprocessor_serves_eight_threads_at_once(memory, citizen, pipelin
 
     alone = [call(i) for i in range(8)]
     assert len({json.dumps(g.model_dump(mode="json"), sort_keys=True) for g, _ in alone}) == 8  # all different
-    for _ in range(3):
-        barrier = threading.Barrier(8)
-        got: list = [None] * 8
-        errors: list = []
-
-        def run(i):
-            try:
-                barrier.wait(timeout=30)
-                got[i] = call(i)
-            except BaseException as exc:  # reported below, not lost in the thread
-                errors.append(exc)
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        assert not errors, errors
+    for got in at_once(call, 8):
         assert got == alone

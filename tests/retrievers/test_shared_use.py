@@ -10,12 +10,13 @@ and every answer must equal the one the same question got when asked alone.
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 from typing import Any
 
 from llama_consciousness import ConsciousnessMemory, MemoryNode, RetrievalIntention
 from llama_consciousness.schema import ConsciousnessRelationship
+
+from concurrency import at_once
 
 TOPICS = {
     "garden": ["Tomatoes need staking in June", "Basil grows beside the tomatoes", "Compost the autumn leaves",
@@ -65,25 +66,19 @@ def test_one_retriever_and_chain_shared_by_threads_and_tasks(memory: Consciousne
     assert len({str(a) for a in alone}) == len(intentions)
     assert all(a[1] for a in alone)
 
-    wrong: list[str] = []
-    start = threading.Barrier(16)
-
-    def caller(k: int) -> None:
-        start.wait()
+    def caller(k: int) -> list[tuple[int, tuple[Any, ...], list[str]]]:
+        out = []
         for round_ in range(3):
             i = (k + round_ * 5) % len(intentions)
-            if _answer(*retriever.retrieve_stream_and_nodes(intentions[i])) != alone[i]:
-                wrong.append(f"thread {k} stream {i}")
-            if [n.node.node_id for n in retriever.retrieve_intention(intentions[i])] != plain_alone[i]:
-                wrong.append(f"thread {k} nodes {i}")
+            answer = _answer(*retriever.retrieve_stream_and_nodes(intentions[i]))
+            out.append((i, answer, [n.node.node_id for n in retriever.retrieve_intention(intentions[i])]))
+        return out
 
-    threads = [threading.Thread(target=caller, args=(k,)) for k in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in threads)
-    assert wrong == []
+    for got in at_once(caller, 16, rounds=1):
+        for calls in got:
+            for i, answer, plain in calls:
+                assert answer == alone[i], i
+                assert plain == plain_alone[i], i
 
     async def tasks() -> list[tuple[int, tuple[Any, ...]]]:
         async def one(k: int) -> tuple[int, tuple[Any, ...]]:
