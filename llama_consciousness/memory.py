@@ -26,6 +26,7 @@ from llama_consciousness.errors import LevelError
 from llama_consciousness.levels import LEVELS, check_level, graph_name
 from llama_consciousness.nodes import memory_text
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
+from llama_consciousness.schema.common import check_vector
 from llama_consciousness.storage.level_store import (
     LevelGraphStore,
     LevelPlans,
@@ -239,11 +240,12 @@ class ConsciousnessMemory:
             chunk = todo[start : start + self.embed_batch_size]
             vectors = self.embed_model.get_text_embedding_batch([memory_text(nodes[i]) for i in chunk])
             for i, vector in zip(chunk, vectors):
-                out[i] = nodes[i].model_copy(update={"embedding": list(vector)})
+                out[i] = nodes[i].model_copy(update={"embedding": check_vector(vector, f"embedding of {nodes[i].node_id!r}")})
         return out
 
     def embed_query(self, text: str) -> list[float]:
-        return list(self.embed_model.get_query_embedding(text))
+        """The embedding of a question (refused if the model returns a non-finite or out-of-range vector)."""
+        return check_vector(self.embed_model.get_query_embedding(text), "query embedding")
 
     # -- writes -----------------------------------------------------------------
 
@@ -375,7 +377,7 @@ class ConsciousnessMemory:
         window = window or TemporalWindow(
             temporal_mode, as_of_time=as_of_time, time_range_start=time_range_start, time_range_end=time_range_end
         )
-        embedding = self.embed_query(query) if isinstance(query, str) else list(query)
+        embedding = self.embed_query(query) if isinstance(query, str) else check_vector(query, "query vector")
         store = self.level(level, citizen_id)
         source = f"{level}_vector"
         memory_filter = MemoryFilter(window, min_energy=min_energy, min_confidence=min_confidence)

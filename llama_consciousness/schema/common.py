@@ -19,11 +19,16 @@ __all__ = [
     "EmotionVector",
     "InvalidationReason",
     "LevelName",
+    "MAX_EMBEDDING_COMPONENT",
+    "MAX_EMOTIONS",
+    "MAX_EMOTION_NAME_CHARS",
+    "MAX_LIST_ITEMS",
     "MAX_QUERY_CHARS",
     "MAX_RESULTS_PER_LEVEL",
     "ResolutionState",
     "TemporalMode",
     "check_temporal_request",
+    "check_vector",
     "validate_citizen_id",
 ]
 
@@ -40,6 +45,32 @@ _CITIZEN_ID_RE = re.compile(CITIZEN_ID_PATTERN)
 # Hard caps that protect the stores from accidental (or hostile) huge requests.
 MAX_RESULTS_PER_LEVEL = 1000
 MAX_QUERY_CHARS = 32768
+MAX_EMOTIONS = 64
+"""Emotions in one emotion vector (or a retrieval's required emotions): every similarity is computed over them."""
+MAX_EMOTION_NAME_CHARS = 64
+MAX_LIST_ITEMS = 256
+"""Items in a memory's ``concepts`` or ``surfaces_when``, and keys of its ``sensory_details``."""
+MAX_EMBEDDING_COMPONENT = 1e6
+"""Largest absolute value of an embedding component.
+
+Real embeddings are unit length or close to it; the store sends components
+as integers scaled by 10^7, which a component beyond 9e11 would overflow.
+"""
+
+
+def check_vector(values: Any, what: str = "embedding") -> list[float]:
+    """``values`` as floats, refused with a clear error when a component is not finite or out of range.
+
+    Why at the edge: one NaN makes every cosine against it NaN, and the
+    vector index then ranks arbitrarily instead of failing.
+    """
+    out = [float(v) for v in values]
+    if not all(map(math.isfinite, out)) or any(abs(v) > MAX_EMBEDDING_COMPONENT for v in out):
+        for index, component in enumerate(out):
+            if not math.isfinite(component) or abs(component) > MAX_EMBEDDING_COMPONENT:
+                raise ValueError(f"{what}[{index}] is {component!r}; components must be finite and within "
+                                 f"+-{MAX_EMBEDDING_COMPONENT:g}")
+    return out
 
 
 def validate_citizen_id(value: str) -> str:
@@ -74,11 +105,16 @@ def _reject_non_numeric_emotions(value: Any) -> Any:
 def _check_emotion_vector(value: dict[str, float]) -> dict[str, float]:
     # Emotional resonance scoring assumes intensities in [0, 1]; a single
     # out-of-range value would dominate every similarity computed from it.
+    if len(value) > MAX_EMOTIONS:
+        raise ValueError(f"an emotion vector has {len(value)} emotions; at most {MAX_EMOTIONS} allowed")
     cleaned: dict[str, float] = {}
     for emotion, intensity in value.items():
         name = emotion.strip()
         if not name:
             raise ValueError(f"emotion names must be non-empty, got {emotion!r}")
+        if len(name) > MAX_EMOTION_NAME_CHARS:
+            raise ValueError(f"emotion name {name[:20]!r}... has {len(name)} characters; at most "
+                             f"{MAX_EMOTION_NAME_CHARS} allowed")
         if name in cleaned:
             raise ValueError(f"emotion {name!r} appears more than once (after stripping)")
         if math.isnan(intensity) or not 0.0 <= intensity <= 1.0:

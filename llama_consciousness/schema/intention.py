@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ._time import UTCDateTime, utcnow
 from .common import (
+    MAX_EMOTIONS,
     MAX_QUERY_CHARS,
     MAX_RESULTS_PER_LEVEL,
     CitizenId,
@@ -94,6 +95,8 @@ class RetrievalIntention(BaseModel):
     def _check_required_emotions(cls, value: Optional[list[str]]) -> Optional[list[str]]:
         if value is None:
             return None
+        if len(value) > MAX_EMOTIONS:
+            raise ValueError(f"required_emotions has {len(value)} names; at most {MAX_EMOTIONS} allowed")
         cleaned = []
         for emotion in value:
             name = emotion.strip()

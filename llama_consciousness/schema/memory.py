@@ -9,7 +9,6 @@ write path.
 from __future__ import annotations
 
 import json
-import math
 from typing import Annotated, Any, Optional
 
 from pydantic import (
@@ -17,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -24,11 +24,13 @@ from pydantic import (
 from ._time import UTCDateTime, utcnow
 from .trusted import trusted_model
 from .common import (
+    MAX_LIST_ITEMS,
     CitizenId,
     EmotionVector,
     InvalidationReason,
     LevelName,
     ResolutionState,
+    check_vector,
 )
 
 __all__ = ["ConsciousnessNode", "MemoryNode"]
@@ -141,14 +143,15 @@ class MemoryNode(BaseModel):
 
     @field_validator("embedding")
     @classmethod
-    def _check_embedding_finite(cls, value: Optional[list[float]]) -> Optional[list[float]]:
+    def _check_embedding(cls, value: Optional[list[float]]) -> Optional[list[float]]:
         # A single NaN poisons every cosine distance computed against it.
-        if value is not None and not all(map(math.isfinite, value)):  # the fast check first
-            for index, component in enumerate(value):
-                if not math.isfinite(component):
-                    raise ValueError(
-                        f"embedding[{index}] is {component!r}; components must be finite"
-                    )
+        return None if value is None else check_vector(value)
+
+    @field_validator("concepts", "surfaces_when", "sensory_details")
+    @classmethod
+    def _check_collection_size(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and len(value) > MAX_LIST_ITEMS:
+            raise ValueError(f"{info.field_name} has {len(value)} items; at most {MAX_LIST_ITEMS} allowed")
         return value
 
     @model_validator(mode="after")
