@@ -52,6 +52,17 @@ starts with "Phase", "Sprint", "Milestone", ...; a **Tool** when it holds a
 CamelCase word or a known tool; a **Concept** when it ends with a head noun;
 an **Entity** otherwise.
 
+Size caps
+---------
+No entity name is longer than :data:`MAX_ENTITY_CHARS` characters or
+:data:`MAX_ENTITY_WORDS` words, whatever found it (a run, the lexicon, a
+quote, the memory's ``concepts``, an LLM).  A longer "mention" is a title, a
+shouted sentence or a blob (a hash, base64, minified code), not a name; the
+codes, CamelCase words and acronyms inside an over-long run are still kept
+as entities of their own.  The caps also bound the work spent on each
+mention, so extraction takes time linear in the length of the text, whatever
+its shape (one 10 MB token, or a million short mentions).
+
 Overlaps are resolved longest mention first (lexicon before run before quote
 on equal length).  The codes, CamelCase words, first names and lexicon
 entries inside a longer mention are kept as well ("V2 architecture" also
@@ -62,7 +73,9 @@ first surface form.
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import json
 import logging
 import re
@@ -76,6 +89,8 @@ from llama_consciousness.scoring.names import EntityIndex, normalize_entity_name
 
 __all__ = [
     "ENTITY_TYPES",
+    "MAX_ENTITY_CHARS",
+    "MAX_ENTITY_WORDS",
     "Entity",
     "EntityType",
     "LLMEntityExtractor",
@@ -91,6 +106,28 @@ ENTITY_TYPES: tuple[str, ...] = ("Person", "Organization", "Concept", "Tool", "P
 
 #: Metadata key the transform writes.
 ENTITIES_KEY = "lc_entities"
+
+#: The longest entity name, in characters (surface form, as in the text).
+#: Why 100: real names are far shorter ("International Business Machines
+#: Corporation" is 44, long official place names about 60, a long concept
+#: such as "retrieval augmented generation pipeline architecture" about
+#: 50); the quote rule already stops at 80.  A longer span is a title, a
+#: shouted sentence or a blob (hash, base64, minified code) that no query
+#: will name, and as a graph node it would be an id and an index entry of
+#: that size.  The cap also bounds the work per mention (keys, overlap
+#: checks), which keeps extraction linear in the length of the text.
+MAX_ENTITY_CHARS = 100
+
+#: The most words (whitespace-separated) in an entity name.  Why 12: the
+#: longest real names ("Bill and Melinda Gates Foundation", "Ministry of
+#: Economic Affairs and Climate Policy") have 5 to 8 words; a run of more
+#: capitalised words is a title-case heading, not one thing.
+MAX_ENTITY_WORDS = 12
+
+
+def _too_long(name: str) -> bool:
+    """Whether ``name`` is over :data:`MAX_ENTITY_CHARS` or :data:`MAX_ENTITY_WORDS`."""
+    return len(name) > MAX_ENTITY_CHARS or len(name.split()) > MAX_ENTITY_WORDS
 
 
 class Entity(BaseModel):
@@ -230,7 +267,9 @@ phase sprint milestone project epic release iteration stage operation initiative
 
 _PRIORITY = {"lexicon": 0, "run": 1, "quote": 2}
 
-_TOKEN = re.compile(r"[^\W_](?:[\w&+]|['\u2019](?=[^\W_]{2,})|[-.](?=[^\W_]))*")
+# An apostrophe inside a word needs two letters after it ("O'Brien", not "it's");
+# the lookahead checks exactly two (``{2,}`` would scan the rest of the word).
+_TOKEN = re.compile(r"[^\W_](?:[\w&+]|['\u2019](?=[^\W_]{2})|[-.](?=[^\W_]))*")
 _POSSESSIVE_AFTER = re.compile(r"['\u2019]s(?![^\W_])")
 _QUOTES = (
     re.compile(r'"([^"\n]{1,80})"'),
@@ -247,8 +286,15 @@ _SENTENCE_END = set(".!?\u2026:;")
 
 
 @functools.lru_cache(maxsize=16384)
-def _key(text: str) -> str:
+def _cached_key(text: str) -> str:
     return normalize_entity_name(text)
+
+
+def _key(text: str) -> str:
+    """:func:`normalize_entity_name`, cached for names (a long text is not kept in the cache)."""
+    if len(text) > 2 * MAX_ENTITY_CHARS:
+        return normalize_entity_name(text)
+    return _cached_key(text)
 
 
 @dataclass
@@ -425,8 +471,9 @@ class OfflineEntityExtractor:
 
     def extract(self, text: str, concepts: Iterable[str] = ()) -> list[Entity]:
         """Entities mentioned in ``text`` (plus ``concepts``: the memory's own
-        concept names, matched in the text or appended when absent)."""
-        concepts = [c for c in concepts if isinstance(c, str) and c.strip()]
+        concept names, matched in the text or appended when absent; names
+        over the size caps are not entities)."""
+        concepts = [c for c in concepts if isinstance(c, str) and c.strip() and not _too_long(c.strip())]
         lexicon = self._lexicon
         if concepts:
             lexicon = dict(lexicon)
@@ -467,6 +514,8 @@ class OfflineEntityExtractor:
         max_words = min(max_words, 8)
         found: list[_Mention] = []
         for i, tok in enumerate(tokens):
+            if tok.end - tok.start > MAX_ENTITY_CHARS:
+                continue
             single = _key(tok.text)
             if not single or (single.split()[0] not in firsts and tok.lower not in firsts):
                 continue
@@ -476,6 +525,8 @@ class OfflineEntityExtractor:
             # every word of it, so "V2 architectures" finds "v2 architecture".
             for j in range(i, min(len(tokens), i + max_words)):
                 if j > i:
+                    if tokens[j].end - tok.start > MAX_ENTITY_CHARS:
+                        break
                     if "\n" in text[tokens[j - 1].end:tokens[j].start]:
                         break
                     last = tokens[j]
@@ -527,15 +578,18 @@ class OfflineEntityExtractor:
                 else:
                     break
                 j += 1
-            mention = self._classify_run(text, tokens, i, j, lexicon)
+            found += self._classify_run(text, tokens, i, j, lexicon)
             i = j
-            if mention is not None:
-                found.append(mention)
         return found
 
     def _classify_run(
         self, text: str, tokens: list[_Tok], i: int, j: int, lexicon: Mapping[str, tuple[str, float]]
-    ) -> Optional[_Mention]:
+    ) -> list[_Mention]:
+        """The mention of the run ``tokens[i:j]`` (none, or one with its parts).
+
+        A run over the size caps is no mention: only its parts are, on their
+        own (when ``emit_parts``).
+        """
         run = tokens[i:j]
         first = run[0]
         # A sentence-initial capital is not evidence; drop a leading word
@@ -553,8 +607,12 @@ class OfflineEntityExtractor:
             text[before.end:first.start] in (" ", ". ")
         )
         cue_after = after is not None and after.lower in PERSON_CUES_AFTER and _adjacent(text, last, after)
-        lower_words = [t.lower for t in run]
         start, end = first.start, last.end
+        if end - start > MAX_ENTITY_CHARS or len(run) > MAX_ENTITY_WORDS or _too_long(text[start:end]):
+            if not self.emit_parts:
+                return []
+            return [p for p in self._run_parts(run, first, "Entity") if p.end - p.start <= MAX_ENTITY_CHARS]
+        lower_words = [t.lower for t in run]
         run_key = _key(text[start:end])
 
         entity_type, confidence = "Entity", 0.6
@@ -585,16 +643,22 @@ class OfflineEntityExtractor:
         if first.kind == "cap" and first.initial and len(run) == 1 and not (
             evidence or first.possessive
         ):
-            return None
+            return []
         mention = _Mention(start, end, entity_type, confidence, "run")
         if len(run) > 1:
-            for tok in run:
-                if tok.kind in ("code", "camel", "acronym"):
-                    part_type = "Tool" if tok.kind == "camel" or tok.lower in _KNOWN_TOOLS else "Entity"
-                    mention.parts.append(_Mention(tok.start, tok.end, part_type, 0.7, "run", part_ok=True))
-                elif tok.kind == "cap" and tok is first and tok.lower in self._first_names and entity_type != "Person":
-                    mention.parts.append(_Mention(tok.start, tok.end, "Person", 0.7, "run", part_ok=True))
-        return mention
+            mention.parts = self._run_parts(run, first, entity_type)
+        return [mention]
+
+    def _run_parts(self, run: list[_Tok], first: _Tok, entity_type: str) -> list[_Mention]:
+        """The codes, CamelCase words and acronyms of a run, and its leading first name."""
+        parts: list[_Mention] = []
+        for tok in run:
+            if tok.kind in ("code", "camel", "acronym"):
+                part_type = "Tool" if tok.kind == "camel" or tok.lower in _KNOWN_TOOLS else "Entity"
+                parts.append(_Mention(tok.start, tok.end, part_type, 0.7, "run", part_ok=True))
+            elif tok.kind == "cap" and tok is first and tok.lower in self._first_names and entity_type != "Person":
+                parts.append(_Mention(tok.start, tok.end, "Person", 0.7, "run", part_ok=True))
+        return parts
 
     def _quote_mentions(self, text: str, lexicon: Mapping[str, tuple[str, float]]) -> list[_Mention]:
         found: list[_Mention] = []
@@ -618,20 +682,34 @@ class OfflineEntityExtractor:
     # -- resolution ------------------------------------------------------
 
     def _resolve(self, text: str, mentions: list[_Mention]) -> list[Entity]:
+        """Entities of the mentions: overlaps resolved, parts added, deduplicated by key.
+
+        Linear in the text and the mentions (a text may hold a million): a
+        mention overlaps an accepted one exactly when one of its characters
+        is taken, and a part lies in the accepted mention that starts last
+        at or before it, if in any (accepted mentions do not overlap).
+        """
         order = sorted(mentions, key=lambda m: (-(m.end - m.start), _PRIORITY[m.source], m.start))
         accepted: list[_Mention] = []
         rejected: list[_Mention] = []
+        taken = bytearray(len(text))
         for mention in order:
-            if any(m.start < mention.end and mention.start < m.end for m in accepted):
+            if taken.find(1, mention.start, mention.end) != -1:
                 rejected.append(mention)
             else:
+                taken[mention.start:mention.end] = b"\x01" * (mention.end - mention.start)
                 accepted.append(mention)
         if self.emit_parts:
+            by_start = sorted(accepted, key=lambda m: m.start)
+            starts = [m.start for m in by_start]
             candidates = rejected + [p for m in accepted for p in m.parts]
-            parts = [
-                c for c in candidates
-                if c.part_ok and any(m.start <= c.start and c.end <= m.end and m is not c for m in accepted)
-            ]
+            parts = []
+            for c in candidates:
+                if not c.part_ok:
+                    continue
+                k = bisect.bisect_right(starts, c.start) - 1
+                if k >= 0 and c.end <= by_start[k].end and by_start[k] is not c:
+                    parts.append(c)
             accepted += parts
         accepted.sort(key=lambda m: (m.start, -(m.end - m.start), _PRIORITY[m.source]))
         entities: list[Entity] = []
@@ -680,6 +758,12 @@ def _coerce_type(value: Any) -> Optional[str]:
     return _TYPE_WORDS.get(word)
 
 
+#: Opening brackets of an LLM answer tried as the start of its JSON list.
+#: Why 64: prose around a list holds a few brackets ("[1]", "{name}"); each
+#: try may read to the end of the answer, so a cap keeps a degenerate answer
+#: ("[[[[...", thousands deep) linear instead of quadratic.
+_MAX_DECODE_TRIES = 64
+
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*(.*?)```", re.DOTALL)
 
 
@@ -691,15 +775,18 @@ def _parse_json_list(text: str) -> Optional[list[Any]]:
     decoder = json.JSONDecoder()
     for candidate in candidates:
         candidate = candidate.strip()
+        # RecursionError: brackets nested deeper than the decoder goes ("[[[[..."),
+        # an answer with no list to read like any other.
         try:
             value = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):
             value = None
-            # Leading or trailing prose: decode from each opening bracket.
-            for match in re.finditer(r"[\[{]", candidate):
+            # Leading or trailing prose: decode from each opening bracket (the
+            # first few: each try may read to the end, and prose holds few).
+            for match in itertools.islice(re.finditer(r"[\[{]", candidate), _MAX_DECODE_TRIES):
                 try:
                     value, _ = decoder.raw_decode(candidate, match.start())
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(value, list) or (isinstance(value, dict) and isinstance(value.get("entities"), list)):
                     break
@@ -774,6 +861,8 @@ class LLMEntityExtractor:
     known entity (exactly by key, or fuzzily at ``match_threshold``) are
     returned with the known spelling; type prefixes ("person_Luca") set the
     type and are dropped from the displayed name.
+    Names over the size caps (:data:`MAX_ENTITY_CHARS`,
+    :data:`MAX_ENTITY_WORDS`) are dropped, as the offline rules drop them.
 
     When the call raises, or the answer holds no JSON list, the ``fallback``
     extractor (an :class:`OfflineEntityExtractor` by default) answers
@@ -889,6 +978,8 @@ class LLMEntityExtractor:
             score = 0.6
         if isinstance(confidence, (int, float)) and not isinstance(confidence, bool) and 0 <= confidence <= 1:
             score = float(confidence)
+        if _too_long(name):
+            return None
         key = _key(name)
         if not key:
             return None

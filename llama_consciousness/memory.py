@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from falkordb import FalkorDB
+from redis import ConnectionPool, UnixDomainSocketConnection
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
@@ -46,6 +47,11 @@ POSTGRES_URL_ENV = "LLAMA_CONSCIOUSNESS_POSTGRES_URL"
 PGVECTOR_LEVELS_ENV = "LLAMA_CONSCIOUSNESS_PGVECTOR_LEVELS"
 
 VECTOR_BACKENDS = ("falkordb", "pgvector")
+
+CONNECT_TIMEOUT_S = 5.0
+"""How long connecting to FalkorDB may take."""
+SOCKET_TIMEOUT_S = 120.0
+"""How long any FalkorDB reply may take (a write of a large batch included)."""
 
 
 def _parse_backends(vector_backends: Mapping[str, str] | None) -> dict[str, str]:
@@ -137,13 +143,38 @@ class ConsciousnessMemory:
     def _connect_falkordb(self) -> FalkorDB:
         # A dead server should fail a query in well under a second, not after
         # redis-py's default backoff of several seconds.
+        # Every call has a timeout: connecting, and reading a reply (retrievals
+        # bound their reads by ``channel_timeout_s`` themselves; this bounds
+        # the rest, writes included, when a server stops answering).
         retry = Retry(ExponentialBackoff(cap=0.2, base=0.01), 2)
+        # Our own pool: RESP2 and no CLIENT SETINFO, so that a new connection
+        # sends nothing before the first command (a handshake read would wait
+        # the whole socket timeout on a stalled server, outside any retrieval's
+        # deadline); every read has a timeout.
+        options = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S, "retry": retry,
+                   "decode_responses": True, "protocol": 2, "driver_info": None}
         if self.falkordb_url:
-            return FalkorDB.from_url(self.falkordb_url, retry=retry)
-        from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
+            url = self.falkordb_url
+            for scheme, redis_scheme in (("falkor://", "redis://"), ("falkors://", "rediss://")):
+                if url.startswith(scheme):
+                    url = redis_scheme + url[len(scheme):]
+            pool = ConnectionPool.from_url(url, **options)
+        else:
+            from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
 
-        self._falkordb_server = EmbeddedFalkorDB(self.data_dir).start()
-        return FalkorDB(unix_socket_path=str(self._falkordb_server.socket_path), retry=retry)
+            self._falkordb_server = EmbeddedFalkorDB(self.data_dir).start()
+            pool = ConnectionPool(connection_class=UnixDomainSocketConnection,
+                                  path=str(self._falkordb_server.socket_path), **options)
+        return FalkorDB(connection_pool=pool)
+
+    def ensure_server(self) -> bool:
+        """Start the embedded FalkorDB server again if it died; True when it had to.
+
+        The server reloads what it had persisted, and connections reconnect on
+        their next command.  A server given by URL is not ours to start: this
+        does nothing then.
+        """
+        return self._falkordb_server is not None and self._falkordb_server.revive()
 
     def _open_pgvector(self) -> None:
         from llama_consciousness.storage.pgvector_store import PgVectorStore

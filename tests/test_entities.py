@@ -379,3 +379,92 @@ def test_letter_counts_of_chosen_texts(text: str) -> None:
     from llama_consciousness.entities import _letter_counts
 
     assert _letter_counts(text) == _counted(text)
+
+
+# --------------------------------------------------------------------------
+# size caps and linear resolution (see tests/reliability/test_long_texts.py for timings)
+
+
+def test_names_longer_than_the_caps_are_not_entities() -> None:
+    from llama_consciousness.entities import MAX_ENTITY_CHARS, MAX_ENTITY_WORDS
+
+    extractor = OfflineEntityExtractor()
+    at_cap = "Zq" + "a" * (MAX_ENTITY_CHARS - 3) + "B"  # one CamelCase token of exactly the cap
+    assert [e.name for e in extractor.extract(f"We use {at_cap} daily.")] == [at_cap]
+    assert extractor.extract(f"We use {at_cap}x daily.") == []
+    assert extractor.extract(f"We use {'Aa' * 160} daily.") == []
+    words = [f"Zorb{chr(97 + i)}" for i in range(MAX_ENTITY_WORDS + 1)]
+    twelve, thirteen = " ".join(words[:-1]), " ".join(words)
+    assert [e.name for e in extractor.extract(f"we saw {twelve} today")] == [twelve]
+    # an over-long run is no entity, but its codes and CamelCase words still are
+    assert extractor.extract(f"we saw {thirteen} today") == []
+    parts = extractor.extract(f"we saw {thirteen} V2 FalkorDB Zorbz Zorby today")
+    assert [(e.name, e.entity_type) for e in parts] == [("V2", "Entity"), ("FalkorDB", "Tool")]
+    assert OfflineEntityExtractor(emit_parts=False).extract(f"we saw {thirteen} V2 FalkorDB Zorbz Zorby") == []
+    # concepts and lexicon entries over the caps are not entities either
+    long_concept = "x" * (MAX_ENTITY_CHARS + 1)
+    assert [e.name for e in extractor.extract("nothing here", concepts=[long_concept, "graph traversal"])] == [
+        "graph traversal"]
+    assert OfflineEntityExtractor(vocabulary=[long_concept]).extract(f"about {long_concept}") == []
+
+
+def test_llm_names_longer_than_the_caps_are_dropped() -> None:
+    answer = '["Luca", "' + "Zq" * 60 + '", "' + " ".join(["Word"] * 13) + '"]'
+    extractor = LLMEntityExtractor(FixedLLM(answer=answer, prompts=[]))
+    assert extractor.extract_query_entities(SPEC_QUERY) == ["Luca"]
+
+
+@pytest.mark.parametrize("answer", ["[" * 5000, '{"a": ' * 5000, '["x", ' * 5000, "see {x} and [y] " * 5000])
+def test_degenerate_llm_answers_fall_back_quickly(answer: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Deep nesting used to raise RecursionError out of ``extract``; many brackets were tried one by one."""
+    extractor = LLMEntityExtractor(FixedLLM(answer=answer, prompts=[]))
+    start = time.perf_counter()
+    with caplog.at_level(logging.WARNING, logger="llama_consciousness.entities"):
+        assert extractor.extract_query_entities(SPEC_QUERY) == ["Luca", "V2", "Felix"]
+    assert time.perf_counter() - start < 1.0
+    assert parse_entity_list(answer) == []
+
+
+class _PairwiseResolution(OfflineEntityExtractor):
+    """The overlap resolution as first written (every mention against every kept one): the reference."""
+
+    def _resolve(self, text, mentions):
+        from llama_consciousness.entities import _PRIORITY, _key
+
+        order = sorted(mentions, key=lambda m: (-(m.end - m.start), _PRIORITY[m.source], m.start))
+        accepted, rejected = [], []
+        for mention in order:
+            if any(m.start < mention.end and mention.start < m.end for m in accepted):
+                rejected.append(mention)
+            else:
+                accepted.append(mention)
+        if self.emit_parts:
+            candidates = rejected + [p for m in accepted for p in m.parts]
+            accepted += [c for c in candidates
+                         if c.part_ok and any(m.start <= c.start and c.end <= m.end and m is not c for m in accepted)]
+        accepted.sort(key=lambda m: (m.start, -(m.end - m.start), _PRIORITY[m.source]))
+        entities, seen = [], set()
+        for mention in accepted:
+            name = text[mention.start:mention.end]
+            key = _key(name)
+            if key and key not in seen:
+                seen.add(key)
+                entities.append(Entity(name=name, entity_type=mention.entity_type, key=key,
+                                       span=(mention.start, mention.end), confidence=mention.confidence))
+        return entities
+
+
+_TEXT_PIECES = st.sampled_from([
+    "Luca", "luca's", "Felix", "said", "asked", "V2", "architecture", "FalkorDB", "Microsoft", "GraphRAG", "Phase",
+    "3", "of", "Bank", "America", "the", "The", '"energy decay"', "'spreading activation'", "energy", "decay",
+    "Nora", "Anthropic", "Labs", "GPT-4", "N1", ".", ",", "\n", "(", ")", "Zorba", "Quill", "LLM", "v2",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(_TEXT_PIECES, max_size=40), emit_parts=st.booleans())
+def test_linear_resolution_agrees_with_the_pairwise_rule(words: list[str], emit_parts: bool) -> None:
+    text = " ".join(words)
+    kwargs = {"known_people": ["Nora"], "vocabulary": ["energy decay", "V2 architecture", "Bank of America"],
+              "emit_parts": emit_parts}
+    assert OfflineEntityExtractor(**kwargs).extract(text) == _PairwiseResolution(**kwargs).extract(text)

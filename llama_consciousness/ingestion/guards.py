@@ -15,12 +15,16 @@ other citizens).  Two things must therefore be stopped at the door:
 * **stored prompt injection** (:class:`InjectionGuard`): a memory that says
   "ignore all previous instructions" is an instruction waiting for the next
   retrieval.  The guard flags it, quarantines it (stored for review, but
-  excluded by retrievers), or drops it.
+  excluded by retrievers), or drops it.  A flagged memory keeps the flag:
+  the memory field ``injection_suspected`` is stored with it, comes back in
+  a retrieved node's metadata, and marks its text as untrusted wherever it
+  is rendered for an LLM.
 
 Both are LlamaIndex ``TransformComponent``s that leave relationship nodes
 (``metadata["kind"] == "relationship"``) alone and write their findings
 under ``lc_`` metadata keys (instructions for the writer and the retrievers,
-not memory fields).  Findings never include the redacted values.
+not memory fields), besides that one field.  Findings never include the
+redacted values.
 """
 
 from __future__ import annotations
@@ -53,6 +57,9 @@ REDACTIONS_KEY = "lc_redactions"
 INJECTION_MATCHES_KEY = "lc_injection_matches"
 QUARANTINE_KEY = "lc_quarantine"
 INJECTION_FLAG = "prompt_injection"
+# The memory field (``MemoryNode.injection_suspected``) the guard sets: unlike
+# the ``lc_`` keys it is stored, so the flag outlives the ingestion.
+INJECTION_FIELD = "injection_suspected"
 
 PIIKind = Literal["email", "phone", "api_key", "credit_card", "ip_address", "iban"]
 PII_KINDS: tuple[str, ...] = ("email", "phone", "api_key", "credit_card", "ip_address", "iban")
@@ -546,8 +553,12 @@ def _candidates(
 class InjectionGuard(TransformComponent):
     """Detects prompt-injection text in memories and flags, quarantines or drops them.
 
-    * ``flag``: ``metadata["lc_flags"]`` gets ``"prompt_injection"`` and
-      ``metadata["lc_injection_matches"]`` the names of the matched patterns;
+    * ``flag``: ``metadata["lc_flags"]`` gets ``"prompt_injection"``,
+      ``metadata["lc_injection_matches"]`` the names of the matched patterns,
+      and the memory field ``metadata["injection_suspected"]`` is set to
+      True: the writer stores it, retrieved nodes carry it in their
+      metadata, and renderings for an LLM mark the memory's text as
+      untrusted;
     * ``quarantine``: as flag, plus ``metadata["lc_quarantine"] = True``: the
       writer stores the memory (so that a human can review it) but retrievers
       exclude it;
@@ -631,6 +642,7 @@ class InjectionGuard(TransformComponent):
             node.metadata[FLAGS_KEY] = flags
             previous = list(node.metadata.get(INJECTION_MATCHES_KEY) or [])
             node.metadata[INJECTION_MATCHES_KEY] = previous + [n for n in found if n not in previous]
+            node.metadata[INJECTION_FIELD] = True
             if self.action == "drop":
                 dropped.append(node)
                 continue

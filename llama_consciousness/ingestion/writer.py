@@ -21,6 +21,7 @@ relationships, and does the work that needs the level graph:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -50,9 +51,36 @@ ENTITIES_KEY = "lc_entities"
 _SLUG = re.compile(r"[^a-z0-9]+")
 
 
+def _node_id_limit() -> int:
+    for constraint in MemoryNode.model_fields["node_id"].metadata:
+        if getattr(constraint, "max_length", None):
+            return int(constraint.max_length)
+    return 256
+
+
+#: The longest node id the schema accepts (``MemoryNode.node_id``): entity ids are kept within it.
+ENTITY_ID_MAX_CHARS = _node_id_limit()
+#: Hex digits of the key's SHA-256 that end an entity id too long to be written whole.
+#: Why 16: 64 bits, so two distinct long names collide with odds of about
+#: 1 in 10^19 per pair, and 7 + 16 + 1 characters leave 232 for the readable slug.
+_ENTITY_ID_DIGEST_CHARS = 16
+
+
 def entity_node_id(key: str) -> str:
-    """A stable id for an entity created from a name key (same name, same id)."""
-    return "entity_" + (_SLUG.sub("_", key).strip("_") or "unnamed")
+    """A stable id for an entity created from a name key (same name, same id).
+
+    ``"entity_" + slug of the key``; when that is longer than the schema's
+    limit (:data:`ENTITY_ID_MAX_CHARS`), the slug is cut and the SHA-256 of
+    the whole key is appended, so the id still fits, stays deterministic and
+    differs between keys that differ after the cut.  Ids that fit are
+    unchanged.
+    """
+    node_id = "entity_" + (_SLUG.sub("_", key).strip("_") or "unnamed")
+    if len(node_id) <= ENTITY_ID_MAX_CHARS:
+        return node_id
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:_ENTITY_ID_DIGEST_CHARS]
+    head = node_id[:ENTITY_ID_MAX_CHARS - len(digest) - 1].rstrip("_")
+    return f"{head}_{digest}"
 
 
 @dataclass

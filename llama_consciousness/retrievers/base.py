@@ -14,6 +14,7 @@ returned, so one retriever can serve many threads and conversations.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
@@ -27,11 +28,34 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_consciousness.postprocessors.pipeline import complete_stream
 from llama_consciousness.schema import ConsciousnessStream
+from llama_consciousness.storage import list_graphs
+from llama_consciousness.storage.reader import MemoryReader
 
 dispatcher = get_dispatcher(__name__)
 
 R = TypeVar("R")
 """The request a retriever answers (``RetrievalIntention`` or ``StateBasedRetrieval``)."""
+
+
+def remaining_ms(deadline: float) -> int:
+    """Milliseconds left before ``deadline`` (a ``time.monotonic()`` value), never negative."""
+    return max(0, int((deadline - time.monotonic()) * 1000))
+
+
+def existing_graphs(memory: MemoryReader, timeout_s: float) -> set[str] | Exception:
+    """The graphs the server holds, or why that cannot be known (every level is then an error entry).
+
+    Bounded by ``timeout_s``.  When the memory's own embedded server died,
+    it is started again and asked once more (its persisted data is back).
+    """
+    for attempt in range(2):
+        try:
+            return set(list_graphs(memory.db, int(timeout_s * 1000)))
+        except Exception as exc:  # server down or stalled
+            if attempt == 0 and memory.ensure_server():
+                continue
+            return exc
+    raise AssertionError("unreachable")
 
 
 class StreamRetriever(BaseRetriever, Generic[R]):

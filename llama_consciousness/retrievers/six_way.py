@@ -28,7 +28,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_consciousness.entities import OfflineEntityExtractor
 from llama_consciousness.nodes import record_text_node
-from llama_consciousness.retrievers.base import StreamRetriever
+from llama_consciousness.retrievers.base import StreamRetriever, existing_graphs, remaining_ms
 from llama_consciousness.retrievers.config import RetrievalConfig
 from llama_consciousness.schema import (
     ConsciousnessLevelResults,
@@ -60,6 +60,9 @@ ENTITY_INDEX_TTL_S = 600.0
 # Keys that are noise in an LLM prompt (ids, hashes, bookkeeping).
 _LLM_HIDDEN = ["node_id", "citizen_id", "extra", "sensory_details", "metadata_completeness", "supersedes",
                "superseded_by", "correction_pattern_id", "retrieval_sources", "start_id", "quarantined"]
+# Flags the LLM sees only when set: a memory the injection guard flagged shows
+# "injection_suspected: True" before its text; an ordinary memory's text is as before.
+_LLM_HIDDEN_UNLESS_SET = ["injection_suspected"]
 
 
 _Fused = tuple[dict[str, dict[str, Any]], list[tuple[str, float]]]
@@ -211,23 +214,22 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         memory_filter = self._window_and_filter(intention)
         embedding = self.memory.embed_query(intention.query_text)
         names = self._query_names(intention.query_text)
-        try:
-            existing: set[str] | Exception = set(self.memory.db.list_graphs())
-        except Exception as exc:  # server down: an error entry per level, not an exception
-            existing = exc
-        outcomes = self._levels_sync(intention, memory_filter, embedding, names, existing)
+        # one deadline for every query of the retrieval: a stalled server costs channel_timeout_s, once
+        deadline = time.monotonic() + self.config.channel_timeout_s
+        existing = existing_graphs(self.memory, self.config.channel_timeout_s)
+        outcomes = self._levels_sync(intention, memory_filter, embedding, names, existing, deadline)
         fused = self._rank(outcomes)
         targets = self._neighbour_targets(fused, outcomes)
         if targets:
-            self._add_neighbours(fused, self._neighbours_sync(targets, intention, memory_filter))
+            self._add_neighbours(fused, self._neighbours_sync(targets, intention, memory_filter, deadline))
         return self._finish(intention, outcomes, retrieved_at, started, fused)
 
     def _neighbours_sync(self, targets: dict[str, list[str]], intention: RetrievalIntention,
-                         memory_filter: MemoryFilter) -> dict[str, dict[str, list[MemoryNode]]]:
+                         memory_filter: MemoryFilter, deadline: float) -> dict[str, dict[str, list[MemoryNode]]]:
         jobs = [(self._plans(level, intention).graph,
                  ch.neighbours(self._plans(level, intention), node_ids, memory_filter, self.config.neighbours_per_memory))
                 for level, node_ids in targets.items()]
-        found = run_interleaved(self.memory.db, jobs, int(self.config.channel_timeout_s * 1000))
+        found = run_interleaved(self.memory.db, jobs, remaining_ms(deadline))
         near: dict[str, dict[str, list[MemoryNode]]] = {}
         for level, result in zip(targets, found):
             if isinstance(result, BaseException):  # the ranking without neighbours still stands
@@ -237,13 +239,13 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         return near
 
     def _levels_sync(self, intention: RetrievalIntention, memory_filter: MemoryFilter, embedding: list[float],
-                     names: list[str], existing: set[str] | Exception) -> list[LevelOutcome]:
+                     names: list[str], existing: set[str] | Exception, deadline: float) -> list[LevelOutcome]:
         """Every channel of every level, all in flight at once (``run_interleaved``)."""
         outcomes: list[LevelOutcome] = []
         jobs: list[tuple[str, Plan]] = []
         # each job's level, its channels, and the vector hits a walk-from-them job built before it failed
         owners: list[tuple[LevelOutcome, tuple[str, ...], list[list[VectorHit]]]] = []
-        timeout_ms = int(self.config.channel_timeout_s * 1000)
+        timeout_ms = remaining_ms(deadline)
         k = intention.max_results_per_level
         for level in intention.query_levels:
             out = LevelOutcome(level)
@@ -254,7 +256,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
             store = LevelGraphStore(self.memory.db, plans, timeout_ms=timeout_ms)
             channels = list(self.config.channels)
             try:
-                start = self._start_for(store, names) if "graph" in channels else []
+                start = self._start_for(plans, names, remaining_ms(deadline)) if "graph" in channels else []
             except Exception as exc:
                 self._channel_failed(out, "graph", exc)
                 channels.remove("graph")
@@ -281,7 +283,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                     continue
                 jobs.append((plans.graph, plan))
                 owners.append((out, (channel,), []))
-        for (out, channels, found), result in zip(owners, run_interleaved(self.memory.db, jobs, timeout_ms)):
+        for (out, channels, found), result in zip(owners, run_interleaved(self.memory.db, jobs, remaining_ms(deadline))):
             self._settle(out, channels, result, found)
         return outcomes
 
@@ -304,10 +306,14 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
             setattr(out, channel, value)
             out.queries += 1
 
-    def _start_for(self, store: LevelGraphStore, names: list[str]) -> list[str]:
-        """The memories the query names in this level (the level's names are read once per TTL)."""
-        plans = store.plans
-        index = self._index_fresh(plans.graph) or self._remember_index(plans.graph, store.run(plans.named_nodes_all()))
+    def _start_for(self, plans: LevelPlans, names: list[str], timeout_ms: int) -> list[str]:
+        """The memories the query names in this level (the level's names are read once per TTL, within the timeout)."""
+        index = self._index_fresh(plans.graph)
+        if index is None:
+            (found,) = run_interleaved(self.memory.db, [(plans.graph, plans.named_nodes_all())], timeout_ms)
+            if isinstance(found, BaseException):
+                raise found
+            index = self._remember_index(plans.graph, found)
         return self._start_ids(index, names)
 
     def _vector_plan(self, plans: LevelPlans, level: str, embedding: list[float], k: int,
@@ -485,6 +491,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
             node.description or node.name,
             metadata,
             excluded_embed_metadata_keys=list(metadata),
-            excluded_llm_metadata_keys=[k for k in _LLM_HIDDEN if k in metadata],
+            excluded_llm_metadata_keys=[k for k in _LLM_HIDDEN if k in metadata]
+            + [k for k in _LLM_HIDDEN_UNLESS_SET if k in metadata and not metadata[k]],
         )
         return NodeWithScore(node=text_node, score=float(score))

@@ -92,8 +92,8 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from llama_consciousness.retrievers.base import StreamRetriever
-from llama_consciousness.retrievers.six_way import _LLM_HIDDEN
+from llama_consciousness.retrievers.base import StreamRetriever, existing_graphs, remaining_ms
+from llama_consciousness.retrievers.six_way import _LLM_HIDDEN, _LLM_HIDDEN_UNLESS_SET
 from llama_consciousness.schema import (
     ConsciousnessLevelResults,
     ConsciousnessNode,
@@ -311,11 +311,9 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
         retrieved_at = utcnow()
         embedding = self.memory.embed_query(self._goal_text(state)) if self._needs_goal_embedding(state) else None
         q = self._state_query(state, embedding)
-        try:
-            existing: set[str] | Exception = set(self.memory.db.list_graphs())
-        except Exception as exc:  # server down: an error entry per level, not an exception
-            existing = exc
-        outcomes = self._levels(state, q, existing)
+        deadline = time.monotonic() + self.config.level_timeout_s
+        existing = existing_graphs(self.memory, self.config.level_timeout_s)
+        outcomes = self._levels(state, q, existing, deadline)
         return self._finish(state, q, outcomes, retrieved_at, started)
 
     def _candidates(self, level: str, plans: LevelPlans, q: sq.StateQuery) -> list[tuple[str, float]] | None:
@@ -325,7 +323,7 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
         return self.memory.vectors(level).candidates(plans, q.goal_embedding, q.semantic_fetch, MemoryFilter(q.window))
 
     def _levels(self, state: StateBasedRetrieval, q: sq.StateQuery,
-                existing: set[str] | Exception) -> list[StateLevelOutcome]:
+                existing: set[str] | Exception, deadline: float) -> list[StateLevelOutcome]:
         """Every level's plan, all in flight at once (``run_interleaved``); a failed level is an error entry."""
         outcomes = [StateLevelOutcome(level) for level in self.config.query_levels]
         jobs: list[tuple[str, Any]] = []
@@ -348,7 +346,7 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
                 continue
             jobs.append((plans.graph, _counted(self._level_plan(plans, q, candidates), out)))
             owners.append(out)
-        for out, result in zip(owners, run_interleaved(self.memory.db, jobs, timeout_ms)):
+        for out, result in zip(owners, run_interleaved(self.memory.db, jobs, remaining_ms(deadline))):
             if isinstance(result, BaseException):
                 out.queries = 0  # nothing it ran counts when the level failed
                 self._failed(out, result)
@@ -483,7 +481,8 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
             text=node.description or node.name,
             metadata=metadata,
             excluded_embed_metadata_keys=list(metadata),
-            excluded_llm_metadata_keys=[k for k in _HIDDEN if k in metadata] + ["temporal_mode", "state_id"],
+            excluded_llm_metadata_keys=[k for k in _HIDDEN if k in metadata] + ["temporal_mode", "state_id"]
+            + [k for k in _LLM_HIDDEN_UNLESS_SET if k in metadata and not metadata[k]],
         )
         return NodeWithScore(node=text_node, score=entry["score"])
 

@@ -80,6 +80,13 @@ class MemoryNode(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     node_id: NodeId
+    # Set by the injection guard (``flag`` and ``quarantine``): the memory's
+    # text looks like a prompt injection and reaches an LLM only marked as
+    # untrusted (``render.memory_line``).  Placed first so that, in the LLM
+    # text of a retrieved node, it is the first line before the memory's
+    # words (the retrievers hide it there while False).  Stored records
+    # without it read as False.
+    injection_suspected: bool = False
     level: LevelName
     citizen_id: Optional[CitizenId] = None
     node_type: str = "Memory"

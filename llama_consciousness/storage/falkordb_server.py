@@ -153,6 +153,30 @@ class EmbeddedFalkorDB:
             self._held = True
         return self
 
+    def revive(self) -> bool:
+        """Start the server again if this object holds it and it died; True when it had to.
+
+        The same data directory and socket: the server reloads what it had
+        persisted (AOF and snapshot), and clients reconnect on their next
+        command.  Another process may have restarted it already: then it is
+        adopted, not started twice.
+        """
+        if not self._held or self.is_running():
+            return False
+        with self._locked():
+            state = self._read_state()
+            pid, sock = state.get("pid"), state.get("socket")
+            if pid and sock and _alive(pid) and self._ping(Path(sock)):
+                self._pid, self._socket = pid, Path(sock)
+            else:
+                logger.warning("the FalkorDB server of %s died; starting it again", self.directory)
+                self._pid, self._socket = self._spawn()
+            clients = [c for c in state.get("clients", []) if _pid_alive(c)]
+            if os.getpid() not in clients:
+                clients.append(os.getpid())
+            self._write_state({"pid": self._pid, "socket": str(self._socket), "clients": clients})
+        return True
+
     def stop(self, *, force: bool = False) -> None:
         """Release this process's hold; shut down when nobody else holds it.
 

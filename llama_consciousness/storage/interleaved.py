@@ -63,6 +63,28 @@ def run_interleaved(db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int |
     return Interleaved(db, jobs, timeout_ms).results()
 
 
+def list_graphs(db: Any, timeout_ms: int | None = None) -> list[str]:
+    """The names of the server's graphs (``GRAPH.LIST``), waiting at most ``timeout_ms`` for the answer.
+
+    A stalled server raises ``TimeoutError`` (its connection is dropped)
+    instead of holding the caller.
+    """
+    pool = db.connection.connection_pool
+    connection = _connection(pool)
+    try:
+        connection.send_command("GRAPH.LIST")
+        if timeout_ms is not None and not connection.can_read(timeout=timeout_ms / 1000):
+            connection.disconnect()
+            raise TimeoutError(f"no answer to GRAPH.LIST within {timeout_ms} ms")
+        names = connection.read_response()
+    except BaseException:
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+
+
 class Interleaved:
     """``run_interleaved`` in two halves: creating it sends every plan's first query.
 

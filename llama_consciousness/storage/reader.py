@@ -55,6 +55,10 @@ class MemoryReader(Protocol):
         """``nodes`` with their embeddings (computed where missing)."""
         ...
 
+    def ensure_server(self) -> bool:
+        """Start the memory's own server again if it died; True when it had to."""
+        ...
+
     def bump_graph(self, graph: str) -> None:
         """Mark ``graph`` as written (its version moves)."""
         ...

@@ -41,7 +41,7 @@ NODE_SCALARS = (
     "energy", "confidence", "felt_quality", "body_sensation", "goal", "mindstate",
     "formation_trigger", "emotion_description", "spatial_context",
     "resolution_state", "supersedes", "supersede_reason", "authority_score", "metadata_completeness",
-    "quarantined", "is_entity",
+    "quarantined", "is_entity", "injection_suspected",
 )
 NODE_LISTS = ("concepts", "surfaces_when")
 
@@ -213,6 +213,9 @@ def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, 
     embedding = None if scaled is None else Vector(scaled.tolist())
     hashed = {**{k: v for k, v in props.items() if k not in volatile},
               **{k: v for k, v in times.items() if k not in defaulted}, "has_embedding": embedding is not None}
+    if not node.injection_suspected:
+        # a field added after memories were stored: unflagged, they keep their hash (no rewrite, no orphan vector)
+        del hashed["injection_suspected"]
     return {
         "node_id": node.node_id,
         "props": props,

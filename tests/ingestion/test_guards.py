@@ -275,6 +275,13 @@ async def test_injection_guard_flag(use_async):
     assert "lc_flags" not in by_id["good"].metadata
     assert "lc_flags" not in by_id["rel:m1|SUPPORTS|m2"].metadata  # relationships are not scanned
     assert text_node_to_memory(evil).description.startswith("Ignore all previous")  # flagged, not altered
+    # the flag is a memory field too (stored by the writer), not only an lc_ instruction
+    for node_id in ("evil", "evil2"):
+        assert by_id[node_id].metadata["injection_suspected"] is True
+        assert text_node_to_memory(by_id[node_id]).injection_suspected is True
+    assert by_id["good"].metadata["injection_suspected"] is False
+    assert text_node_to_memory(by_id["good"]).injection_suspected is False
+    assert "injection_suspected" not in by_id["rel:m1|SUPPORTS|m2"].metadata
     assert guard.last_report == _injection_report(2)
 
 
@@ -289,7 +296,7 @@ async def test_injection_guard_quarantine(use_async):
     for node_id in ("evil", "evil2"):
         assert by_id[node_id].metadata["lc_quarantine"] is True
         assert "prompt_injection" in by_id[node_id].metadata["lc_flags"]
-        text_node_to_memory(by_id[node_id])  # still a valid memory for the writer
+        assert text_node_to_memory(by_id[node_id]).injection_suspected is True  # still a valid memory for the writer
     assert "lc_quarantine" not in by_id["good"].metadata
     assert guard.last_report == _injection_report(2, quarantined=2)
 
@@ -303,6 +310,7 @@ async def test_injection_guard_drop(use_async):
     assert [node.node_id for node in result] == ["good", "rel:m1|SUPPORTS|m2"]
     assert [node.node_id for node in guard.dropped] == ["evil", "evil2"]
     assert guard.dropped[0].metadata["lc_flags"] == ["prompt_injection"]
+    assert all(node.metadata["injection_suspected"] is True for node in guard.dropped)  # for review
     assert guard.last_report == _injection_report(2, dropped=2, dropped_ids=["evil", "evil2"])
 
 
@@ -315,8 +323,21 @@ def test_injection_guard_keeps_existing_flags_and_custom_patterns():
     assert result.metadata["lc_injection_matches"] == ["destructive_shell"]
     (again,) = guard([result])  # idempotent
     assert again.metadata["lc_flags"] == ["other", "prompt_injection"]
+    assert again.metadata["injection_suspected"] is True
     assert again.metadata["lc_injection_matches"] == ["destructive_shell"]
     assert "ignore_previous_instructions" in DEFAULT_PATTERNS
+
+
+def test_injection_flag_is_a_plain_memory_field():
+    """A JSON-plain boolean, False by default, carried through the TextNode mapping both ways."""
+    plain = memory(description="a note")
+    assert plain.injection_suspected is False
+    assert plain.model_dump(mode="json")["injection_suspected"] is False
+    assert memory_to_text_node(plain).metadata["injection_suspected"] is False
+    flagged = memory(description="a note", injection_suspected=True)
+    assert flagged.model_dump(mode="json")["injection_suspected"] is True
+    assert MemoryNode.model_validate_json(flagged.model_dump_json()).injection_suspected is True
+    assert text_node_to_memory(memory_to_text_node(flagged)).injection_suspected is True
 
 
 def test_injection_guard_rejects_invalid_regex():

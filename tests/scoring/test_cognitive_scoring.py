@@ -205,3 +205,21 @@ def test_authority_edge_cases():
     assert compute_authority_score(float("nan"), 0, 10, 3) == base
     for args in [(10, 10**9, -5, -5), (0, 0, 0, None), (7.5, 3, 400, 90)]:
         assert 0.0 <= compute_authority_score(*args) <= 1.0
+
+
+def test_tech_shape_is_the_old_pattern_in_linear_time() -> None:
+    import random
+    import re
+    import time
+
+    from llama_consciousness.scoring.cognitive import tech_shape
+
+    old = re.compile(r"(?:[a-z].*\d|\d.*[a-z])|[._]|[+#]$")
+    rng = random.Random(5)
+    alphabet = "abz09'._-+#"
+    for _ in range(5000):
+        word = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
+        assert tech_shape(word) == bool(old.search(word)), word
+    started = time.perf_counter()
+    assert not tech_shape("a" * 1_000_000)
+    assert time.perf_counter() - started < 0.5

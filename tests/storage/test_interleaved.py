@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
 
 from llama_consciousness.errors import StorageError
 from llama_consciousness.ingestion import demo_memory_file
@@ -16,7 +15,7 @@ from llama_consciousness.postprocessors.traversal_paths import TraversalPathPost
 from llama_consciousness.schema import ConsciousnessNode, MemoryNode, RetrievalIntention
 from llama_consciousness.schema.memory import retrieved_node
 from llama_consciousness.storage import replies
-from llama_consciousness.storage.interleaved import Interleaved, run_interleaved
+from llama_consciousness.storage.interleaved import run_interleaved
 from llama_consciousness.storage.level_store import Query
 
 

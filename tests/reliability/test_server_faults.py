@@ -1,0 +1,92 @@
+"""A stalled server costs a retrieval its timeout, once; a dead embedded server is started again.
+
+Reproduced before: the sync path waited as long as the server stalled (20 s
+for a 20 s stall; the async path stopped at 5 s), and after the embedded
+FalkorDB died the same ``ConsciousnessMemory`` failed every later call until
+it was reopened.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from llama_consciousness import ConsciousnessMemory, MemoryNode, RetrievalIntention
+from llama_consciousness.retrievers import RetrievalConfig, SixWayHybridRetriever, StateBasedRetriever, \
+    StateRetrievalConfig
+from llama_consciousness.schema import StateBasedRetrieval
+from llama_consciousness.storage import EmbeddedFalkorDB
+
+CITIZEN = "ada"
+
+
+def _notes() -> list[MemoryNode]:
+    return [MemoryNode(node_id=f"m{i}", level=level, citizen_id=CITIZEN if level == "N1" else None,
+                       name=f"Tide {i}", description=f"Reading {i} of the tide gauge at the harbour", energy=0.6,
+                       confidence=0.7, resolution_state="in_progress", emotion_vector={"curiosity": 0.5})
+            for i in range(3) for level in ("N1", "N2", "N3")]
+
+
+def _found(stream) -> set[str]:
+    return {(key, n.node_id) for key, lv in stream.levels.items() for n in lv.vector_results + lv.graph_results}
+
+
+@pytest.fixture
+def own_dir(data_root: Path) -> Path:
+    return data_root / f"f{uuid.uuid4().hex[:6]}"
+
+
+def test_a_stalled_server_costs_the_timeout_once_and_the_next_call_answers(own_dir: Path) -> None:
+    server = EmbeddedFalkorDB(own_dir).start()
+    try:
+        with ConsciousnessMemory(falkordb_url=server.url) as memory:
+            memory.upsert(_notes())
+            timeout = 1.0
+            six = SixWayHybridRetriever(memory, CITIZEN, config=RetrievalConfig(channel_timeout_s=timeout))
+            state = StateBasedRetriever(memory, config=StateRetrievalConfig(level_timeout_s=timeout))
+            feeling = StateBasedRetrieval(citizen_id=CITIZEN, current_energy=0.6, current_emotions={"curiosity": 0.5},
+                                          query_mode="find_what_i_was_doing")
+            question = RetrievalIntention(query_text="tide gauge", citizen_id=CITIZEN)
+            assert len(_found(six.retrieve_stream(question))) == 9  # warm: entity indexes built
+            os.kill(server.pid, signal.SIGSTOP)
+            try:
+                for call in (lambda: six.retrieve_stream(question), lambda: state.retrieve_stream(feeling)):
+                    started = time.monotonic()
+                    stream = call()
+                    elapsed = time.monotonic() - started
+                    assert elapsed <= timeout * 1.1 + 0.05, elapsed
+                    assert all(lv.error and "timed out" in lv.error for lv in stream.levels.values()), stream.levels
+            finally:
+                os.kill(server.pid, signal.SIGCONT)
+            assert len(_found(six.retrieve_stream(question))) == 9
+            assert state.retrieve_state(feeling)
+    finally:
+        server.stop(force=True)
+
+
+def test_a_dead_embedded_server_is_started_again_with_its_data(own_dir: Path) -> None:
+    with ConsciousnessMemory(data_dir=own_dir) as memory:
+        memory.upsert(_notes())
+        memory.db.connection.execute_command("SAVE")  # what the server had persisted comes back
+        retriever = SixWayHybridRetriever(memory, CITIZEN)
+        question = RetrievalIntention(query_text="tide gauge", citizen_id=CITIZEN)
+        assert len(_found(retriever.retrieve_stream(question))) == 9
+        pid = memory._falkordb_server.pid
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        stream = retriever.retrieve_stream(question)  # the next call, on the same objects
+        assert all(lv.error is None for lv in stream.levels.values()), stream.levels
+        assert len(_found(stream)) == 9
+        assert memory._falkordb_server.pid != pid
+        assert memory.get_node("m1", "N2") is not None
