@@ -19,11 +19,14 @@ on their own connections.
 from __future__ import annotations
 
 import logging
+import re
 import time
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from redis.exceptions import ResponseError
 
 from llama_consciousness.errors import EmbeddingDimensionError, StorageError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
@@ -162,6 +165,98 @@ class Supersession:
 
 
 Plan = Generator[Step, Any, Any]
+
+
+# -- schema made by several writers at once ---------------------------------
+#
+# Processes (and threads) that open a fresh data directory together all read
+# the index list, all find it empty and all create the same indexes; the
+# server creates each once and refuses the others.  Its refusals, checked on
+# FalkorDB 4.x for every kind we create:
+#
+# * range, full-text and vector indexes: "Attribute 'node_id' is already
+#   indexed" (the same text for each kind; the first attribute of the
+#   statement that the same kind of index already covers);
+# * the unique constraint: "Constraint already exists".
+#
+# A refused CREATE INDEX changes nothing, not even for the statement's other
+# attributes, and a competitor may have indexed only some of them (the
+# state-based retriever indexes two of our thirteen).  So a refusal is not
+# taken on trust: the schema is read again, the refused attribute must now be
+# there (else the refusal is a real error and raised), and whatever is still
+# missing is created.
+
+_CREATED_ELSEWHERE = re.compile(r"Attribute '(?P<attribute>[^']*)' is already indexed|Constraint already exists")
+
+# Each round after the first needs a competitor to have created something in
+# between, so a few suffice; the bound only stops a livelock with a writer
+# that keeps dropping what we create.
+SCHEMA_ROUNDS = 16
+
+
+@dataclass(frozen=True)
+class SchemaItem:
+    """A piece of schema a graph lacks: its kind ("NODE RANGE", ...), the attributes it covers, the step creating it."""
+
+    kind: str
+    attributes: tuple[str, ...]
+    step: Query | UniqueConstraint
+
+
+def node_range_index(attributes: Sequence[str]) -> SchemaItem:
+    """Range indexes on memory attributes (constants of this package, never user input)."""
+    return SchemaItem("NODE RANGE", tuple(attributes), Query(
+        f"CREATE INDEX FOR (n:{NODE_LABEL}) ON (" + ", ".join(f"n.{p}" for p in attributes) + ")"))
+
+
+def created_elsewhere(exc: BaseException) -> re.Match[str] | None:
+    """The server's refusal of a creation because it exists already (see above), else None.
+
+    ``exc`` is the server's ``ResponseError`` or the ``StorageError`` the
+    store wraps it in; anything else is not a refusal of that kind.
+    """
+    cause = exc if isinstance(exc, ResponseError) else exc.__cause__
+    if not isinstance(cause, ResponseError):
+        return None
+    return _CREATED_ELSEWHERE.fullmatch(str(cause).strip())
+
+
+def create_missing(missing: Callable[[], Plan]) -> Plan:
+    """Create what ``missing()`` (a plan returning :class:`SchemaItem` s) finds missing; the items created.
+
+    Safe when other writers create the same schema at the same time: a
+    refusal because an index or the constraint exists already ends the
+    round, ``missing()`` reads the schema again and the rest is created.
+    The refused piece must then be there; if not, or on any other error,
+    the error is raised.  Needs a runner that throws a step's error into the
+    plan (``LevelGraphStore.run``).
+    """
+    created: list[SchemaItem] = []
+    refused: tuple[SchemaItem, re.Match[str], BaseException] | None = None
+    for _ in range(SCHEMA_ROUNDS):
+        items = yield from missing()
+        if refused is not None:
+            item, answer, exc = refused
+            attribute = answer.group("attribute")
+            if any(i.kind == item.kind and (attribute is None or attribute in i.attributes) for i in items):
+                raise exc  # "already there", yet it is not: not a race, a real error
+        refused = None
+        for item in items:
+            try:
+                yield item.step
+            except (StorageError, ResponseError) as exc:
+                answer = created_elsewhere(exc)
+                if answer is None:
+                    raise
+                logger.debug("%s on %s: created meanwhile by another writer (%s)", item.kind, item.attributes, exc)
+                refused = (item, answer, exc)
+                break
+            created.append(item)
+        if refused is None:
+            return created
+    assert refused is not None
+    raise refused[2]
+
 
 _NODE_PROJECTION = records.node_projection("n")
 _EDGE_PROJECTION = records.edge_projection("r")
@@ -311,7 +406,14 @@ class LevelPlans:
 
         Idempotent, and safe against an existing index of another dimension:
         that is reported as an error instead of silently mixing dimensions.
+        Safe too when other processes or threads create the same schema at
+        the same moment (see :func:`create_missing`).
         """
+        yield from create_missing(self._missing_schema)
+        return None
+
+    def _missing_schema(self) -> Plan:
+        """What the graph still lacks, as :class:`SchemaItem` (read afresh each time)."""
         # Not read-only: GRAPH.RO_QUERY refuses a graph that does not exist
         # yet, GRAPH.QUERY creates it, which is what a new level needs.
         rows = yield Query(
@@ -325,26 +427,30 @@ class LevelPlans:
                 have.setdefault((entity, f"{label}.{prop}"), set()).update(types.get(prop, []))
             if entity == "NODE" and label == NODE_LABEL and VECTOR_PROPERTY in props:
                 vector_options = dict(options.get(VECTOR_PROPERTY) or {})
-        node_missing = [p for p in NODE_RANGE_INDEXES if "RANGE" not in have.get(("NODE", f"{NODE_LABEL}.{p}"), set())]
-        edge_missing = [p for p in EDGE_RANGE_INDEXES if "RANGE" not in have.get(("RELATIONSHIP", f"{EDGE_TYPE}.{p}"), set())]
+        missing: list[SchemaItem] = []
+        node_missing = tuple(p for p in NODE_RANGE_INDEXES
+                             if "RANGE" not in have.get(("NODE", f"{NODE_LABEL}.{p}"), set()))
+        edge_missing = tuple(p for p in EDGE_RANGE_INDEXES
+                             if "RANGE" not in have.get(("RELATIONSHIP", f"{EDGE_TYPE}.{p}"), set()))
         if node_missing:
-            yield Query(f"CREATE INDEX FOR (n:{NODE_LABEL}) ON (" + ", ".join(f"n.{p}" for p in node_missing) + ")")
+            missing.append(node_range_index(node_missing))
         if edge_missing:
-            yield Query(
+            missing.append(SchemaItem("RELATIONSHIP RANGE", edge_missing, Query(
                 f"CREATE INDEX FOR ()-[r:{EDGE_TYPE}]-() ON (" + ", ".join(f"r.{p}" for p in edge_missing) + ")"
-            )
+            )))
         if "FULLTEXT" not in have.get(("NODE", f"{NODE_LABEL}.description"), set()):
             # The keyword channel's index, kept up to date by every write: built
             # later, on a first query, it takes seconds per 10K memories.
-            yield Query(f"CALL db.idx.fulltext.createNodeIndex('{NODE_LABEL}', 'name', 'description')")
+            missing.append(SchemaItem("NODE FULLTEXT", ("name", "description"), Query(
+                f"CALL db.idx.fulltext.createNodeIndex('{NODE_LABEL}', 'name', 'description')")))
         if self.store_vectors and self.dimension is not None:
             if vector_options is None:
-                yield Query(
+                missing.append(SchemaItem("NODE VECTOR", (VECTOR_PROPERTY,), Query(
                     f"CREATE VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.{VECTOR_PROPERTY}) OPTIONS "
                     "{dimension: $dim, similarityFunction: 'cosine', M: $m, efConstruction: $efc, efRuntime: $efr}",
                     {"dim": self.dimension, "m": self.index.m, "efc": self.index.ef_construction,
                      "efr": self.index.ef_runtime},
-                )
+                )))
             elif int(vector_options.get("dimension", -1)) != self.dimension:
                 raise EmbeddingDimensionError(
                     f"graph {self.graph!r} has a vector index of dimension {vector_options.get('dimension')}, "
@@ -354,8 +460,8 @@ class LevelPlans:
         constraints = yield Query("CALL db.constraints() YIELD label, properties RETURN label, properties",
                                   read_only=True)
         if not any(label == NODE_LABEL and list(props) == ["node_id"] for label, props in constraints):
-            yield UniqueConstraint(NODE_LABEL, "node_id")
-        return None
+            missing.append(SchemaItem("NODE UNIQUE", ("node_id",), UniqueConstraint(NODE_LABEL, "node_id")))
+        return missing
 
     def wait_operational(self, timeout: float = 30.0) -> Plan:
         """Indexes are built in the background; queries must wait for them."""
@@ -827,11 +933,20 @@ class LevelGraphStore(_StoreMethods):
         self.timeout_ms = timeout_ms
 
     def run(self, plan: Plan) -> Any:
-        """Run a query plan (a generator of queries from ``LevelPlans`` or ``storage.channels``) to its result."""
+        """Run a query plan (a generator of queries from ``LevelPlans`` or ``storage.channels``) to its result.
+
+        A step's error is thrown into the plan at the step's ``yield``: a plan
+        that expects it handles it, any other plan raises it as before.
+        """
         try:
             query = next(plan)
             while True:
-                query = plan.send(self._execute(query))
+                try:
+                    result = self._execute(query)
+                except Exception as exc:  # the plan may handle it (``create_missing``); else it comes back out
+                    query = plan.throw(exc)
+                else:
+                    query = plan.send(result)
         except StopIteration as stop:
             return stop.value
 
@@ -840,7 +955,10 @@ class LevelGraphStore(_StoreMethods):
             time.sleep(query.seconds)
             return None
         if isinstance(query, UniqueConstraint):
-            return self.graph.create_node_unique_constraint(query.label, query.prop)
+            try:
+                return self.graph.create_node_unique_constraint(query.label, query.prop)
+            except Exception as exc:
+                raise StorageError(f"constraint on graph {self.plans.graph!r} failed: {exc}") from exc
         try:
             text = params_header(query.params) + query.cypher
             timeout = self.timeout_ms if query.read_only else None

@@ -107,7 +107,8 @@ from llama_consciousness.scoring.state import (
 )
 from llama_consciousness.storage import records
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.level_store import EDGE_TYPE, MAX_FETCH, NODE_LABEL, LevelPlans, Plan, Query
+from llama_consciousness.storage.level_store import (EDGE_TYPE, MAX_FETCH, NODE_LABEL, LevelPlans, Plan, Query,
+                                                     create_missing, node_range_index)
 from llama_consciousness.temporal import TemporalWindow, cypher_predicate, cypher_time
 
 UNRESOLVED = ("blocked", "in_progress")
@@ -766,16 +767,22 @@ def ensure_state_indexes(plans: LevelPlans) -> Plan:
     in the background and queries use them once operational.  Returns the
     properties whose index was created.  Graphs written by this version get
     them from ``level_store.NODE_RANGE_INDEXES``; this is for older graphs.
+    Safe when other processes create them (or the whole schema) at the same
+    moment: an index the server says exists already is done
+    (``level_store.create_missing``).
     """
-    rows = yield Query("CALL db.indexes() YIELD label, properties, types, entitytype "
-                       "RETURN label, properties, types, entitytype", read_only=True)
-    have = {prop for label, props, types, entity in rows if entity == "NODE" and label == NODE_LABEL
-            for prop in props if "RANGE" in (types.get(prop) or [])}
-    missing = [p for p in STATE_INDEXES if p not in have]
-    if missing:
+
+    def missing() -> Plan:
+        rows = yield Query("CALL db.indexes() YIELD label, properties, types, entitytype "
+                           "RETURN label, properties, types, entitytype", read_only=True)
+        have = {prop for label, props, types, entity in rows if entity == "NODE" and label == NODE_LABEL
+                for prop in props if "RANGE" in (types.get(prop) or [])}
         # property names are constants of this module, never user input
-        yield Query(f"CREATE INDEX FOR (n:{NODE_LABEL}) ON (" + ", ".join(f"n.{p}" for p in missing) + ")")
-    return missing
+        absent = [p for p in STATE_INDEXES if p not in have]
+        return [node_range_index(absent)] if absent else []
+
+    created = yield from create_missing(missing)
+    return [p for item in created for p in item.attributes]
 
 
 def goal_vocabulary(plans: LevelPlans) -> Plan:
