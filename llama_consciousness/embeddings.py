@@ -37,6 +37,7 @@ import asyncio
 import itertools
 import logging
 import os
+import re
 import threading
 import weakref
 from dataclasses import dataclass
@@ -81,6 +82,9 @@ _EMPTY_TEXT_MESSAGE = "cannot embed empty text"
 logger = logging.getLogger(__name__)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _check_texts(texts: Sequence[str]) -> None:
     """Refuse empty or whitespace-only inputs instead of inventing a vector.
 
@@ -101,6 +105,12 @@ def _check_texts(texts: Sequence[str]) -> None:
         if not text.strip():
             raise ValueError(
                 f"{_EMPTY_TEXT_MESSAGE} (input at position {position} is empty or whitespace only)"
+            )
+        if not text.isascii() and (found := _SURROGATE.search(text)) is not None:
+            # The tokenizer fails on it with an unrelated TypeError.
+            raise ValueError(
+                f"texts to embed must be valid Unicode: the input at position {position} contains a lone "
+                f"surrogate (U+{ord(found.group()):04X}) at character {found.start() + 1}"
             )
 
 

@@ -294,28 +294,62 @@ class ConsciousnessMemory:
         Memories go to the graph of their own level (and citizen).  A
         relationship goes to the graph named by its ``level``, else by the
         ``level`` argument, else by the level of its source memory in this
-        batch.  Memories without an embedding are embedded first (``embed``).
-        Writing the same records again changes nothing.
+        batch (refused when memories of several graphs in the batch have that
+        id).  Memories without an embedding are embedded first (``embed``).
+        Writing the same records again changes nothing.  Anything but the
+        models (a dict, say) is refused with a ``TypeError`` naming its
+        position, before anything is written; raw records go through
+        :meth:`ingest`.
         """
-        nodes = list(nodes)
-        relationships = list(relationships)
+        def models(items: Any, name: str, model: type) -> list[Any]:
+            """``items`` as a list, if every item is a ``model``; a ``TypeError`` naming the first that is not."""
+            if isinstance(items, (MemoryNode, ConsciousnessRelationship, dict, str, bytes)):
+                raise TypeError(f"upsert takes a list of {model.__name__} models as {name}, not a single "
+                                f"{type(items).__name__}: wrap it in a list")
+            out = list(items)
+            for position, item in enumerate(out):
+                if not isinstance(item, model):
+                    if isinstance(item, dict):
+                        hint = f"; build it with {model.__name__}(**record), or ingest raw records with memory.ingest()"
+                    elif isinstance(item, (MemoryNode, ConsciousnessRelationship)):
+                        hint = f"; pass it in {'relationships' if name == 'nodes' else 'nodes'}"
+                    else:
+                        hint = ""
+                    raise TypeError(f"upsert takes MemoryNode models as nodes and ConsciousnessRelationship models "
+                                    f"as relationships: {name}[{position}] is a {type(item).__name__}{hint}")
+            return out
+
+        nodes = models(nodes, "nodes", MemoryNode)
+        relationships = models(relationships, "relationships", ConsciousnessRelationship)
+        from llama_consciousness.ingestion.validator import MemoryValidationError, surrogate_reasons
+
+        for item in [*nodes, *relationships]:  # text that cannot be embedded or stored, refused before any write
+            fields = {k: v for k, v in vars(item).items() if k != "embedding"}
+            if reasons := surrogate_reasons("", fields):
+                raise MemoryValidationError(str(getattr(item, "node_id", None) or item.edge_id), reasons)
         if level is not None:
             check_level(level)
         if embed:
             nodes = self.embed_nodes(nodes)
         by_graph: dict[tuple[str, str | None], tuple[list, list]] = {}
-        home: dict[str, tuple[str, str | None]] = {}
+        home: dict[str, dict[tuple[str, str | None], None]] = {}  # memory id -> its graphs in this batch
         for node in nodes:
             key = (node.level, node.citizen_id if node.level == "N1" else None)
             by_graph.setdefault(key, ([], []))[0].append(node)
-            home[node.node_id] = key
+            home.setdefault(node.node_id, {})[key] = None
         for rel in relationships:
             if rel.level is not None:
                 key = (rel.level, rel.citizen_id if rel.level == "N1" else None)
             elif level is not None:
                 key = (level, citizen_id if level == "N1" else None)
             elif rel.source_id in home:
-                key = home[rel.source_id]
+                from llama_consciousness.ingestion.writer import ambiguous_source, source_homes
+
+                keys = source_homes(list(home[rel.source_id]), rel.citizen_id)
+                if len(keys) > 1:
+                    raise LevelError(f"relationship {rel.edge_id!r}: {ambiguous_source(rel.source_id, keys)}, "
+                                     "or pass level=...")
+                key = keys[0]
             else:
                 raise LevelError(
                     f"relationship {rel.edge_id!r}: cannot tell its level; give it a level, pass level=..., "

@@ -6,6 +6,11 @@ and recorded in the report (mode ``drop``).  Missing IMPORTANT fields are
 warnings.  Every item that passes gets its ``metadata_completeness``, which
 retrieval later uses to rank incomplete memories lower.
 
+Text that is not valid Unicode (a lone UTF-16 surrogate such as ``\\ud800``,
+from a broken ``\\u`` escape or a bad decoder) is an error of the field
+that holds it: it cannot be embedded, stored or shown, so it is refused
+here rather than crashing a later step.
+
 Defaults are the models' own (resolution_state ``in_progress``,
 energy_transfer_coefficient 0.5, created_at = ingestion time, valid_at =
 created_at), so a record that passes here is exactly what will be written.
@@ -13,13 +18,14 @@ created_at), so a record that passes here is exactly what will be written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from llama_index.core.schema import BaseNode
 from pydantic import Field, PrivateAttr, ValidationError
 
-from llama_consciousness.errors import ConsciousnessError
+from llama_consciousness.errors import ConsciousnessError, StorageError
 from llama_consciousness.nodes import (
     is_relationship,
     record_fields,
@@ -37,13 +43,104 @@ class MemoryValidationError(ConsciousnessError, ValueError):
 
     def __init__(self, item_id: str, reasons: Sequence[str], line: int | None = None) -> None:
         where = f" (line {line})" if line else ""
-        super().__init__(f"{item_id}{where} rejected: " + "; ".join(reasons))
+        super().__init__(f"{printable(item_id)}{where} rejected: " + "; ".join(reasons))
         self.item_id = item_id
         self.reasons = list(reasons)
         self.line = line
 
     def __reduce__(self) -> tuple[Any, ...]:  # crosses from the ingestion worker process intact
         return (type(self), (self.item_id, self.reasons, self.line))
+
+
+class RelationshipError(MemoryValidationError, StorageError):
+    """A relationship that cannot be written: its graph cannot be told, or an endpoint exists nowhere.
+
+    Raised (mode ``raise``) before anything of the call is written.  It is
+    a ``MemoryValidationError`` (a rejected record, with its line) and a
+    ``StorageError`` (what the writer raised for the same problems before).
+    """
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with lone surrogates written as ``\\udXXX`` escapes, so a message can be printed."""
+    return text if text.isascii() or _SURROGATE.search(text) is None else text.encode("utf-8", "backslashreplace").decode()
+
+
+def surrogate_reason(field: str, text: str) -> str | None:
+    """Why ``text`` is refused, if it holds a lone surrogate (not valid Unicode); else None."""
+    if text.isascii():
+        return None
+    found = _SURROGATE.search(text)
+    if found is None:
+        return None
+    return (f"{field}: contains a lone surrogate (U+{ord(found.group()):04X}) at character {found.start() + 1}, "
+            "which is not valid Unicode text (a broken \\u escape or UTF-16 decoding?)")
+
+
+_PLAIN = (int, float, bool, type(None))
+
+
+def _plain_dict(value: dict) -> bool:
+    """Whether a flat dict (an ``emotion_vector``) has ASCII names and numbers or ASCII texts only."""
+    for key, item in value.items():
+        if type(key) is not str or not key.isascii():
+            return False
+        kind = type(item)
+        if kind is str:
+            if not item.isascii():
+                return False
+        elif kind not in _PLAIN:
+            return False
+    return True
+
+
+def surrogate_reasons(text: str, metadata: Mapping[str, Any]) -> list[str]:
+    """One reason per field (the text, then metadata, nested) holding a lone surrogate."""
+    reasons = []
+    reason = surrogate_reason("description", text)
+    if reason:
+        reasons.append(reason)
+    for key, value in metadata.items():
+        # almost every field: an ASCII name, and a number, an ASCII text or a flat dict of those
+        if type(key) is str and key.isascii():
+            kind = type(value)
+            if kind is str:
+                if value.isascii():
+                    continue
+            elif kind in _PLAIN or (kind is dict and _plain_dict(value)):
+                continue
+        reason = _nested_surrogate(key, value)
+        if reason:
+            reasons.append(reason)
+    return reasons
+
+
+def _nested_surrogate(key: Any, value: Any) -> str | None:
+    """The first lone surrogate in a field's name, or anywhere in its (nested) value."""
+    stack: list[tuple[tuple[Any, ...], Any, Any]] = [((key,), key, value)]
+    while stack:
+        path, name, item = stack.pop()
+        if isinstance(name, str) and (reason := surrogate_reason(f"{_where(path)} (a key)", name)):
+            return reason
+        if isinstance(item, str):
+            if reason := surrogate_reason(_where(path), item):
+                return reason
+        elif isinstance(item, dict):
+            stack.extend(((*path, k), k, v) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(((*path, [i]), None, v) for i, v in enumerate(item))
+    return None
+
+
+def _where(path: tuple[Any, ...]) -> str:
+    """``emotion_vector.joy`` or ``extra.tags[2]``: a field's path, printable."""
+    out = printable(str(path[0]))
+    for step in path[1:]:
+        out += f"[{step[0]}]" if type(step) is list else f".{printable(str(step))}"
+    return out
 
 
 def _pydantic_reasons(exc: ValidationError) -> list[str]:
@@ -57,9 +154,12 @@ def _check(node: BaseNode) -> tuple[list[str], list[str], float, Any]:
     A relationship's model carries its completeness, as the writer would
     read it from the node after this validator (``validated_relationship``).
     """
+    relationship = is_relationship(node)
+    broken = surrogate_reasons("" if relationship else node.get_content(metadata_mode="none"), node.metadata)
+    if broken:  # such text cannot be embedded or stored: nothing more to judge
+        return broken, [], 0.0, None
     fields = record_fields(node.metadata)
     data = dict(fields)
-    relationship = is_relationship(node)
     if relationship:
         # The spec's insertion defaults, applied before judging (issue 3).
         data.setdefault("resolution_state", "in_progress")
@@ -108,7 +208,7 @@ class ConsciousnessMetadataValidator(ReportingTransform):
             if errors:
                 if self.mode == "raise":
                     raise MemoryValidationError(str(item_id), errors, line)
-                self._report.reject(str(item_id), "validation", errors, line)
+                self._report.reject(printable(str(item_id)), "validation", errors, line)
                 continue
             node.metadata["metadata_completeness"] = round(completeness, 6)
             if warnings:

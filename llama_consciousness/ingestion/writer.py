@@ -134,6 +134,36 @@ def _derived_link(
     return ConsciousnessRelationship(**data)
 
 
+GraphKey = tuple[str, "str | None"]
+
+
+def source_homes(found: Sequence[GraphKey], citizen_id: Any) -> list[GraphKey]:
+    """The graphs a relationship without a level may go to: those of its source memory.
+
+    ``found`` are the graphs (``home_key``) that hold a memory with the
+    relationship's source id in the records at hand.  Two or more mean the
+    relationship cannot be placed, unless its own ``citizen_id`` names one
+    of them (that citizen's N1 graph).
+    """
+    if len(found) > 1 and citizen_id is not None:
+        mine = [key for key in found if key == ("N1", citizen_id)]
+        if mine:
+            return mine
+    return list(found)
+
+
+def ambiguous_source(source_id: Any, keys: Sequence[GraphKey]) -> str:
+    """Why a relationship whose source memory is in several graphs is not placed."""
+    names = []
+    for level, citizen in keys:
+        try:
+            names.append(graph_name(level, citizen))
+        except ValueError:  # a record that validation will refuse: named as given
+            names.append(f"{level}/{citizen!r}")
+    return (f"cannot tell its level: its source {source_id!r} is a memory of {len(keys)} graphs here "
+            f"({', '.join(sorted(names))}); give the relationship a level (and citizen_id for N1)")
+
+
 RELATIONSHIP_FACTOR = 4
 """Relationships per unit of work, in memories' units (a transaction of ``batch_size``, a chunk of ``chunk_size``).
 
@@ -162,6 +192,11 @@ class ConsciousnessGraphWriter(ReportingTransform):
         default=None, exclude=True,
         description="the run's DuplicateMemo (dedupe): in a level that held no memory when the run reached it, "
                     "batches are written without first reading the stored hashes of their rows",
+    )
+    dropped: Any = Field(
+        default=None, exclude=True,
+        description="ids of memories the run did not write on purpose (dropped as an injection, skipped as a "
+                    "near-duplicate): a relationship to one is rejected and reported, also in mode raise",
     )
     prepared: dict[int, Any] = Field(
         default_factory=dict, exclude=True,
@@ -202,7 +237,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
     def _split(self, nodes: Sequence[BaseNode]) -> dict[tuple[str, str | None], _LevelBatch]:
         """Group the pipeline's nodes by level graph, as models."""
         batches: dict[tuple[str, str | None], _LevelBatch] = {}
-        home: dict[str, tuple[str, str | None]] = {}
+        home: dict[str, dict[tuple[str, str | None], None]] = {}  # memory id -> its graphs (one, normally)
         relationships: list[ConsciousnessRelationship | PreparedEdge] = []
         prepared = self.prepared
         for node in nodes:
@@ -216,7 +251,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
             key = home_key(memory.level, memory.citizen_id)
             batch = batches.setdefault(key, _LevelBatch(*key))
             batch.memories.append(memory)
-            home[memory.node_id] = key
+            home.setdefault(memory.node_id, {})[key] = None
             if self.link_entities and node.metadata.get(ENTITIES_KEY):
                 batch.entities[memory.node_id] = list(node.metadata[ENTITIES_KEY])
             if node.metadata.get(DUPLICATE_KEY):
@@ -224,12 +259,17 @@ class ConsciousnessGraphWriter(ReportingTransform):
             if node.metadata.get(COMPUTED_KEY):
                 batch.volatile[memory.node_id] = tuple(node.metadata[COMPUTED_KEY])
         for rel in relationships:
+            message = None
             if rel.level is not None:
                 key = home_key(rel.level, rel.citizen_id)
             elif rel.source_id in home:
-                key = home[rel.source_id]
+                keys = source_homes(list(home[rel.source_id]), rel.citizen_id)
+                key = keys[0]
+                if len(keys) > 1:
+                    message = ambiguous_source(rel.source_id, keys)
             else:
                 message = "cannot tell its level: give it a level or ingest it with its source memory"
+            if message is not None:
                 if self.on_error == "raise":
                     raise StorageError(f"relationship {rel.edge_id!r}: {message}")
                 self._report.reject(str(rel.edge_id), "writer", [message])
@@ -359,7 +399,10 @@ class ConsciousnessGraphWriter(ReportingTransform):
                 kept.append(rel)
                 continue
             message = f"relationship {rel.edge_id!r} refers to missing memories {missing} in graph {batch.graph!r}"
-            if self.on_error == "raise":
+            gone = [i for i in missing if self.dropped and i in self.dropped]
+            if gone:  # not an invalid record: the consequence of a drop the report already shows
+                message += f" (this ingestion did not write {gone}: dropped as a prompt injection or skipped as a near-duplicate)"
+            if self.on_error == "raise" and len(gone) < len(missing):
                 raise StorageError(message)
             report.reject(str(rel.edge_id), "writer", [message])
         return kept, stored

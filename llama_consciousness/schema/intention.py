@@ -72,6 +72,17 @@ class RetrievalIntention(BaseModel):
         text = value.strip()
         if not text:
             raise ValueError("query_text must not be empty or whitespace")
+        if not text.isascii():
+            # A lone UTF-16 surrogate cannot be tokenized, embedded or sent
+            # anywhere: refused here, with where it is, rather than replaced
+            # (strict UTF-8 encoding fails on surrogates and on nothing else).
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(
+                    f"query_text contains a lone surrogate (U+{ord(text[exc.start]):04X}) at character "
+                    f"{exc.start + 1}, which is not valid Unicode text; decode the text properly first"
+                ) from None
         if len(text) > MAX_QUERY_CHARS:
             raise ValueError(
                 f"query_text has {len(text)} characters; at most {MAX_QUERY_CHARS} allowed"

@@ -424,12 +424,11 @@ def test_relationship_to_a_missing_memory(memory, citizen, tmp_path) -> None:
         rel("anchor_note", "ghost_memory", "CAUSED"),
     ]
     path = write_file(tmp_path / "dangling.jsonl", records)
-    with pytest.raises(StorageError, match="ghost_memory"):
+    with pytest.raises(StorageError, match="ghost_memory") as caught:
         memory.ingest(path)
-    # the memories were written before the relationships and stay
-    assert {n.node_id for n in memory.get_nodes(["anchor_note", "second_note"], "N1", citizen)} == {
-        "anchor_note", "second_note"}
-    assert "anchor_note|CAUSED|ghost_memory" not in edges_by_id(memory, citizen, ["anchor_note"])
+    assert (caught.value.item_id, caught.value.line) == ("anchor_note|CAUSED|ghost_memory", 4)
+    # all or nothing: the endpoints are checked before the first write
+    assert memory.counts("N1", citizen) == (0, 0)
 
     report = memory.ingest(path, on_invalid="drop")
     assert [(r.item_id, r.stage) for r in report.rejected] == [("anchor_note|CAUSED|ghost_memory", "writer")]
@@ -729,9 +728,11 @@ def test_small_chunks_write_what_one_chunk_writes(memory, tmp_path, worker) -> N
     assert memory.get_node("plan_v1", "N1", many).superseded_by == "plan_v2"
 
 
-def test_with_a_worker_every_chunk_runs_its_pure_steps_there(memory, tmp_path, monkeypatch) -> None:
-    """Memory and relationship chunks all go to the worker process (it prepares the relationships'
-    rows), and the graph is the same as from one chunk run here."""
+@pytest.mark.parametrize("on_invalid", ["raise", "drop"])
+def test_with_a_worker_every_chunk_runs_its_pure_steps_there(memory, tmp_path, monkeypatch, on_invalid) -> None:
+    """Memory chunks all go to the worker process, and so do relationship chunks (it prepares their
+    rows) unless the first pass of an all-or-nothing run (``raise``) made them ready already; the
+    graph is the same as from one chunk run here."""
     from llama_consciousness.ingestion import pipeline, worker as workers
 
     def records(cit: str) -> list[dict[str, Any]]:
@@ -756,18 +757,43 @@ def test_with_a_worker_every_chunk_runs_its_pure_steps_there(memory, tmp_path, m
         return submit(self, options, nodes, embed_model)
 
     one, many = "r1" + uuid.uuid4().hex[:10], "r4" + uuid.uuid4().hex[:10]
-    whole = memory.ingest(write_file(tmp_path / "one.jsonl", records(one)), chunk_size=1000, worker="off")
+    whole = memory.ingest(write_file(tmp_path / "one.jsonl", records(one)), chunk_size=1000, worker="off",
+                          on_invalid=on_invalid)
     monkeypatch.setattr(pipeline, "_pure_here", spy_here)
     monkeypatch.setattr(workers.PureStageWorker, "submit", spy_submit)
-    parts = memory.ingest(write_file(tmp_path / "many.jsonl", records(many)), chunk_size=1, worker="on")
-    # 4 memories, then 12 relationships in chunks of 4 (RELATIONSHIP_FACTOR): all in the worker
-    assert sent.count("relationship") == 3 and sent.count("memory") == 4 and here == []
+    parts = memory.ingest(write_file(tmp_path / "many.jsonl", records(many)), chunk_size=1, worker="on",
+                          on_invalid=on_invalid)
+    # 4 memories, then 12 relationships in chunks of 4 (RELATIONSHIP_FACTOR): in the worker, or ready
+    assert sent.count("relationship") == (0 if on_invalid == "raise" else 3)
+    assert sent.count("memory") == 4 and here == []
     assert whole.relationships_inserted == parts.relationships_inserted == 12
     assert _portable(memory.level("N1", one)) == _portable(memory.level("N1", many))
 
 
 @pytest.mark.parametrize("worker", ["off", "on"])
-def test_a_bad_record_in_a_later_chunk_stops_after_the_chunks_before_it(memory, tmp_path, worker) -> None:
+def test_a_bad_record_in_a_later_chunk_means_nothing_is_written(memory, tmp_path, worker) -> None:
+    cit = "bad" + uuid.uuid4().hex[:10]
+    records = [mem(f"ok_{i}", cit, f"Fine {i}", f"Reading {i} of the flow meter.", created_at=iso(T0))
+               for i in range(6)]
+    records.append(mem("broken", cit, "Broken", "Energy out of range.", energy=7.5, created_at=iso(T0)))
+    records += [mem(f"late_{i}", cit, f"Late {i}", f"Reading {i} after the fault.", created_at=iso(T0))
+                for i in range(3)]
+    path = write_file(tmp_path / "bad.jsonl", records)
+    with pytest.raises(MemoryValidationError, match="energy") as raised:
+        memory.ingest(path, chunk_size=3, duplicates="off", worker=worker)
+    assert (raised.value.item_id, raised.value.line) == ("broken", 7)
+    assert memory.counts("N1", cit) == (0, 0)  # the whole file is validated before the first write
+    report = memory.ingest(path, chunk_size=3, duplicates="off", on_invalid="drop", worker=worker)
+    assert report.inserted == 9 and [r.item_id for r in report.rejected] == ["broken"]
+
+
+@pytest.mark.parametrize("worker", ["off", "on"])
+def test_a_failure_in_a_later_chunk_stops_after_the_chunks_before_it(memory, tmp_path, worker, monkeypatch) -> None:
+    """What a failure the first pass cannot foresee (here: a first pass that checks nothing) leaves:
+    the chunks before it, whole, and a rerun completes the rest."""
+    from llama_consciousness.ingestion import pipeline
+
+    monkeypatch.setattr(pipeline, "_first_pass", lambda memory, nodes: pipeline._Checked([], sum(1 for _ in nodes)))
     cit = "bad" + uuid.uuid4().hex[:10]
     records = [mem(f"ok_{i}", cit, f"Fine {i}", f"Reading {i} of the flow meter.", created_at=iso(T0))
                for i in range(6)]
