@@ -487,11 +487,7 @@ class OfflineEntityExtractor:
         mentions += self._quote_mentions(text, lexicon)
         entities = self._resolve(text, mentions)
         seen = {e.key for e in entities}
-        for concept in concepts:
-            key = _key(concept)
-            if key and key not in seen:
-                seen.add(key)
-                entities.append(Entity(name=concept.strip(), entity_type="Concept", key=key, confidence=0.9))
+        _add_concepts(entities, seen, concepts)
         return _top(entities, self.max_entities)
 
     def extract_query_entities(self, query: str) -> list[str]:
@@ -725,6 +721,15 @@ class OfflineEntityExtractor:
         return entities
 
 
+def _add_concepts(entities: list[Entity], seen: set[str], concepts: Sequence[str]) -> None:
+    """The memory's concepts the extraction did not find, appended as Concept entities (in place)."""
+    for concept in concepts:
+        key = _key(concept)
+        if key and key not in seen:
+            seen.add(key)
+            entities.append(Entity(name=concept.strip(), entity_type="Concept", key=key, confidence=0.9))
+
+
 def _top(entities: list[Entity], limit: Optional[int]) -> list[Entity]:
     """At most ``limit`` entities: the most confident, kept in their order."""
     if limit is None or len(entities) <= limit:
@@ -950,11 +955,7 @@ class LLMEntityExtractor:
             if entity is not None and entity.key not in seen:
                 seen.add(entity.key)
                 entities.append(entity)
-        for concept in concepts:
-            key = _key(concept)
-            if key and key not in seen:
-                seen.add(key)
-                entities.append(Entity(name=concept.strip(), entity_type="Concept", key=key, confidence=0.9))
+        _add_concepts(entities, seen, concepts)
         return _top(entities, self.max_entities)
 
     def _to_entity(self, text: str, item: Any, index: EntityIndex) -> Optional[Entity]:

@@ -770,14 +770,20 @@ def test_with_a_worker_every_chunk_runs_its_pure_steps_there(memory, tmp_path, m
     assert _portable(memory.level("N1", one)) == _portable(memory.level("N1", many))
 
 
-@pytest.mark.parametrize("worker", ["off", "on"])
-def test_a_bad_record_in_a_later_chunk_means_nothing_is_written(memory, tmp_path, worker) -> None:
-    cit = "bad" + uuid.uuid4().hex[:10]
+def _six_good_one_broken_three_late(cit: str) -> list[dict[str, Any]]:
+    """Ten memory lines whose seventh is invalid (energy 7.5)."""
     records = [mem(f"ok_{i}", cit, f"Fine {i}", f"Reading {i} of the flow meter.", created_at=iso(T0))
                for i in range(6)]
     records.append(mem("broken", cit, "Broken", "Energy out of range.", energy=7.5, created_at=iso(T0)))
     records += [mem(f"late_{i}", cit, f"Late {i}", f"Reading {i} after the fault.", created_at=iso(T0))
                 for i in range(3)]
+    return records
+
+
+@pytest.mark.parametrize("worker", ["off", "on"])
+def test_a_bad_record_in_a_later_chunk_means_nothing_is_written(memory, tmp_path, worker) -> None:
+    cit = "bad" + uuid.uuid4().hex[:10]
+    records = _six_good_one_broken_three_late(cit)
     path = write_file(tmp_path / "bad.jsonl", records)
     with pytest.raises(MemoryValidationError, match="energy") as raised:
         memory.ingest(path, chunk_size=3, duplicates="off", worker=worker)
@@ -795,11 +801,7 @@ def test_a_failure_in_a_later_chunk_stops_after_the_chunks_before_it(memory, tmp
 
     monkeypatch.setattr(pipeline, "_first_pass", lambda memory, nodes: pipeline._Checked([], sum(1 for _ in nodes)))
     cit = "bad" + uuid.uuid4().hex[:10]
-    records = [mem(f"ok_{i}", cit, f"Fine {i}", f"Reading {i} of the flow meter.", created_at=iso(T0))
-               for i in range(6)]
-    records.append(mem("broken", cit, "Broken", "Energy out of range.", energy=7.5, created_at=iso(T0)))
-    records += [mem(f"late_{i}", cit, f"Late {i}", f"Reading {i} after the fault.", created_at=iso(T0))
-                for i in range(3)]
+    records = _six_good_one_broken_three_late(cit)
     path = write_file(tmp_path / "bad.jsonl", records)
     with pytest.raises(MemoryValidationError, match="energy") as raised:
         memory.ingest(path, chunk_size=3, duplicates="off", worker=worker)
