@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -303,9 +305,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM as SIGINT already is: an exception, so that what was started is stopped on the way out."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm) if in_main_thread else None
     try:
         return args.func(args)
     except ValueError as exc:  # bad input reaches the user as one clear line
@@ -318,6 +327,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"llama-consciousness: error: {exc}", file=sys.stderr)
             return 1
         raise
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

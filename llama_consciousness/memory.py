@@ -168,24 +168,25 @@ class ConsciousnessMemory:
         return FalkorDB(connection_pool=pool)
 
     def ensure_server(self) -> bool:
-        """Start the embedded FalkorDB server again if it died; True when it had to.
+        """Start the embedded servers again if one died; True when one had to be.
 
-        The server reloads what it had persisted, and connections reconnect on
+        A server reloads what it had persisted, and connections reconnect on
         their next command.  A server given by URL is not ours to start: this
-        does nothing then.
+        does nothing for it.
         """
-        return self._falkordb_server is not None and self._falkordb_server.revive()
+        revived = self._falkordb_server is not None and self._falkordb_server.revive()
+        return bool(self._postgres_server is not None and self._postgres_server.revive()) or revived
 
     def _open_pgvector(self) -> None:
         from llama_consciousness.storage.pgvector_store import PgVectorStore
 
-        url = self.postgres_url
+        url, revive = self.postgres_url, None
         if url is None:
             from llama_consciousness.storage.postgres_server import EmbeddedPostgres
 
             self._postgres_server = EmbeddedPostgres(self.data_dir).start()
-            url = self._postgres_server.url
-        self._pgvector = PgVectorStore(url, self.dimension, ef_search=self.vector_index.ef_runtime)
+            url, revive = self._postgres_server.url, self._postgres_server.revive
+        self._pgvector = PgVectorStore(url, self.dimension, ef_search=self.vector_index.ef_runtime, revive=revive)
         self._pgvector.ensure_schema()
 
     def vectors(self, level: str) -> LevelVectors:

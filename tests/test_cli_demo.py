@@ -74,3 +74,36 @@ def test_loader_reports_line_numbers(tmp_path: Path) -> None:
 def test_format_table_cuts_long_cells() -> None:
     text = format_table(("a", "b"), [("x" * 10, 1)], max_width=5)
     assert text.splitlines() == ["a      b", "-----  -", "xxxx…  1"]
+
+
+def test_sigterm_stops_what_the_demo_started() -> None:
+    """Reproduced before: SIGTERM left the demo's FalkorDB server and its temporary directory."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    before = set(Path("/tmp").glob("lcdemo*"))
+    demo = subprocess.Popen([sys.executable, "-m", "llama_consciousness.cli", "demo"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        pid = started = None
+        while pid is None and time.monotonic() < deadline and demo.poll() is None:
+            for directory in set(Path("/tmp").glob("lcdemo*")) - before:
+                try:
+                    pid = json.loads((directory / "falkordb" / "server.json").read_text())["pid"]
+                    started = directory
+                except (OSError, ValueError, KeyError):
+                    continue
+            time.sleep(0.01)
+        assert pid is not None, "the demo ended before its server was seen"
+        demo.send_signal(signal.SIGTERM)
+        assert demo.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        demo.kill()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not started.exists()

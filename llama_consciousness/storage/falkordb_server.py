@@ -200,6 +200,10 @@ class EmbeddedFalkorDB:
                 return
             if pid and _alive(pid):
                 self._shutdown(pid, Path(sock) if sock else None)
+            if sock and Path(sock).parent != self.directory:
+                # the short directory a deep data directory's socket lived in (``socket_path_for``)
+                with contextlib.suppress(OSError):
+                    Path(sock).parent.rmdir()
             self._write_state({"clients": []})
             self._pid = None
 

@@ -14,14 +14,15 @@ column has one dimension), shared by all level graphs that use Postgres.
 from __future__ import annotations
 
 import math
+import select
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 import psycopg2
-import psycopg2.extras
+import psycopg2.extensions
 from psycopg2 import sql
 
 from llama_consciousness.errors import EmbeddingDimensionError, StorageError
@@ -48,46 +49,133 @@ def _ts(value: datetime | None) -> datetime | None:
     return None if value is None else to_utc(value).replace(microsecond=0)
 
 
-class PgVectorStore:
-    """The vector channel of the levels configured for Postgres."""
+def _wait(conn: Any, deadline: float) -> None:
+    """Drive a non-blocking libpq connection until its current operation ends, or raise ``TimeoutError``."""
+    poller = select.poll()
+    fd = conn.fileno()
+    while True:
+        state = conn.poll()
+        if state == psycopg2.extensions.POLL_OK:
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("Postgres did not answer within the timeout")
+        poller.register(fd, select.POLLIN if state == psycopg2.extensions.POLL_READ else select.POLLOUT)
+        poller.poll(remaining * 1000)
+        poller.unregister(fd)
 
-    def __init__(self, url: str, dimension: int, *, ef_search: int = 200) -> None:
+
+def _execute(cur: Any, statement: Any, params: Any, deadline: float) -> None:
+    cur.execute(statement, params)
+    _wait(cur.connection, deadline)
+
+
+def _execute_values(cur: Any, statement: str, template: str, rows: list[tuple], deadline: float,
+                    page_size: int = 500) -> list[tuple]:
+    """``psycopg2.extras.execute_values`` for a non-blocking connection: ``VALUES %s`` filled page by page.
+
+    The rows are quoted by the driver (``mogrify``), never pasted as text.
+    """
+    pre, post = statement.encode().split(b"%s")
+    out: list[tuple] = []
+    for start in range(0, len(rows), page_size):
+        values = b",".join(cur.mogrify(template, row) for row in rows[start:start + page_size])
+        _execute(cur, pre + values + post, None, deadline)
+        out.extend(cur.fetchall())
+    return out
+
+
+class PgVectorStore:
+    """The vector channel of the levels configured for Postgres.
+
+    Connections come from a pool of at most ``pool_size``: a caller beyond
+    that waits for one (never fails for want of one).  Every wait has a
+    timeout: connecting (``connect_timeout_s``), a free connection and a
+    reply (``timeout_s``, or the caller's deadline).  The reply wait runs on
+    the client (libpq's non-blocking mode polled here), so a server that
+    stops answering costs the timeout, not forever.  A connection that broke
+    (the server restarted) is replaced and the call tried once more: every
+    statement here is idempotent.  ``revive`` (the embedded server's) is
+    called first when a connection broke, to start a server that died.
+    """
+
+    def __init__(self, url: str, dimension: int, *, ef_search: int = 200, pool_size: int = 8,
+                 timeout_s: float = 120.0, connect_timeout_s: float = 5.0,
+                 revive: Callable[[], bool] | None = None) -> None:
         if not isinstance(dimension, int) or dimension <= 0 or dimension > 16000:
             raise ValueError(f"dimension must be a positive int (pgvector allows up to 16000), got {dimension!r}")
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be at least 1, got {pool_size!r}")
         self.url = url
         self.dimension = dimension
         self.ef_search = int(ef_search)
+        self.timeout_s = float(timeout_s)
+        self.connect_timeout_s = float(connect_timeout_s)
+        self.pool_size = pool_size
+        self._revive = revive
         self.table = sql.Identifier(f"lc_memory_vectors_{dimension}")
-        self._conn = None
-        # One connection, one transaction at a time: without this, two threads
-        # (the ingestion's graph lanes, a retrieval beside an ingestion) would
-        # run their statements in each other's transactions.
-        self._lock = threading.RLock()
+        self._idle: list[Any] = []
+        self._idle_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(pool_size)
 
     # -- connection -----------------------------------------------------
 
-    @property
-    def conn(self) -> Any:
-        if self._conn is None or self._conn.closed:
-            try:
-                self._conn = psycopg2.connect(self.url)
-            except psycopg2.Error as exc:
-                raise StorageError(f"cannot connect to Postgres: {exc}") from exc
-        return self._conn
+    def _connect(self, deadline: float) -> Any:
+        timeout = max(1, math.ceil(min(self.connect_timeout_s, deadline - time.monotonic())))
+        conn = psycopg2.connect(self.url, async_=True, connect_timeout=timeout)
+        try:
+            _wait(conn, min(deadline, time.monotonic() + self.connect_timeout_s))
+            with conn.cursor() as cur:
+                # hnsw.iterative_scan: keep walking the HNSW graph until k rows pass the filters
+                _execute(cur, "SET hnsw.iterative_scan = relaxed_order; SET hnsw.ef_search = %s;"
+                         " SET statement_timeout = %s", (self.ef_search, int(self.timeout_s * 1000)), deadline)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
-    @contextmanager
-    def _transaction(self) -> Iterator[Any]:
-        """A cursor in a transaction of its own (committed on success, rolled back on error)."""
-        with self._lock:
-            conn = self.conn
-            with conn, conn.cursor() as cur:
-                yield cur
+    def _call(self, what: str, work: Callable[[Any, float], Any], deadline: float | None = None) -> Any:
+        """``work(cursor, deadline)`` on a pooled connection; a broken connection is replaced once."""
+        deadline = time.monotonic() + self.timeout_s if deadline is None else deadline
+        for attempt in (0, 1):
+            if not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                raise StorageError(f"{what} failed: no Postgres connection free within the timeout")
+            conn = None
+            try:
+                with self._idle_lock:
+                    conn = self._idle.pop() if self._idle else None
+                if conn is None or conn.closed:
+                    conn = self._connect(deadline)
+                with conn.cursor() as cur:
+                    result = work(cur, deadline)
+                with self._idle_lock:
+                    self._idle.append(conn)
+                return result
+            except (psycopg2.OperationalError, psycopg2.InterfaceError, TimeoutError) as exc:
+                if conn is not None:
+                    conn.close()
+                broken = not isinstance(exc, TimeoutError) and time.monotonic() < deadline
+                if attempt == 0 and broken:
+                    if self._revive is not None:
+                        self._revive()
+                    continue
+                raise StorageError(f"{what} failed: {exc}") from exc
+            except psycopg2.Error as exc:
+                conn.close()  # its transaction is aborted: a new connection is simpler than a rollback
+                raise StorageError(f"{what} failed: {exc}") from exc
+            except BaseException:
+                if conn is not None:
+                    conn.close()
+                raise
+            finally:
+                self._slots.release()
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None and not self._conn.closed:
-                self._conn.close()
-            self._conn = None
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
     def ensure_schema(self) -> None:
         t = self.table
@@ -115,9 +203,14 @@ class PgVectorStore:
                 i=sql.Identifier(f"lc_memory_vectors_{self.dimension}_time"), t=t
             ),
         ]
-        with self._transaction() as cur:
+
+        def work(cur: Any, deadline: float) -> None:
+            _execute(cur, "BEGIN", None, deadline)
             for statement in statements:
-                cur.execute(statement)
+                _execute(cur, statement, None, deadline)
+            _execute(cur, "COMMIT", None, deadline)
+
+        self._call("creating the Postgres vector table", work)
 
     # -- writes ---------------------------------------------------------
 
@@ -177,16 +270,7 @@ class PgVectorStore:
             " %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::boolean, %s::boolean,"
             " %s::text[], %s, %s::boolean, %s::boolean)"
         )
-        try:
-            with self._transaction() as cur:
-                # fetch=True collects RETURNING rows of every page; rowcount
-                # would only count the last page of 500
-                written = psycopg2.extras.execute_values(
-                    cur, statement.as_string(self.conn), rows, template=template, page_size=500, fetch=True
-                )
-                return len(written)
-        except psycopg2.Error as exc:
-            raise StorageError(f"writing vectors of graph {graph!r} to Postgres failed: {exc}") from exc
+        return self._call(f"writing vectors of graph {graph!r} to Postgres", _in_transaction(statement, template, rows))
 
     # -- reads ----------------------------------------------------------
 
@@ -199,6 +283,7 @@ class PgVectorStore:
         *,
         min_energy: float | None = None,
         min_confidence: float | None = None,
+        deadline: float | None = None,
     ) -> list[tuple[str, float]]:
         """``(node_id, cosine similarity)`` of the k nearest memories that pass the filter.
 
@@ -206,7 +291,8 @@ class PgVectorStore:
         window, energy, confidence, required emotions (canonical names),
         quarantined memories and entity hubs left out.  pgvector 0.8's
         iterative index scan keeps walking the HNSW graph until k rows pass
-        the filters, so filters do not starve the result.
+        the filters, so filters do not starve the result.  ``deadline``
+        (``time.monotonic()``) bounds the wait, by default ``timeout_s``.
         """
         if len(embedding) != self.dimension:
             raise EmbeddingDimensionError(
@@ -236,14 +322,12 @@ class PgVectorStore:
             "SELECT node_id, 1 - (embedding <=> %(q)s::vector) AS similarity FROM {t} WHERE {w} "
             "ORDER BY embedding <=> %(q)s::vector LIMIT %(k)s"
         ).format(t=self.table, w=sql.SQL(" AND ").join(clauses))
-        try:
-            with self._transaction() as cur:
-                cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                cur.execute("SET LOCAL hnsw.ef_search = %s", (self.ef_search,))
-                cur.execute(statement, params)
-                found = cur.fetchall()
-        except psycopg2.Error as exc:
-            raise StorageError(f"vector search of graph {graph!r} in Postgres failed: {exc}") from exc
+
+        def work(cur: Any, deadline: float) -> list[tuple[str, float]]:
+            _execute(cur, statement, params, deadline)
+            return cur.fetchall()
+
+        found = self._call(f"vector search of graph {graph!r} in Postgres", work, deadline)
         # relaxed_order may return rows slightly out of order: restore it.
         return sorted(((node_id, float(sim)) for node_id, sim in found), key=lambda r: -r[1])
 
@@ -264,16 +348,24 @@ class PgVectorStore:
             "WHERE t.graph = v.graph AND t.node_id = v.node_id RETURNING 1"
         ).format(t=self.table)
         template = "(%s, %s, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::boolean)"
-        try:
-            with self._transaction() as cur:
-                done = psycopg2.extras.execute_values(
-                    cur, statement.as_string(self.conn), rows, template=template, page_size=500, fetch=True
-                )
-                return len(done)
-        except psycopg2.Error as exc:
-            raise StorageError(f"updating vector rows of graph {graph!r} in Postgres failed: {exc}") from exc
+        return self._call(f"updating vector rows of graph {graph!r} in Postgres",
+                          _in_transaction(statement, template, rows))
 
     def count(self, graph: str) -> int:
-        with self._transaction() as cur:
-            cur.execute(sql.SQL("SELECT count(*) FROM {t} WHERE graph = %s").format(t=self.table), (graph,))
+        def work(cur: Any, deadline: float) -> int:
+            _execute(cur, sql.SQL("SELECT count(*) FROM {t} WHERE graph = %s").format(t=self.table), (graph,), deadline)
             return int(cur.fetchone()[0])
+
+        return self._call(f"counting the vectors of graph {graph!r}", work)
+
+
+def _in_transaction(statement: sql.Composable, template: str, rows: list[tuple]) -> Callable[[Any, float], int]:
+    """The work of a paged ``INSERT/UPDATE ... FROM (VALUES %s) ... RETURNING 1``, all pages in one transaction."""
+
+    def work(cur: Any, deadline: float) -> int:
+        _execute(cur, "BEGIN", None, deadline)
+        written = _execute_values(cur, statement.as_string(cur.connection), template, rows, deadline)
+        _execute(cur, "COMMIT", None, deadline)
+        return len(written)
+
+    return work

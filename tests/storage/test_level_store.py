@@ -14,6 +14,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from tests.storage.test_pgvector_store import sql_cursor
+
 from llama_consciousness.errors import EmbeddingDimensionError, LevelError, StorageError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.scoring.emotions import canonical_emotion
@@ -705,7 +707,7 @@ def test_memory_vector_search_on_pgvector_level(memory):
         assert memory.upsert(nodes).nodes_unchanged == 3
     finally:
         store.graph.query("MATCH (n:Memory) WHERE n.node_id IN $ids DETACH DELETE n", {"ids": ids})
-        with memory.pgvector.conn, memory.pgvector.conn.cursor() as cur:
+        with sql_cursor(memory.pgvector.url) as cur:
             cur.execute(f"DELETE FROM lc_memory_vectors_{memory.dimension} WHERE graph = %s AND node_id = ANY(%s)",
                         ("ecosystem_n3", ids))
 

@@ -12,8 +12,12 @@ import itertools
 import math
 import random
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
+import psycopg2
 import pytest
 
 from llama_consciousness.errors import EmbeddingDimensionError
@@ -68,13 +72,24 @@ def pg(postgres_url):
         return graph
 
     yield store, new_graph
-    with store.conn, store.conn.cursor() as cur:
+    with sql_cursor(store.url) as cur:
         cur.execute("DELETE FROM lc_memory_vectors_4 WHERE graph = ANY(%s)", (graphs,))
     store.close()
 
 
+@contextmanager
+def sql_cursor(url: str) -> Iterator[Any]:
+    """A cursor on a connection of the test's own, in a transaction committed on success."""
+    conn = psycopg2.connect(url)
+    try:
+        with conn, conn.cursor() as cur:
+            yield cur
+    finally:
+        conn.close()
+
+
 def stored_row(store: PgVectorStore, graph: str, node_id: str) -> dict:
-    with store.conn, store.conn.cursor() as cur:
+    with sql_cursor(store.url) as cur:
         cur.execute(
             "SELECT node_id, level, citizen_id, embedding::text, energy, confidence, resolution_state,"
             " valid_at, invalid_at, created_at, expired_at, content_hash"
@@ -316,36 +331,61 @@ def test_repeated_id_in_one_batch_last_wins(pg):
     assert stored_row(store, graph, "dup")["energy"] == 0.9
 
 
-def test_threads_take_turns_on_the_connection(pg):
-    """One connection, one transaction at a time: another thread's statement waits for it,
-    instead of running inside it (and committing or rolling back half of it)."""
+def test_a_failed_transaction_is_rolled_back_and_invisible_meanwhile(pg):
+    """Each caller has its own pooled connection: a transaction in progress is not visible to another
+    caller (nor joined by it), and one that fails leaves nothing."""
     import threading
+
+    from llama_consciousness.storage.pgvector_store import _execute
 
     store, new_graph = pg
     graph = new_graph()
-    rng = random.Random(5)
-    store.upsert(graph, [node("first", random_vector(rng), created_at=at(0))])
+    store.upsert(graph, [node("first", random_vector(random.Random(5)), created_at=at(0))])
     inside, release = threading.Event(), threading.Event()
-    counted: list[int] = []
 
-    def writer() -> None:
-        with store._transaction() as cur:
-            cur.execute("DELETE FROM lc_memory_vectors_4 WHERE graph = %s", (graph,))
-            inside.set()
-            release.wait(5)
-            raise RuntimeError("roll this transaction back")
+    def work(cur, deadline):
+        _execute(cur, "BEGIN", None, deadline)
+        _execute(cur, "DELETE FROM lc_memory_vectors_4 WHERE graph = %s", (graph,), deadline)
+        inside.set()
+        release.wait(5)
+        raise RuntimeError("roll this transaction back")
 
-    def reader() -> None:
-        counted.append(store.count(graph))
-
-    w = threading.Thread(target=lambda: pytest.raises(RuntimeError, writer))
+    w = threading.Thread(target=lambda: pytest.raises(RuntimeError, store._call, "test", work))
     w.start()
-    inside.wait(5)
-    r = threading.Thread(target=reader)
-    r.start()
-    r.join(0.3)
-    assert r.is_alive()  # waits for the open transaction instead of joining it
+    assert inside.wait(5)
+    assert store.count(graph) == 1  # answered at once, without the open transaction's delete
     release.set()
     w.join(5)
-    r.join(5)
-    assert counted == [1]  # the delete was rolled back as a whole; the count saw none of it
+    assert store.count(graph) == 1
+
+
+def test_callers_beyond_the_pool_wait_for_a_connection_and_all_get_their_answer(postgres_url):
+    """64 threads on a pool of 2: nobody fails for want of a connection, every answer is its own."""
+    from tests.concurrency import at_once
+
+    store = PgVectorStore(postgres_url, dimension=4, pool_size=2)
+    graph = f"pgtest_{uuid.uuid4().hex[:12]}"
+    rng = random.Random(9)
+    try:
+        store.upsert(graph, [node(f"m{i}", random_vector(rng), created_at=at(0)) for i in range(40)])
+        queries = [random_vector(rng) for _ in range(8)]
+        alone = [store.search(graph, q, 5, TemporalWindow()) for q in queries]
+        rounds = at_once(lambda i: store.search(graph, queries[i % 8], 5, TemporalWindow()), 64, rounds=2)
+        assert all(found == alone[i % 8] for got in rounds for i, found in enumerate(got))
+        assert len(store._idle) <= 2
+    finally:
+        with sql_cursor(postgres_url) as cur:
+            cur.execute("DELETE FROM lc_memory_vectors_4 WHERE graph = %s", (graph,))
+        store.close()
+
+
+def test_connections_the_server_dropped_are_replaced_on_the_next_call(pg):
+    """A restarted server (here: every backend of the store terminated) costs no call an error."""
+    store, new_graph = pg
+    graph = new_graph()
+    store.upsert(graph, [node("kept", [1, 0, 0, 0], created_at=at(0))])
+    with sql_cursor(store.url) as cur:
+        cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
+    assert store.search(graph, [1, 0, 0, 0], 3, TemporalWindow()) == [("kept", pytest.approx(1.0))]
+    assert store.count(graph) == 1

@@ -119,8 +119,10 @@ def test_long_data_dir_moves_socket_to_short_path(data_root: Path) -> None:
         assert socket_path_for(deep / "falkordb", "falkordb.sock") == server.socket_path
         _write(server)
         assert _count(server) == 3
+        short_dir = server.socket_path.parent
     finally:
         server.stop()
+    assert not short_dir.exists()  # the short socket directory goes with the server
 
 
 def test_binary_that_fails_to_start_gives_clear_error(data_root: Path, tmp_path: Path) -> None:
