@@ -19,6 +19,7 @@ from typing import Any
 
 from falkordb import FalkorDB
 from redis import ConnectionPool, UnixDomainSocketConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
@@ -65,6 +66,27 @@ def _parse_backends(vector_backends: Mapping[str, str] | None) -> dict[str, str]
             raise ValueError(f"vector backend of {level} must be one of {VECTOR_BACKENDS}, not {backend!r}")
         backends[level] = backend
     return backends
+
+
+class _RevivingConnection(UnixDomainSocketConnection):
+    """A connection to the embedded server that starts the server again when it died.
+
+    Every read and write connects through here, so the first call after the
+    server died (retrieval, upsert, ingestion or a plain read) finds it
+    running again, with what it had persisted.
+    """
+
+    def __init__(self, *, revive: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._revive = revive
+
+    def connect_check_health(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            super().connect_check_health(*args, **kwargs)
+        except RedisConnectionError:
+            if not self._revive():
+                raise
+            super().connect_check_health(*args, **kwargs)
 
 
 class ConsciousnessMemory:
@@ -163,7 +185,7 @@ class ConsciousnessMemory:
             from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
 
             self._falkordb_server = EmbeddedFalkorDB(self.data_dir).start()
-            pool = ConnectionPool(connection_class=UnixDomainSocketConnection,
+            pool = ConnectionPool(connection_class=_RevivingConnection, revive=self._falkordb_server.revive,
                                   path=str(self._falkordb_server.socket_path), **options)
         return FalkorDB(connection_pool=pool)
 

@@ -69,6 +69,36 @@ def test_a_stalled_server_costs_the_timeout_once_and_the_next_call_answers(own_d
         server.stop(force=True)
 
 
+def _kill_server(memory: ConsciousnessMemory) -> int:
+    pid = memory._falkordb_server.pid
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    return pid
+
+
+def test_the_first_write_or_read_after_the_embedded_server_died_starts_it_again(own_dir: Path) -> None:
+    """Reproduced before: after the server died, every call of the same memory failed until it was reopened."""
+    with ConsciousnessMemory(data_dir=own_dir) as memory:
+        first, second, third = (_notes()[3 * i:3 * i + 3] for i in range(3))
+        memory.upsert(first)
+        memory.db.connection.execute_command("SAVE")
+        _kill_server(memory)
+        assert memory.upsert(second).nodes_created == 3  # a write first
+        memory.db.connection.execute_command("SAVE")
+        _kill_server(memory)
+        assert memory.get_node("m0", "N1", CITIZEN) is not None  # a read first
+        _kill_server(memory)
+        report = memory.ingest(third)  # an ingestion first
+        assert report.inserted == 3 and not report.rejected, report
+        assert [memory.get_node(n.node_id, n.level, n.citizen_id) is not None for n in _notes()] == [True] * 9
+
+
 def test_a_dead_embedded_server_is_started_again_with_its_data(own_dir: Path) -> None:
     with ConsciousnessMemory(data_dir=own_dir) as memory:
         memory.upsert(_notes())
@@ -76,15 +106,7 @@ def test_a_dead_embedded_server_is_started_again_with_its_data(own_dir: Path) ->
         retriever = SixWayHybridRetriever(memory, CITIZEN)
         question = RetrievalIntention(query_text="tide gauge", citizen_id=CITIZEN)
         assert len(_found(retriever.retrieve_stream(question))) == 9
-        pid = memory._falkordb_server.pid
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
+        pid = _kill_server(memory)
         stream = retriever.retrieve_stream(question)  # the next call, on the same objects
         assert all(lv.error is None for lv in stream.levels.values()), stream.levels
         assert len(_found(stream)) == 9
