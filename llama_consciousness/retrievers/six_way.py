@@ -194,8 +194,9 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
 
     def _neighbours_sync(self, targets: dict[str, list[str]], intention: RetrievalIntention,
                          memory_filter: MemoryFilter, deadline: float) -> dict[str, dict[str, list[MemoryNode]]]:
+        per_memory = self.config.neighbours_per_memory
         jobs = [(self._plans(level, intention).graph,
-                 ch.neighbours(self._plans(level, intention), node_ids, memory_filter, self.config.neighbours_per_memory))
+                 ch.neighbours(self._plans(level, intention), node_ids, memory_filter, per_memory))
                 for level, node_ids in targets.items()]
         found = run_interleaved(self.memory.db, jobs, remaining_ms(deadline))
         near: dict[str, dict[str, list[MemoryNode]]] = {}
@@ -256,7 +257,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                     continue
                 jobs.append((plans.graph, plan))
                 owners.append((out, (channel,), []))
-        for (out, channels, found), result in zip(owners, run_interleaved(self.memory.db, jobs, remaining_ms(deadline))):
+        results = run_interleaved(self.memory.db, jobs, remaining_ms(deadline))
+        for (out, channels, found), result in zip(owners, results):
             if isinstance(result, BaseException):
                 if found:  # the walk failed after the vector hits were in: only the graph channel failed
                     out.vector, channels = found[0], ("graph",)
