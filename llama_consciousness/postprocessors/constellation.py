@@ -146,11 +146,7 @@ class ConstellationPostprocessor(StreamPostprocessor):
         constellation = MemoryConstellation(primary=primary, supporting=supporting, contradicting=contradicting)
         constellation.synthesis = synthesize(constellation)
 
-        roles = {(level, citizen, primary.node_id): "direct_answer"}
-        for m in supporting:
-            roles[(level, citizen, m.node_id)] = "context"
-        for m in contradicting:
-            roles[(level, citizen, m.node_id)] = "exception"
+        roles = {(level, citizen, m.node_id): m.role for m in (primary, *supporting, *contradicting)}
         for node in nodes:
             role = roles.get(_key_of(node)) if node is retrieved.get(_key_of(node)) else None
             if role is None:
@@ -158,10 +154,6 @@ class ConstellationPostprocessor(StreamPostprocessor):
             else:
                 node.node.metadata[ROLE_KEY] = role
         return constellation
-
-    def _failed(self, nodes: list[NodeWithScore], exc: Exception) -> dict[str, list[LinkedMemory]]:
-        logger.warning("constellation: links of %s could not be read: %s", nodes[0].node.node_id, exc)
-        return {}
 
     def build(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow] = None) -> MemoryConstellation:
         """The constellation of ``nodes`` (roles written on them); ``window`` before the ``temporal_window`` field."""
@@ -174,7 +166,7 @@ class ConstellationPostprocessor(StreamPostprocessor):
             try:
                 linked = self.memory.level(level, citizen).run(plan)
             except (StorageError, LevelError) as exc:
-                linked = self._failed(nodes, exc)
+                logger.warning("constellation: links of %s could not be read: %s", nodes[0].node.node_id, exc)
         return self._assemble(nodes, linked)
 
     def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
