@@ -245,12 +245,9 @@ def generate_traversal_paths(
     """
     from llama_consciousness.schema.graph import TraversalPath
 
-    if current_goal is None and current_emotional_state is None and current_energy is None:
-        weight = None
-    else:
-        def weight(edge: Any) -> float:
-            return calculate_traversal_probability(edge, current_goal, current_emotional_state, current_energy)
-    adjacency = build_adjacency(graph.edges, directed=directed, weight=weight)
+    stored = current_goal is None and current_emotional_state is None and current_energy is None
+    adjacency = build_adjacency(graph.edges, directed=directed, weight=None if stored else (
+        lambda edge: calculate_traversal_probability(edge, current_goal, current_emotional_state, current_energy)))
     found: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[tuple, PathCandidate]] = {}
     for index, start in enumerate(dict.fromkeys(start_nodes)):
         for cand in dfs_with_probability(adjacency, start, max_path_length, max_paths, min_probability):
@@ -306,13 +303,8 @@ def coherence_of_similarities(similarities: Sequence[float | None]) -> float:
 
 def emotional_consistency(emotion_vectors: Sequence[Mapping[str, float] | None]) -> float:
     """Mean emotional cosine (canonical names) of consecutive nodes, in [0, 1] (a side without emotions: 0.5)."""
-    if len(emotion_vectors) < 2:
-        return 1.0
-    scores = [
-        cosine_similarity(a, b) if a and b else NEUTRAL
-        for a, b in zip(emotion_vectors, emotion_vectors[1:])
-    ]
-    return max(0.0, min(1.0, sum(scores) / len(scores)))
+    pairs = zip(emotion_vectors, emotion_vectors[1:])
+    return coherence_of_similarities([cosine_similarity(a, b) if a and b else None for a, b in pairs])
 
 
 def path_narrative(node_types: Sequence[str]) -> str:
