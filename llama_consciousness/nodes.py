@@ -1,18 +1,10 @@
 """Memories as LlamaIndex ``TextNode``s, so ingestion runs in an ``IngestionPipeline``.
 
-The mapping is plain on purpose, so that a user can build the nodes by hand:
-
-* ``node.id_`` is the memory's ``node_id``;
-* ``node.text`` is its ``description`` (what gets embedded, together with the name);
-* ``node.metadata`` holds every other field of :class:`MemoryNode` under its
-  own name (``name``, ``level``, ``energy``, ``emotion_vector``, ...), with
-  datetimes as ISO-8601 strings so the metadata stays JSON;
-* ``node.embedding`` is the embedding, when there is one.
-
-Transforms add their own keys under the ``lc_`` prefix (``lc_entities``,
-``lc_flags``, ...): they are instructions for the writer, not memory fields.
-Relationships travel as ``TextNode``s too, with ``metadata["kind"] ==
-"relationship"`` and the relationship's fields in the metadata.
+The mapping is plain, so that a user can build the nodes by hand: ``id_`` is the
+``node_id``, ``text`` the ``description``, ``metadata`` every other field under its
+own name (datetimes as ISO-8601 text), ``embedding`` the embedding.  Transforms
+add keys under the ``lc_`` prefix (instructions for the writer, not memory
+fields).  Relationships travel as ``TextNode``s with ``metadata["kind"] == "relationship"``.
 """
 
 from __future__ import annotations
@@ -40,11 +32,7 @@ _HIDDEN_FROM_TEXT = [
 
 
 def _drop_defaulted_times(model: Any, data: dict[str, Any]) -> None:
-    """Leave out times the caller never gave.
-
-    The writer must tell "not given" (keep what is stored) from "given"
-    (write it), or re-ingesting a memory would move its creation to today.
-    """
+    """Leave out times the caller never gave: re-ingesting a memory must not move its creation to today."""
     for name in defaulted_times(model):
         data.pop(name, None)
 
@@ -53,7 +41,7 @@ def memory_to_text_node(memory: MemoryNode) -> TextNode:
     """A memory as a ``TextNode`` (see the module docstring for the mapping)."""
     data = memory.model_dump(mode="json", exclude={"embedding", "description"})
     _drop_defaulted_times(memory, data)
-    node = TextNode(
+    return TextNode(
         id_=memory.node_id,
         text=memory.description,
         metadata=data,
@@ -61,7 +49,6 @@ def memory_to_text_node(memory: MemoryNode) -> TextNode:
         excluded_embed_metadata_keys=[k for k in data if k != "name"],
         excluded_llm_metadata_keys=list(_HIDDEN_FROM_TEXT),
     )
-    return node
 
 
 def relationship_to_text_node(relationship: ConsciousnessRelationship) -> TextNode:
@@ -85,24 +72,14 @@ def record_text_node(
     excluded_embed_metadata_keys: list[str] | None = None,
     excluded_llm_metadata_keys: list[str] | None = None,
 ) -> TextNode:
-    """A ``TextNode`` for data this package made itself, without pydantic's checks.
+    """A ``TextNode`` for data this package made itself (of the fields' types), without pydantic's checks.
 
-    Why: validating a TextNode copies its metadata and checks every float of
-    its embedding, which for a parsed memory file or a chunk back from the
-    ingestion worker cost more than the step it fed.  The arguments must be
-    what the fields' types say (a ``str`` id and text, a ``dict``, a list of
-    floats, lists of keys); the node is otherwise a normal TextNode, with
-    fresh containers of its own.  The retrievers use it too, for the nodes
-    they build from stored memories.
+    Validating copies the metadata and checks every float of the embedding, which for a parsed memory
+    file or a chunk back from the ingestion worker cost more than the step it fed.
     """
-    fields = dict(_TEMPLATE_FIELDS)
-    fields["id_"] = node_id
-    fields["text"] = text
-    fields["metadata"] = metadata
-    fields["embedding"] = embedding
-    fields["relationships"] = {}
-    fields["excluded_embed_metadata_keys"] = list(excluded_embed_metadata_keys or ())
-    fields["excluded_llm_metadata_keys"] = list(excluded_llm_metadata_keys or ())
+    fields = {**_TEMPLATE_FIELDS, "id_": node_id, "text": text, "metadata": metadata, "embedding": embedding,
+              "relationships": {}, "excluded_embed_metadata_keys": list(excluded_embed_metadata_keys or ()),
+              "excluded_llm_metadata_keys": list(excluded_llm_metadata_keys or ())}
     return trusted_model(TextNode, fields, _TEMPLATE.__pydantic_fields_set__)
 
 
@@ -116,10 +93,8 @@ def record_fields(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def text_node_to_memory(node: BaseNode, fields: dict[str, Any] | None = None) -> MemoryNode:
-    """The memory a ``TextNode`` describes (raises pydantic's ValidationError if invalid).
-
-    ``fields``: ``record_fields(node.metadata)`` when the caller has it already (it is used up).
-    """
+    """The memory a ``TextNode`` describes (pydantic's ValidationError if invalid); ``fields``: the node's
+    ``record_fields`` when the caller has them already (they are used up)."""
     data = record_fields(node.metadata) if fields is None else fields
     data.setdefault("node_id", node.node_id)
     data["description"] = node.get_content(metadata_mode="none")
@@ -139,15 +114,9 @@ def memory_text(node: MemoryNode) -> str:
 
 
 def embedding_text(node: BaseNode) -> str:
-    """``memory_text`` of the memory a validated node describes, mostly without building the model.
-
-    Why: building the model only to read its name and description cost
-    a fifth of the worker's time per memory.  The model strips whitespace
-    from the name (pydantic's rule, which differs from ``str.strip`` for a
-    few control characters); a name whose ends are plain ASCII characters,
-    almost every name, is stripped by neither, and any other goes through
-    the model, so every text is exactly the one the model would give.
-    """
+    """``memory_text`` of the memory a validated node describes, mostly without building the model (a fifth
+    of the worker's time per memory).  A name whose ends are plain ASCII is stripped neither by pydantic nor by
+    ``str.strip``; any other goes through the model, so every text is the one the model would give."""
     name = node.metadata.get("name")
     if type(name) is str and name and _plain(name[0]) and _plain(name[-1]):
         return f"{name}\n{node.get_content(metadata_mode=MetadataMode.NONE)}".strip()

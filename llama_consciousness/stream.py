@@ -1,10 +1,4 @@
-"""Assembling the consciousness stream from the channels' results.
-
-The stream is the spec's answer to an intention: per level, what the vector,
-graph (and keyword) channels found and the relationships met, plus a
-summary of the retrieved state.  Postprocessors (activation tiers,
-traversal graph, dissonances, validation) extend it later.
-"""
+"""Assembling the consciousness stream from the channels' results (postprocessors extend it later)."""
 
 from __future__ import annotations
 
@@ -26,16 +20,11 @@ from llama_consciousness.scoring.energy import calculate_energy_feedback_potenti
 from llama_consciousness.temporal import TemporalWindow, is_visible
 
 
-
-def unique_nodes(levels: dict[str, ConsciousnessLevelResults]) -> list[ConsciousnessNode]:
-    """Every retrieved memory once, in concatenation order."""
-    seen: set[str] = set()
-    out: list[ConsciousnessNode] = []
-    for results in levels.values():
-        for node in (*results.vector_results, *results.graph_results, *results.keyword_results):
-            if node.node_id not in seen:
-                seen.add(node.node_id)
-                out.append(node)
+def _unique(nodes: Iterable[ConsciousnessNode]) -> dict[str, ConsciousnessNode]:
+    """Each memory once (its first node), in order."""
+    out: dict[str, ConsciousnessNode] = {}
+    for node in nodes:
+        out.setdefault(node.node_id, node)
     return out
 
 
@@ -51,20 +40,13 @@ def emotional_themes(nodes: Iterable[ConsciousnessNode], top: int = 5) -> list[s
 def generate_consciousness_summary(
     levels: dict[str, ConsciousnessLevelResults], retrieved_at: datetime | None = None
 ) -> ConsciousnessSummary:
-    """The spec's summary: energy, emotions, confidence, time span, level counts.
-
-    ``active_vs_historical_ratio`` is the share of retrieved memories that
-    are current right now (valid and believed): 1.0 for a current-mode
-    retrieval, lower when evolution or history brings superseded versions.
-    An empty retrieval spans the instant it happened.
-    """
+    """The spec's summary; ``active_vs_historical_ratio`` is the share of memories current right now (1.0 for a
+    current-mode retrieval, lower when evolution or history brings superseded versions)."""
     at = retrieved_at or utcnow()
-    nodes = unique_nodes(levels)
+    per_level = {key: _unique([*r.vector_results, *r.graph_results, *r.keyword_results]) for key, r in levels.items()}
+    nodes = list(_unique(n for found in per_level.values() for n in found.values()).values())
+    counts = {key: len(per_level.get(key, ())) for key in LEVEL_KEYS.values()}
     now = TemporalWindow(now=at)
-    counts = {key: 0 for key in LEVEL_KEYS.values()}
-    for key, results in levels.items():
-        counts[key] = len({n.node_id for n in (*results.vector_results, *results.graph_results,
-                                               *results.keyword_results)})
     total = len(nodes)
     return ConsciousnessSummary(
         dominant_energy=sum(n.energy for n in nodes) / total if total else 0.0,
@@ -80,10 +62,6 @@ def generate_consciousness_summary(
     )
 
 
-def all_relationships(levels: dict[str, ConsciousnessLevelResults]) -> list[ConsciousnessRelationship]:
-    return [r for results in levels.values() for r in results.relationships]
-
-
 def assemble_stream(
     intention_id: str,
     levels: dict[str, ConsciousnessLevelResults],
@@ -97,7 +75,8 @@ def assemble_stream(
         intention_id=intention_id,
         retrieved_at=retrieved_at,
         levels=levels,
-        energy_feedback_potential=calculate_energy_feedback_potential(all_relationships(levels)),
+        energy_feedback_potential=calculate_energy_feedback_potential(
+            [r for results in levels.values() for r in results.relationships]),
         consciousness_summary=generate_consciousness_summary(levels, retrieved_at),
         retrieval_latency_ms=latency_ms,
         query_count=query_count,

@@ -1,17 +1,9 @@
 """What every consciousness postprocessor shares: one method, ``process``.
 
-Each postprocessor is an ordinary LlamaIndex ``BaseNodePostprocessor``: it
-works on a list of ``NodeWithScore`` in any query engine, reading the
-memory from ``node.metadata`` (the retriever puts every field of the
-memory there, plus ``level``, ``retrieval_source(s)`` and
-``relevance_score``).
-
-A postprocessor whose result belongs on the spec's stream (activation
-tiers, traversal graph, dissonances, validation report, constellation)
-returns it from :meth:`StreamPostprocessor.process` together with the
-nodes, as the stream fields it fills.  Nothing of one call is kept on the
-postprocessor: one instance serves many threads and conversations at once,
-and a result read back from ``self`` could be another caller's.
+Each is an ordinary LlamaIndex ``BaseNodePostprocessor`` reading the memory from
+``node.metadata``; what belongs on the spec's stream is returned by
+:meth:`StreamPostprocessor.process` with the nodes.  Nothing of one call is kept
+on the postprocessor: a result read back from ``self`` could be another caller's.
 """
 
 from __future__ import annotations
@@ -33,11 +25,7 @@ _MEMORY_FIELDS = tuple(name for name in MemoryNode.model_fields if name != "embe
 
 
 def memory_of(node: NodeWithScore) -> MemoryNode:
-    """The memory a retrieved node carries, validated from its metadata.
-
-    Validated afresh on every call: code between two steps may have edited
-    the metadata, and a model remembered from before would hide the edit.
-    """
+    """The memory a retrieved node carries, validated afresh from its metadata (code between two steps may edit it)."""
     text_node = node.node
     meta = text_node.metadata
     data = {name: meta[name] for name in _MEMORY_FIELDS if meta.get(name) is not None}
@@ -54,11 +42,7 @@ def consciousness_node_of(node: NodeWithScore) -> ConsciousnessNode:
 
 
 def hide_from_text(node: NodeWithScore, keys: Sequence[str]) -> None:
-    """Keep bookkeeping ``keys`` a postprocessor wrote out of the node's embedding and LLM texts.
-
-    Scores and counts mean nothing in a prompt or an embedding text; the
-    metadata keeps them for code downstream.
-    """
+    """Keep bookkeeping ``keys`` (scores, counts) out of the node's embedding and LLM texts."""
     for excluded in (node.node.excluded_embed_metadata_keys, node.node.excluded_llm_metadata_keys):
         excluded.extend(k for k in dict.fromkeys(keys) if k not in excluded)
 
@@ -77,10 +61,8 @@ class StepResult(NamedTuple):
 class StreamPostprocessor(BaseNodePostprocessor):
     """A node postprocessor whose result can also complete a consciousness stream.
 
-    Subclasses implement :meth:`process`.  ``intention`` is the
-    ``RetrievalIntention`` or ``StateBasedRetrieval`` of the call when the
-    caller has one (``complete_stream`` does; a query engine does not, and
-    then what a step needs is read from the nodes' metadata and the query).
+    ``intention`` of :meth:`process` is the call's request when the caller has one (``complete_stream``
+    does; a query engine does not, and then a step reads the nodes' metadata and the query).
     """
 
     def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,

@@ -1,31 +1,15 @@
 """``ConstellationPostprocessor``: the memory constellation of spec 004.
 
-The top retrieved memory is the ``primary`` (role ``direct_answer``); the
-memories linked to it by SUPPORTS (either direction) are ``supporting``
-(role ``context``) and those linked by CONTRADICTS are ``contradicting``
-(role ``exception``); :func:`synthesize` renders the spec's one-liner
-``"Primary: X | Supported by: Y, Z | Note: Conflicting info in W"``.
-
-* The primary is the **first** node of the list: the order the pipeline
-  produced (run this after any reranking postprocessor).
-* Links are looked up in the primary's own level graph (links never cross
-  graphs).  Linked memories that were retrieved too keep their retrieval
-  score; with ``fetch_linked`` the others are read from the graph
-  (``retrieved=False``, ``score=None``), without it only retrieved ones
-  count.  Strongest links first (energy, then confidence), at most
-  ``max_supporting`` / ``max_contradicting``.  A memory linked both ways
-  counts as contradicting only: the conflict is what the reader must see.
-* Linked memories and the links themselves must be visible in
-  ``temporal_window``; without one, in the intention's window when
-  :meth:`~ConstellationPostprocessor.process` is given an intention (so an
-  evolution retrieval sees the supporters it saw), else ``current`` at the
-  time of the call, so an expired belief is not offered as support.
-* Retrieved members get ``metadata["constellation_role"]``; the node list
-  is returned unchanged otherwise (no node is added or removed).
-
-The constellation is the step's ``constellation`` stream field
-(:meth:`~ConstellationPostprocessor.build` returns it too).  Nothing of a
-call is kept on the postprocessor.
+The first node (run this after any reranking) is the ``primary`` (role
+``direct_answer``); memories linked to it by SUPPORTS (either direction) are
+``supporting`` (``context``), by CONTRADICTS ``contradicting`` (``exception``; a
+memory linked both ways counts as contradicting only: the conflict is what the
+reader must see).  Links are read in the primary's own level graph, strongest
+first; with ``fetch_linked`` unretrieved linked memories join (``retrieved=False``,
+``score=None``).  Linked memories and links must be visible in
+``temporal_window``, else in the intention's window, else ``current`` (an expired
+belief is not offered as support).  Retrieved members get
+``metadata["constellation_role"]``; the node list is otherwise unchanged.
 """
 
 from __future__ import annotations
@@ -56,10 +40,7 @@ _Key = tuple[Optional[str], Optional[str], str]  # (level, citizen for N1, node_
 
 
 def synthesize(constellation: MemoryConstellation) -> str:
-    """``"Primary: X | Supported by: Y, Z | Note: Conflicting info in W"``, empty parts left out.
-
-    Names are the memories' names; no primary gives ``""``.
-    """
+    """``"Primary: X | Supported by: Y, Z | Note: Conflicting info in W"``, empty parts left out."""
     if constellation.primary is None:
         return ""
     parts = [f"Primary: {constellation.primary.name}"]
@@ -93,11 +74,7 @@ def _member(node: NodeWithScore, role: str, link: Optional[LinkedMemory] = None)
 
 
 class ConstellationPostprocessor(StreamPostprocessor):
-    """Builds primary / supporting / contradicting / synthesis around the top memory.
-
-    Nothing of a call is kept on the instance: one postprocessor may serve
-    many threads at once, and each call's constellation is in what it returns.
-    """
+    """Builds primary / supporting / contradicting / synthesis around the top memory."""
 
     memory: SkipValidation[MemoryReader] = Field(exclude=True,
                                                  description="The memory the nodes were retrieved from.")
@@ -117,8 +94,6 @@ class ConstellationPostprocessor(StreamPostprocessor):
     @classmethod
     def class_name(cls) -> str:
         return "ConstellationPostprocessor"
-
-    # -- the pieces -----------------------------------------------------------------
 
     def _plan(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow]) -> Optional[Plan]:
         """The graph lookup for the primary's links (None when there is nothing to look up)."""
@@ -171,11 +146,7 @@ class ConstellationPostprocessor(StreamPostprocessor):
         constellation = MemoryConstellation(primary=primary, supporting=supporting, contradicting=contradicting)
         constellation.synthesis = synthesize(constellation)
 
-        roles = {(level, citizen, primary.node_id): "direct_answer"}
-        for m in supporting:
-            roles[(level, citizen, m.node_id)] = "context"
-        for m in contradicting:
-            roles[(level, citizen, m.node_id)] = "exception"
+        roles = {(level, citizen, m.node_id): m.role for m in (primary, *supporting, *contradicting)}
         for node in nodes:
             role = roles.get(_key_of(node)) if node is retrieved.get(_key_of(node)) else None
             if role is None:
@@ -184,18 +155,8 @@ class ConstellationPostprocessor(StreamPostprocessor):
                 node.node.metadata[ROLE_KEY] = role
         return constellation
 
-    def _failed(self, nodes: list[NodeWithScore], exc: Exception) -> dict[str, list[LinkedMemory]]:
-        logger.warning("constellation: links of %s could not be read: %s", nodes[0].node.node_id, exc)
-        return {}
-
-    # -- entry points ---------------------------------------------------------------
-
     def build(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow] = None) -> MemoryConstellation:
-        """The constellation of ``nodes`` (roles are written on them).
-
-        ``window``: the one linked memories must be visible in, before the
-        ``temporal_window`` field (None: the field's, else ``current``).
-        """
+        """The constellation of ``nodes`` (roles written on them); ``window`` before the ``temporal_window`` field."""
         if not nodes:
             return MemoryConstellation()
         linked: dict[str, list[LinkedMemory]] = {}
@@ -205,16 +166,12 @@ class ConstellationPostprocessor(StreamPostprocessor):
             try:
                 linked = self.memory.level(level, citizen).run(plan)
             except (StorageError, LevelError) as exc:
-                linked = self._failed(nodes, exc)
+                logger.warning("constellation: links of %s could not be read: %s", nodes[0].node.node_id, exc)
         return self._assemble(nodes, linked)
 
     def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
                 intention: Any = None) -> StepResult:
-        """The nodes unchanged (roles written) and ``{"constellation": constellation}``.
-
-        Without a ``temporal_window`` field, linked memories are taken from
-        the intention's window, as the retrieved ones were.
-        """
+        """The nodes unchanged (roles written) and ``{"constellation": constellation}``."""
         window = None
         if self.temporal_window is None and getattr(intention, "temporal_mode", None):
             window = TemporalWindow.from_intention(intention)

@@ -1,23 +1,13 @@
 """``TemporalDissonancePostprocessor``: mark corrected beliefs among the retrieved memories.
 
-Detection itself is :func:`llama_consciousness.scoring.dissonance.detect_temporal_dissonances`;
-this postprocessor runs it on the retrieved nodes and
-
-* writes ``metadata["temporal_dissonance"] = {"type": ..., "role": ...,
-  "belief_id": ...}`` on the nodes involved (``role`` is ``"original"`` for
-  the version that was corrected, ``"correction"`` for the one that
-  corrected it; a middle version of a chain v1 -> v2 -> v3 is marked by its
-  later transition, as the ``"original"`` that v3 corrected);
-* returns the dissonances as the stream's ``temporal_dissonances`` (:meth:`process`).
-
-The node list itself is returned unchanged (same nodes, same order).
-
-The temporal mode matters: only ``evolution`` and ``full_history`` report
-dissonances.  A node postprocessor in a query engine does not see the
-intention, so ``temporal_mode`` is a field; left ``None`` it means the mode
-the intention's when there is one, else the one the six-way retriever
-recorded on the nodes (``metadata["temporal_mode"]``, ``"current"`` when
-absent).
+Runs :func:`llama_consciousness.scoring.dissonance.dissonance_pairs` on the nodes,
+writes ``metadata["temporal_dissonance"] = {"type", "role", "belief_id"}`` on the
+versions involved (``role`` ``"original"`` for the corrected one, ``"correction"``
+for the one after it; a middle version of v1 -> v2 -> v3 is marked by its later
+transition) and returns the dissonances as the stream's ``temporal_dissonances``.
+Only ``evolution`` and ``full_history`` report any.  A postprocessor in a query
+engine does not see the intention: the mode is the ``temporal_mode`` field, else
+the intention's, else the one the retriever recorded on the nodes.
 """
 
 from __future__ import annotations
@@ -40,24 +30,14 @@ METADATA_KEY = "temporal_dissonance"
 
 
 def nodes_temporal_mode(nodes: list[NodeWithScore]) -> str:
-    """The temporal mode the retriever recorded on the nodes (``metadata["temporal_mode"]``).
-
-    Inside a query engine a postprocessor never sees the intention; the
-    six-way retriever writes its mode on every node so the dissonance
-    detector still knows whether versions were asked for.
-    """
+    """The temporal mode the retriever recorded on the nodes (``"current"`` when none or several)."""
     modes = {n.node.metadata.get("temporal_mode") for n in nodes} - {None}
     return modes.pop() if len(modes) == 1 else "current"
 
 
 def intention_temporal_mode(intention: Any) -> str:
-    """The temporal mode an intention asks for (``"current"`` when it names none).
-
-    A ``StateBasedRetrieval`` has no temporal mode: it looks at what is
-    believed now, so it counts as ``current``.
-    """
-    mode = getattr(intention, "temporal_mode", None)
-    return mode if mode else "current"
+    """The temporal mode an intention asks for (``"current"`` when it names none, as a state)."""
+    return getattr(intention, "temporal_mode", None) or "current"
 
 
 class TemporalDissonancePostprocessor(StreamPostprocessor):
@@ -107,11 +87,7 @@ class TemporalDissonancePostprocessor(StreamPostprocessor):
 
     def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
                 intention: Any = None) -> StepResult:
-        """Mark the versions that form dissonances; the stream gets ``temporal_dissonances``.
-
-        The mode is this postprocessor's ``temporal_mode``, else the
-        intention's, else the one the retriever recorded on the nodes.
-        """
+        """Mark the versions that form dissonances; the stream gets ``temporal_dissonances``."""
         mode = self.temporal_mode or (intention_temporal_mode(intention) if intention is not None
                                       else nodes_temporal_mode(nodes))
         return StepResult(nodes, {"temporal_dissonances": self.detect(nodes, mode)})

@@ -1,15 +1,9 @@
 """The complete consciousness stream: a retrieval's stream, then every postprocessor.
 
-The retriever's own stream holds what the channels found (levels,
-relationships, summary, energy feedback).  The spec's final structure also
-wants activation tiers, the traversal graph, temporal dissonances, the
-metadata validation report and (spec 004) the constellation; each comes
-from one postprocessor.  They run in an order where each can use what the
-previous ones wrote:
-
-    quality (completeness) -> ranker (uses completeness) -> tiers (uses the
-    ranking) -> dissonances -> traversal graph (uses the tiers) ->
-    constellation (uses the top memory)
+Each postprocessor fills one part of the spec's final structure, in an order
+where each can use what the previous ones wrote: quality (completeness) ->
+ranker (uses completeness) -> tiers (uses the ranking) -> dissonances ->
+traversal graph (uses the tiers) -> constellation (uses the top memory).
 """
 
 from __future__ import annotations
@@ -55,8 +49,7 @@ def complete_stream(
 ) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
     """Run the postprocessors over a retrieval's nodes; each one's result goes on the stream.
 
-    Any LlamaIndex postprocessor may be in the chain: one that is not a
-    :class:`StreamPostprocessor` only changes the nodes.
+    A LlamaIndex postprocessor that is not a ``StreamPostprocessor`` only changes the nodes.
     """
     started = time.perf_counter()
     bundle = QueryBundle(getattr(intention, "query_text", "") or "")

@@ -1,33 +1,13 @@
-"""``MetadataQualityPostprocessor``: grade the metadata of what was retrieved.
+"""``MetadataQualityPostprocessor``: grade the metadata of what was retrieved (the spec's validation in retrieval).
 
-The spec's "Validation in Retrieval Pipeline": every retrieved memory is
-checked with :func:`~llama_consciousness.scoring.validation.validate_consciousness_node`
-(REQUIRED fields missing or invalid are errors, IMPORTANT ones missing are
-warnings) and the stream carries a :class:`MetadataValidationReport` so the
-Mind can judge how far to trust its context.
-
-On each node it writes ``metadata["metadata_completeness"]`` (share of the
-listed fields present), ``metadata["metadata_valid"]`` (no errors),
-``metadata["metadata_warnings"]`` and ``metadata["metadata_errors"]``
-(counts).  With ``drop_invalid`` the memories with errors are removed (the
-spec's "only fully-valid memories" request); the report still describes
-every memory that was retrieved, dropped ones included.
-
-Validation reads the raw metadata, not a re-built ``MemoryNode``: a model
-would fill defaults (``resolution_state="in_progress"``) and hide exactly
-the gaps this is meant to show, and it would reject nodes that lack
-``energy`` instead of grading them.
-
-Report conventions (the spec leaves them open):
-
-* ``fully_valid_memories``: memories without errors (all REQUIRED fields
-  present and valid, the spec's comment); ``fully_valid + with_errors ==
-  total``, and ``memories_with_warnings`` overlaps both.
-* ``incomplete_memory_ids``: the node ids (LlamaIndex ids, ``"<level>:<node_id>"``
-  for the six-way retriever's nodes) of the memories with errors.
-* No memories: ``total_memories=0``, ``average_completeness=1.0`` and grade
-  ``"excellent"`` (nothing retrieved has bad metadata; the spec's formula
-  would divide by zero).
+Each node is checked with :func:`~llama_consciousness.scoring.validation.validate_consciousness_node`
+and gets ``metadata_completeness``, ``metadata_valid``, ``metadata_warnings`` and
+``metadata_errors`` (counts) in its metadata; the stream gets a
+:class:`MetadataValidationReport` over every node retrieved (``drop_invalid``
+removes the memories with errors, but the report still counts them).
+Validation reads the raw metadata, not a rebuilt ``MemoryNode``: a model would
+fill defaults and hide exactly the gaps this is meant to show.  With no
+memories the report is ``average_completeness=1.0``, grade ``"excellent"``.
 """
 
 from __future__ import annotations
@@ -53,11 +33,8 @@ _GRADED = tuple(dict.fromkeys(NODE_REQUIRED + NODE_IMPORTANT + NODE_CONDITIONAL)
 
 
 def validate_retrieved_node(node: NodeWithScore) -> ValidationResult:
-    """``validate_consciousness_node`` on the memory a retrieved node carries.
-
-    Only the graded fields are read (the tiers look at nothing else): a
-    stream grades a hundred nodes of forty fields each.
-    """
+    """``validate_consciousness_node`` on the graded fields of a retrieved node (a stream grades a hundred
+    nodes of forty fields each)."""
     meta = node.node.metadata
     data = {f: meta[f] for f in _GRADED if f in meta}
     if data.get("node_id") is None:
@@ -84,16 +61,6 @@ def build_validation_report(
     )
 
 
-def annotate(node: NodeWithScore, result: ValidationResult) -> None:
-    """Write the node's validation outcome into its metadata."""
-    meta = node.node.metadata
-    meta["metadata_completeness"] = result.metadata_completeness
-    meta["metadata_valid"] = result.valid
-    meta["metadata_warnings"] = len(result.warnings)
-    meta["metadata_errors"] = len(result.errors)
-    hide_from_text(node, QUALITY_KEYS)  # bookkeeping for the pipeline
-
-
 class MetadataQualityPostprocessor(StreamPostprocessor):
     """Validates each retrieved memory's metadata and reports the overall grade."""
 
@@ -105,17 +72,14 @@ class MetadataQualityPostprocessor(StreamPostprocessor):
     def class_name(cls) -> str:
         return "MetadataQualityPostprocessor"
 
-    def assess(self, nodes: list[NodeWithScore]) -> tuple[MetadataValidationReport, list[NodeWithScore]]:
-        """Annotate ``nodes`` (in place); the report and the nodes to keep."""
-        results = [validate_retrieved_node(n) for n in nodes]
-        for node, result in zip(nodes, results):
-            annotate(node, result)
-        report = build_validation_report(results, [n.node.node_id for n in nodes])
-        kept = [n for n, r in zip(nodes, results) if r.valid or not self.drop_invalid]
-        return report, kept
-
     def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
                 intention: Any = None) -> StepResult:
-        """The nodes kept; the stream's ``metadata_validation`` counts every node given, dropped ones too."""
-        report, kept = self.assess(nodes)
+        """The nodes kept (annotated); the stream's ``metadata_validation`` counts every node given."""
+        results = [validate_retrieved_node(n) for n in nodes]
+        for node, result in zip(nodes, results):
+            node.node.metadata.update(metadata_completeness=result.metadata_completeness, metadata_valid=result.valid,
+                                      metadata_warnings=len(result.warnings), metadata_errors=len(result.errors))
+            hide_from_text(node, QUALITY_KEYS)  # bookkeeping for the pipeline
+        kept = [n for n, r in zip(nodes, results) if r.valid or not self.drop_invalid]
+        report = build_validation_report(results, [n.node.node_id for n in nodes])
         return StepResult(kept, {"metadata_validation": report})

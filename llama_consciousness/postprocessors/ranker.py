@@ -1,39 +1,16 @@
 """``ConsciousnessRanker``: the spec's consciousness-aware ranking as a node postprocessor.
 
-The spec prefers letting the LLM weigh the metadata, and keeps an
-algorithmic ranking for when the results must be cut down first (Component
-5, "Alternative: Pre-LLM Algorithmic Ranking").  This postprocessor is that
-ranking, usable in any LlamaIndex query engine:
-
-* the base score is ``node.score`` (the retriever's relevance; the
-  ``relevance_score`` metadata when the score is missing),
-* energy, confidence, the emotion vector and the metadata completeness come
-  from ``node.metadata`` (where the six-way retriever puts every field of the
-  memory); completeness is the metadata value when there is one (e.g.
-  written by ``MetadataQualityPostprocessor``), else it is computed with
-  :func:`~llama_consciousness.scoring.validation.validate_consciousness_node`,
-* emotional resonance is the cosine of the memory's emotions with the
-  query's emotional intent - read offline with the lexicon of
-  :mod:`llama_consciousness.scoring.emotional_intent`, or asked of an LLM
-  (``emotion_source="llm"``) with the lexicon as the fallback on any failure,
-* the score is :func:`~llama_consciousness.scoring.ranking.consciousness_adjusted_score`.
-
-On each node it writes ``metadata["consciousness_adjusted_score"]``,
-``metadata["emotional_resonance"]``, ``metadata["priority_score"]`` and
-``metadata["ranking_base_score"]`` (the score it started from, so ranking a
-node twice does not add the adjustments twice), sets ``node.score`` to the
-adjusted score, and returns the nodes sorted by it (ties keep their order).
-
-Missing energy or confidence count as 0.0 (no evidence, no boost; the
-completeness penalty already marks the gap).  Values outside [0, 1] are
-clamped and non-numbers ignored, so one badly written memory cannot poison
-the order.
-
-With an intention (``process(nodes, bundle, intention)``, as
-``complete_stream`` calls it), what the query text cannot say - a
-``RetrievalIntention``'s ``required_emotions`` (at the lexicon's base
-intensity) and a ``StateBasedRetrieval``'s ``current_emotions`` - joins the
-query's emotions.  The ranking's result is the order of the nodes.
+The spec's pre-LLM algorithmic ranking (Component 5), for when results must be
+cut down before the LLM weighs them.  The base is ``node.score`` (else the
+``relevance_score`` metadata); energy, confidence, emotions and completeness come
+from the metadata (completeness computed when no earlier step wrote it); the
+query's emotional intent comes from the offline lexicon or an LLM (the lexicon
+on any failure), merged with what the intention states (``required_emotions`` at
+the lexicon's base intensity, a state's ``current_emotions``).  Each node gets
+the ranking keys in its metadata, ``ranking_base_score`` included so that ranking
+twice does not add the adjustments twice.  Missing energy or confidence count as
+0.0; values outside [0, 1] are clamped and non-numbers ignored, so one badly
+written memory cannot poison the order.
 """
 
 from __future__ import annotations
@@ -50,7 +27,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor, hide_from_text, query_text
 from llama_consciousness.postprocessors.quality import validate_retrieved_node
 from llama_consciousness.scoring.emotional_intent import BASE_INTENSITY, extract_emotional_intent
-from llama_consciousness.scoring.emotions import canonical_emotion
+from llama_consciousness.scoring.emotions import canonical_vector
 from llama_consciousness.scoring.ranking import (
     calculate_emotional_similarity,
     consciousness_adjusted_score,
@@ -75,20 +52,21 @@ DEFAULT_EMOTION_PROMPT = (
 )
 
 
-# -- pure helpers -------------------------------------------------------------------
-
-
-def _unit(value: Any) -> Optional[float]:
-    """``value`` as a float clamped to [0, 1]; None when it is not a finite number."""
+def _number(value: Any) -> Optional[float]:
+    """``value`` as a float; None when it is not a finite number."""
     if isinstance(value, bool) or value is None:
         return None
     try:
         number = float(value)
     except (TypeError, ValueError):
         return None
-    if not math.isfinite(number):
-        return None
-    return max(0.0, min(1.0, number))
+    return number if math.isfinite(number) else None
+
+
+def _unit(value: Any) -> Optional[float]:
+    """``value`` as a float clamped to [0, 1]; None when it is not a finite number."""
+    number = _number(value)
+    return None if number is None else max(0.0, min(1.0, number))
 
 
 def _clean_vector(value: Any) -> dict[str, float]:
@@ -109,12 +87,10 @@ def _clean_vector(value: Any) -> dict[str, float]:
 
 
 def parse_emotion_json(text: str) -> dict[str, float]:
-    """The emotion vector an LLM answered (canonical names, intensities in [0, 1]).
+    """The emotion vector an LLM answered (canonical names, intensities in [0, 1]), from its outermost ``{...}``.
 
-    Takes the outermost ``{...}`` of the answer (models like to add prose or
-    code fences).  Raises ``ValueError`` when there is no JSON object or an
-    entry is not ``name: number`` - the caller then falls back to the lexicon
-    rather than rank with half an answer.
+    Raises ``ValueError`` when there is no JSON object or an entry is not ``name: number``:
+    the caller then falls back to the lexicon rather than rank with half an answer.
     """
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
@@ -122,42 +98,27 @@ def parse_emotion_json(text: str) -> dict[str, float]:
     data = json.loads(text[start:end + 1])
     if not isinstance(data, dict):
         raise ValueError(f"the LLM answer is not a JSON object: {data!r}")
-    out: dict[str, float] = {}
     for name, intensity in data.items():
-        number = _unit(intensity)
-        if not isinstance(name, str) or not name.strip() or number is None:
+        if not isinstance(name, str) or not name.strip() or _unit(intensity) is None:
             raise ValueError(f"bad emotion entry in the LLM answer: {name!r}: {intensity!r}")
-        key = canonical_emotion(name)
-        out[key] = max(out.get(key, 0.0), number)
-    return dict(sorted(out.items()))
+    return _merge({name: _unit(intensity) for name, intensity in data.items()})
 
 
 def intention_emotions(intention: Any) -> dict[str, float]:
-    """The emotions an intention states outright (canonical names).
+    """The emotions an intention states outright (canonical names): ``required_emotions`` at the
+    lexicon's base intensity, as if the query had named them, ``current_emotions`` at their own."""
+    required = getattr(intention, "required_emotions", None) or []
+    return _merge({name: BASE_INTENSITY for name in required if isinstance(name, str) and name.strip()},
+                  _clean_vector(getattr(intention, "current_emotions", None)))
 
-    ``required_emotions`` (a list of names) count at the lexicon's base
-    intensity, as if the query had named them; ``current_emotions`` (a
-    ``StateBasedRetrieval``'s emotion vector) count at their own intensity.
-    """
+
+def _merge(*vectors: Mapping[str, float]) -> dict[str, float]:
+    """The vectors by canonical name, each emotion at its strongest."""
     out: dict[str, float] = {}
-    for name in getattr(intention, "required_emotions", None) or []:
-        if isinstance(name, str) and name.strip():
-            key = canonical_emotion(name)
-            out[key] = max(out.get(key, 0.0), BASE_INTENSITY)
-    for name, intensity in _clean_vector(getattr(intention, "current_emotions", None)).items():
-        key = canonical_emotion(name)
-        out[key] = max(out.get(key, 0.0), intensity)
-    return out
-
-
-def _merge(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float]:
-    out = dict(a)
-    for key, value in b.items():
-        out[key] = max(out.get(key, 0.0), value)
+    for vector in vectors:
+        for key, value in canonical_vector(dict(vector)).items():
+            out[key] = max(out.get(key, 0.0), value)
     return dict(sorted(out.items()))
-
-
-# -- the postprocessor ----------------------------------------------------------------
 
 
 class ConsciousnessRanker(StreamPostprocessor):
@@ -188,28 +149,6 @@ class ConsciousnessRanker(StreamPostprocessor):
     def class_name(cls) -> str:
         return "ConsciousnessRanker"
 
-    # -- the query's emotions ---------------------------------------------------------
-
-    def _prompt(self, text: str) -> str:
-        return self.emotion_prompt.replace("{query}", text)
-
-    def _resolve_llm(self) -> Any:
-        if self.llm is not None:
-            return self.llm
-        from llama_index.core import Settings
-
-        return Settings.llm
-
-    def _remember(self, text: str, emotions: dict[str, float]) -> dict[str, float]:
-        if len(self._emotion_cache) > 256:
-            self._emotion_cache.clear()
-        self._emotion_cache[text] = emotions
-        return dict(emotions)
-
-    def _fallback(self, text: str, exc: BaseException) -> dict[str, float]:
-        logger.warning("LLM emotion extraction failed (%s: %s); using the lexicon", type(exc).__name__, exc)
-        return extract_emotional_intent(text)
-
     def query_emotions(self, text: str, intention: Any = None) -> dict[str, float]:
         """The query's emotional intent (canonical names), with the intention's emotions merged."""
         if self.emotion_source == "lexicon" or not text.strip():
@@ -218,46 +157,36 @@ class ConsciousnessRanker(StreamPostprocessor):
             found = dict(self._emotion_cache[text])
         else:
             try:
-                answer = self._resolve_llm().complete(self._prompt(text))
-                found = self._remember(text, parse_emotion_json(str(getattr(answer, "text", answer))))
-            except Exception as exc:  # any failure: the lexicon still answers
-                found = self._fallback(text, exc)  # not remembered: the LLM may answer next time
+                from llama_index.core import Settings
+
+                llm = Settings.llm if self.llm is None else self.llm
+                answer = llm.complete(self.emotion_prompt.replace("{query}", text))
+                found = parse_emotion_json(str(getattr(answer, "text", answer)))
+                if len(self._emotion_cache) > 256:
+                    self._emotion_cache.clear()
+                self._emotion_cache[text] = dict(found)
+            except Exception as exc:  # any failure: the lexicon answers (not remembered: the LLM may next time)
+                logger.warning("LLM emotion extraction failed (%s: %s); using the lexicon", type(exc).__name__, exc)
+                found = extract_emotional_intent(text)
         return _merge(found, intention_emotions(intention)) if intention is not None else found
-
-    # -- scoring ------------------------------------------------------------------------
-
-    @staticmethod
-    def _base_score(node: NodeWithScore) -> float:
-        meta = node.node.metadata
-        score = node.score
-        # Already ranked by a ConsciousnessRanker: start again from the score it started from.
-        previous = meta.get("consciousness_adjusted_score")
-        if score is not None and previous is not None and score == previous and "ranking_base_score" in meta:
-            score = meta["ranking_base_score"]
-        if score is None:
-            score = meta.get("relevance_score")
-        try:
-            value = float(score) if score is not None and not isinstance(score, bool) else 0.0
-        except (TypeError, ValueError):
-            value = 0.0
-        return value if math.isfinite(value) else 0.0
-
-    @staticmethod
-    def _completeness(node: NodeWithScore) -> float:
-        meta = node.node.metadata
-        stored = _unit(meta.get("metadata_completeness"))
-        if stored is not None:
-            return stored
-        return validate_retrieved_node(node).metadata_completeness
 
     def score_node(self, node: NodeWithScore, query_emotions: Mapping[str, float]) -> float:
         """Score one node (writing the ranking keys into its metadata); returns the score."""
         meta = node.node.metadata
-        base = self._base_score(node)
+        base = node.score
+        # Already ranked by a ConsciousnessRanker: start again from the score it started from.
+        previous = meta.get("consciousness_adjusted_score")
+        if base is not None and previous is not None and base == previous and "ranking_base_score" in meta:
+            base = meta["ranking_base_score"]
+        if base is None:
+            base = meta.get("relevance_score")
+        base = _number(base) or 0.0
         energy = _unit(meta.get("energy")) or 0.0
         confidence = _unit(meta.get("confidence")) or 0.0
         resonance = calculate_emotional_similarity(query_emotions, _clean_vector(meta.get("emotion_vector")))
-        completeness = self._completeness(node)
+        completeness = _unit(meta.get("metadata_completeness"))
+        if completeness is None:
+            completeness = validate_retrieved_node(node).metadata_completeness
         adjusted = consciousness_adjusted_score(
             base, energy, confidence, resonance, completeness, reality_pressure=self.reality_pressure
         )
@@ -272,11 +201,8 @@ class ConsciousnessRanker(StreamPostprocessor):
     def rank(self, nodes: list[NodeWithScore], query_emotions: Mapping[str, float]) -> list[NodeWithScore]:
         """Score every node and sort by the adjusted score (stable; ``top_n`` applied)."""
         scores = [self.score_node(node, query_emotions) for node in nodes]
-        order = sorted(range(len(nodes)), key=lambda i: -scores[i])  # sorted() is stable
-        ranked = [nodes[i] for i in order]
+        ranked = [nodes[i] for i in sorted(range(len(nodes)), key=lambda i: -scores[i])]
         return ranked if self.top_n is None else ranked[: self.top_n]
-
-    # -- the postprocessor's one entry point ---------------------------------------------
 
     def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
                 intention: Any = None) -> StepResult:

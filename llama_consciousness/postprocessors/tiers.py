@@ -1,20 +1,11 @@
 """``ActivationTierPostprocessor``: focus / peripheral / background, as attention works.
 
-Luca's guidance in the spec: consciousness does not read retrieved context
-as a flat list.  A few memories are in conscious awareness (focus), more are
-accessible but not central (peripheral), and a larger set is unconscious
-context (background); what ranks lower than that is below attention.
-
-The postprocessor reads the list *in order*, so it belongs after a ranker
-(``ConsciousnessRanker``): position 0 .. focus-1 is ``"focus"``, the next
-``peripheral`` are ``"peripheral"``, the next ``background`` are
-``"background"`` (the spec's 5 / 25 / 75 boundaries by default).  It writes
-``metadata["activation_tier"]`` on each node, drops the nodes past the last
-tier, and with ``drop_background`` the background ones too (when only what
-is consciously accessible should reach the LLM).  Scores are not touched.
-
-:meth:`ActivationTierPostprocessor.process` also returns the tiers for the
-stream (``stream.activation_tiers``) as ``ConsciousnessNode`` lists.
+Luca's guidance in the spec: a few memories are in conscious awareness, more are
+accessible but not central, a larger set is unconscious context, and the rest is
+below attention.  The list is read *in order* (put it after a ranker): the spec's
+5 / 25 / 75 boundaries by default.  Each node gets ``metadata["activation_tier"]``;
+nodes past the last tier are dropped, and with ``drop_background`` the background
+ones too.  Scores are not touched.
 """
 
 from __future__ import annotations
@@ -75,12 +66,8 @@ class ActivationTierPostprocessor(StreamPostprocessor):
 
     def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
                 intention: Any = None) -> StepResult:
-        """Label and cut the nodes; the stream's ``activation_tiers`` hold the nodes kept, by tier.
-
-        With ``drop_background`` the background tier is empty, as its nodes
-        are gone.  A node whose metadata is not a valid memory cannot become
-        a ``ConsciousnessNode`` and is left out of the tiers with a warning.
-        """
+        """Label and cut the nodes; the stream's ``activation_tiers`` hold the nodes kept, by tier
+        (a node whose metadata is not a valid memory is left out of them with a warning)."""
         kept = self.label(nodes)
         tiers: dict[str, list[ConsciousnessNode]] = {tier: [] for tier in ACTIVATION_TIERS}
         for node in kept:

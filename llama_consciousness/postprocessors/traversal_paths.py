@@ -1,47 +1,18 @@
 """``TraversalPathPostprocessor``: how the retrieved memories connect, and likely thoughts through them.
 
-"Consciousness thinks by traversing relationships between memories": from
-the retrieved nodes this postprocessor builds the spec's
-:class:`~llama_consciousness.schema.TraversalGraph`:
-
-* **nodes**: the retrieved memories (activation = the node's score divided
-  by the best score of the list, so the top node is 1.0; tier from
-  ``metadata["activation_tier"]`` when an earlier postprocessor set it,
-  else focus for the 5 most activated, peripheral for the next 20,
-  background after), plus, with ``include_connectors``, their immediate
-  **connectors**: memories that were not retrieved but are linked (one
-  hop, either direction) to at least two retrieved memories of the same
-  level graph (activation 0.0, background; entity hubs count, they are
-  conceptual anchors; at most ``max_connectors`` per level graph);
-* **edges**: the links among all of them in their level graphs (visible in
-  the temporal window), each with its ``traversal_weight`` from
-  :func:`~llama_consciousness.scoring.traversal.calculate_traversal_probability`;
-* **suggested paths** from the ``start_nodes`` most activated memories,
-  following link direction (``directed``), best first by the product of
-  the weights (see :mod:`llama_consciousness.scoring.traversal`);
-* **hubs**, **central themes**, counts and density.
-
-Levels are separate graphs, so ids are prefixed by level as the retriever
-does: node ``"N2:decision_x"``, edge ``"N2:<edge_id>"`` (the plain ids stay
-in the memories).  Links never cross levels.
-
-Semantic coherence uses the embeddings stored in FalkorDB; a level whose
-vectors live in Postgres (its plans' ``store_vectors`` off) has none there,
-and its pairs count as the neutral 0.5.
-
-The current state the weights are computed for: the intention's state when
-:meth:`~TraversalPathPostprocessor.process` is given one (a
-``StateBasedRetrieval``'s goal, emotions and energy; a
-``RetrievalIntention``'s ``required_emotions``, each at 1.0 -- it has no
-goal), the fields ``current_goal``, ``current_emotions`` and
-``current_energy`` filling what the intention does not say (and all of it
-in a query engine, which has no intention).
-
-The node list is returned unchanged (same nodes, same order); hubs get
-``metadata["hub"] = True``; the graph is the step's ``traversal_graph``
-stream field (:meth:`~TraversalPathPostprocessor.build_graph` returns it
-too, and :func:`connector_ids` names the connectors it added).
-Exports: :func:`to_networkx_dict`, :func:`to_mermaid`, :func:`to_html`.
+"Consciousness thinks by traversing relationships": from the retrieved nodes this
+builds the spec's :class:`~llama_consciousness.schema.TraversalGraph`: the
+memories (activation = score / best score; tier from ``activation_tier`` when an
+earlier step set it, else by rank), with ``include_connectors`` the unretrieved
+memories linked to at least two retrieved ones of the same level graph; the
+links among them visible in the temporal window, weighted by
+:func:`~llama_consciousness.scoring.traversal.calculate_traversal_probability`
+for the current state (the intention's, else the fields'); suggested paths from
+the most activated memories; hubs, themes, counts and density.  Ids are
+prefixed by level (``"N2:decision_x"``): links never cross levels.  A level whose
+vectors live in Postgres has no embeddings in FalkorDB: its pairs count as the
+neutral 0.5 in semantic coherence.  The node list is returned unchanged, hubs
+marked ``metadata["hub"] = True``.
 """
 
 from __future__ import annotations
@@ -60,10 +31,11 @@ from pydantic import SkipValidation, ValidationError
 
 from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor, memory_of
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
-from llama_consciousness.schema.common import check_temporal_mode
 from llama_consciousness.schema.graph import GraphEdge, GraphNode, TraversalGraph, TraversalPath
 from llama_consciousness.schema.intention import RetrievalIntention, StateBasedRetrieval
+from llama_consciousness.schema.stream import ACTIVATION_TIERS as TIERS
 from llama_consciousness.schema.trusted import trusted_model
+from llama_consciousness.scoring.ranking import DEFAULT_FOCUS, DEFAULT_PERIPHERAL
 from llama_consciousness.scoring.traversal import (
     calculate_traversal_probability,
     central_themes,
@@ -83,9 +55,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["HUB_KEY", "TraversalPathPostprocessor", "connector_ids", "to_html", "to_mermaid", "to_networkx_dict"]
 
 HUB_KEY = "hub"
-FOCUS_SIZE = 5
-PERIPHERAL_SIZE = 20
-TIERS = ("focus", "peripheral", "background")
 
 _GraphKey = tuple[str, Optional[str]]  # a level graph: (level, citizen for N1)
 _PLAIN_MEMORIES = (MemoryNode, ConsciousnessNode)
@@ -102,11 +71,7 @@ def graph_id(level: str, node_id: str) -> str:
 
 
 def connector_ids(graph: TraversalGraph, nodes: Sequence[NodeWithScore]) -> list[str]:
-    """Graph ids of the connectors in ``graph``: its memories that are not among ``nodes``.
-
-    ``nodes`` are those the graph was built from (as given to
-    :meth:`TraversalPathPostprocessor.build_graph` or ``process``).
-    """
+    """Graph ids of the connectors in ``graph``: its memories not among the ``nodes`` it was built from."""
     retrieved = set()
     for node in nodes:
         meta = node.node.metadata
@@ -130,11 +95,7 @@ class _Member:
 
 
 class TraversalPathPostprocessor(StreamPostprocessor):
-    """Builds the traversal graph of the retrieved memories (spec components 4 and 5b).
-
-    Nothing of a call is kept on the instance: one postprocessor may serve
-    many threads at once, and each call's graph is in what it returns.
-    """
+    """Builds the traversal graph of the retrieved memories (spec components 4 and 5b)."""
 
     memory: SkipValidation[MemoryReader] = Field(exclude=True, description="The memory the nodes were retrieved from")
     max_paths: int = Field(default=10, ge=0, description="suggested paths kept, best first")
@@ -155,10 +116,8 @@ class TraversalPathPostprocessor(StreamPostprocessor):
     @field_validator("temporal_mode")
     @classmethod
     def _check_mode(cls, value: Optional[str]) -> Optional[str]:
-        if value is None:
-            return None
-        check_temporal_mode(value)
-        TemporalWindow(value)  # a mode that needs times cannot be a field
+        if value is not None:
+            TemporalWindow(value)  # a known mode, and one that needs no times
         return value
 
     @classmethod
@@ -167,12 +126,8 @@ class TraversalPathPostprocessor(StreamPostprocessor):
 
     def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
                 intention: Any = None) -> StepResult:
-        """The nodes unchanged (hubs marked) and ``{"traversal_graph": graph}``.
-
-        The weights are computed for the intention's state (:meth:`state_of`);
-        without a ``temporal_mode`` field, a ``RetrievalIntention``'s window
-        is the one links and connectors must be visible in.
-        """
+        """The nodes unchanged (hubs marked) and ``{"traversal_graph": graph}``, for the intention's state
+        and, without a ``temporal_mode`` field, a ``RetrievalIntention``'s window."""
         goal, emotions, energy = self.state_of(intention)
         window = None
         if self.temporal_mode is None and isinstance(intention, RetrievalIntention):
@@ -181,7 +136,8 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         return StepResult(nodes, {"traversal_graph": graph})
 
     def state_of(self, intention: Any = None) -> tuple[Optional[str], Optional[dict[str, float]], float]:
-        """``(goal, emotions, energy)`` the weights are computed for."""
+        """``(goal, emotions, energy)`` the weights are computed for: a ``StateBasedRetrieval``'s, a
+        ``RetrievalIntention``'s ``required_emotions`` at 1.0, the fields for what the intention does not say."""
         goal, emotions, energy = self.current_goal, self.current_emotions, self.current_energy
         if isinstance(intention, StateBasedRetrieval):
             goal = intention.current_goal or goal
@@ -190,8 +146,6 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         elif isinstance(intention, RetrievalIntention) and intention.required_emotions:
             emotions = {name: 1.0 for name in intention.required_emotions}
         return goal, emotions, energy
-
-    # -- the graph ---------------------------------------------------------------------
 
     def build_graph(
         self,
@@ -202,12 +156,7 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         energy: Optional[float] = None,
         window: Optional[TemporalWindow] = None,
     ) -> TraversalGraph:
-        """The traversal graph of ``nodes`` (hubs are marked on them in place).
-
-        State arguments left None take the fields' values; ``window`` None
-        is the ``temporal_mode`` field's window (``current`` without one).
-        The level graphs are read afresh on every call.
-        """
+        """The traversal graph of ``nodes`` (hubs marked on them); arguments left None take the fields'."""
         goal = self.current_goal if goal is None else goal
         emotions = self.current_emotions if emotions is None else dict(emotions)
         energy = self.current_energy if energy is None else energy
@@ -235,17 +184,13 @@ class TraversalPathPostprocessor(StreamPostprocessor):
         themes = central_themes({m.gid: m.memory for m in members.values()}, hubs, paths, top=5)
         graph = graph.model_copy(update={"suggested_paths": paths, "path_count": len(paths),
                                           "hub_nodes": hubs, "central_themes": themes})
-        self._mark_hubs(owners, set(hubs))
-        return graph
-
-    @staticmethod
-    def _mark_hubs(owners: dict[str, list[NodeWithScore]], hubs: set[str]) -> None:
         for gid, owned in owners.items():
             for node in owned:
                 if gid in hubs:
                     node.node.metadata[HUB_KEY] = True
                 else:
                     node.node.metadata.pop(HUB_KEY, None)  # a mark from an earlier run is stale
+        return graph
 
     @staticmethod
     def _retrieved(nodes: Sequence[NodeWithScore]) -> tuple[dict[str, _Member], dict[str, list[NodeWithScore]]]:
@@ -284,20 +229,20 @@ class TraversalPathPostprocessor(StreamPostprocessor):
             m.score = max(0.0, min(1.0, m.score / best)) if best > 0 else 1.0
         for rank, m in enumerate(sorted(retrieved, key=lambda m: -m.score)):
             if m.tier is None:
-                m.tier = "focus" if rank < FOCUS_SIZE else "peripheral" if rank < FOCUS_SIZE + PERIPHERAL_SIZE \
-                    else "background"
+                m.tier = ("focus" if rank < DEFAULT_FOCUS else "peripheral"
+                          if rank < DEFAULT_FOCUS + DEFAULT_PERIPHERAL else "background")
 
     def _neighbourhoods(self, members: dict[str, _Member], window: TemporalWindow
                         ) -> tuple[list[tuple[str, Any]], dict[tuple[str, str], Optional[float]]]:
-        """Connectors (added to ``members``), links, and the cosine across each link, level graph by level graph.
-
-        The cosines are keyed by graph ids, both ways (the cosine is symmetric).
-        """
+        """Connectors (added to ``members``), links, and the cosine across each link (by graph ids, both ways)."""
         memory_filter = MemoryFilter(window, include_entities=True)
         limit = self.max_connectors if self.include_connectors else 0
         relationships: list[tuple[str, Any]] = []
         similar: dict[tuple[str, str], Optional[float]] = {}
-        for key, ids in self._groups(members).items():
+        groups: dict[_GraphKey, list[str]] = {}
+        for m in members.values():
+            groups.setdefault((m.level, m.citizen_id), []).append(m.memory.node_id)
+        for key, ids in groups.items():
             found = self._read("links", key, neighbourhood, ids, memory_filter, limit)
             if found is None:
                 continue
@@ -312,20 +257,8 @@ class TraversalPathPostprocessor(StreamPostprocessor):
                 similar[(ga, gb)] = similar[(gb, ga)] = cosine
         return relationships, similar
 
-    @staticmethod
-    def _groups(members: dict[str, _Member]) -> dict[_GraphKey, list[str]]:
-        """The members' memory ids by level graph: ``(level, citizen)`` (the citizen only for N1)."""
-        groups: dict[_GraphKey, list[str]] = {}
-        for m in members.values():
-            groups.setdefault((m.level, m.citizen_id), []).append(m.memory.node_id)
-        return groups
-
     def _read(self, what: str, key: _GraphKey, plan: Callable[..., Any], *args: Any) -> Any:
-        """``plan(plans, *args)`` run on the level graph ``key``; None when it cannot be read.
-
-        A level that cannot be read is left out with a warning: its memories
-        stay unlinked (or neutral), the graph is still built.
-        """
+        """``plan(plans, *args)`` run on the level graph ``key``; None (and a warning) when it cannot be read."""
         try:
             store = self.memory.level(*key)
             return store.run(plan(store.plans, *args))
@@ -367,13 +300,10 @@ class TraversalPathPostprocessor(StreamPostprocessor):
 
     @staticmethod
     def _graph_node(m: _Member) -> GraphNode:
-        """The member as a graph node.
+        """The member as a graph node, not validated again when its memory is a plain one.
 
-        Why not validated: its fields are those of a valid memory, plus an
-        activation already clamped to [0, 1] (``_activate``; connectors 0.0)
-        and a checked tier; a graph has a hundred nodes and edges, and
-        validating them again was a quarter of the build's client time.
-        A memory of another model (a subclass) is validated as usual.
+        Its fields are those of a valid memory plus a clamped activation and a checked tier;
+        validating a hundred nodes and edges again was a quarter of the build's client time.
         """
         memory = m.memory
         fields = {
@@ -394,12 +324,9 @@ class TraversalPathPostprocessor(StreamPostprocessor):
 
     def _with_coherence(self, paths: list[TraversalPath], members: dict[str, _Member],
                         known: dict[tuple[str, str], Optional[float]]) -> list[TraversalPath]:
-        """Semantic coherence from the embeddings stored in FalkorDB (pgvector levels: neutral).
+        """Semantic coherence from cosines the server computes where the vectors are (pgvector levels: neutral).
 
-        The cosine of each step is computed by the server, where the vectors
-        are: ``known`` (the neighbourhood read) has it for every link, so a
-        path along the graph's links needs no further query; other steps are
-        read with ``neighbourhood.pair_similarities``.
+        ``known`` has them for every link already; other steps are read with ``pair_similarities``.
         """
         if not paths:
             return paths
@@ -430,29 +357,21 @@ class TraversalPathPostprocessor(StreamPostprocessor):
 def to_networkx_dict(graph: TraversalGraph) -> dict[str, Any]:
     """The graph in networkx's node-link format (JSON-ready).
 
-    ``networkx.node_link_graph(data, edges="edges")`` rebuilds it as a
-    ``MultiDiGraph`` (two memories may be linked by several relation types):
-    nodes keyed by graph id with every ``GraphNode`` field and ``hub``;
-    edges keyed by edge id with every ``GraphEdge`` field and the weight's
-    ``traversal_band``; the paths, hubs, themes, counts and density as graph
-    attributes.
+    ``networkx.node_link_graph(data, edges="edges")`` rebuilds it as a ``MultiDiGraph``
+    (two memories may be linked by several relation types); edges carry their ``traversal_band``.
     """
     hubs = set(graph.hub_nodes)
-    nodes = []
-    for node in graph.nodes:
-        data = node.model_dump(mode="json")
-        nodes.append({"id": node.node_id, **data, "hub": node.node_id in hubs})
-    edges = []
-    for edge in graph.edges:
-        data = edge.model_dump(mode="json")
-        edges.append({"source": edge.source_id, "target": edge.target_id, "key": edge.edge_id, **data,
-                      "traversal_band": traversal_band(edge.traversal_weight)})
+    nodes = [{"id": node.node_id, **node.model_dump(mode="json"), "hub": node.node_id in hubs}
+             for node in graph.nodes]
+    edges = [{"source": edge.source_id, "target": edge.target_id, "key": edge.edge_id, **edge.model_dump(mode="json"),
+              "traversal_band": traversal_band(edge.traversal_weight)} for edge in graph.edges]
     attributes = graph.model_dump(mode="json", exclude={"nodes", "edges"})
     return {"directed": True, "multigraph": True, "graph": attributes, "nodes": nodes, "edges": edges}
 
 
-_MERMAID_ESCAPES = {'"': "#quot;"}
 _MERMAID_SPECIAL = set("#;[](){}<>|`&\\")
+_MERMAID_CLASSES = {"focus": "fill:#f8d7da,stroke:#b02a37", "peripheral": "fill:#fff3cd,stroke:#b58105",
+                    "background": "fill:#e2f0fb,stroke:#3d7ea6", "hub": "stroke-width:4px"}
 
 
 def mermaid_text(text: str, limit: int = 60) -> str:
@@ -460,23 +379,14 @@ def mermaid_text(text: str, limit: int = 60) -> str:
     flat = " ".join(str(text).split())
     if len(flat) > limit:
         flat = flat[: limit - 1] + "…"
-    out = []
-    for ch in flat:
-        if ch in _MERMAID_ESCAPES:
-            out.append(_MERMAID_ESCAPES[ch])
-        elif ch in _MERMAID_SPECIAL:
-            out.append(f"#{ord(ch)};")
-        else:
-            out.append(ch)
-    return "".join(out)
+    return "".join("#quot;" if ch == '"' else f"#{ord(ch)};" if ch in _MERMAID_SPECIAL else ch for ch in flat)
 
 
 def to_mermaid(graph: TraversalGraph) -> str:
     """A ``graph LR`` Mermaid flowchart: one box per memory, one arrow per link.
 
-    Node ids are generated (``n0``, ``n1``... in node order) so no memory id
-    reaches the syntax; labels are the content and type, escaped.  Arrows
-    are labelled ``RELATION_TYPE weight``; tiers and hubs are classes.
+    Node ids are generated (``n0``, ``n1``...) so no memory id reaches the syntax;
+    labels are escaped; tiers and hubs are classes.
     """
     ids = {node.node_id: f"n{i}" for i, node in enumerate(graph.nodes)}
     lines = ["graph LR"]
@@ -490,17 +400,10 @@ def to_mermaid(graph: TraversalGraph) -> str:
                 lines.append(f'    {ids[end]}["{mermaid_text(end)}"]')
         label = f"{mermaid_text(edge.relation_type, 64)} {edge.traversal_weight:.2f}"
         lines.append(f'    {ids[edge.source_id]} -->|"{label}"| {ids[edge.target_id]}')
-    lines.append("    classDef focus fill:#f8d7da,stroke:#b02a37")
-    lines.append("    classDef peripheral fill:#fff3cd,stroke:#b58105")
-    lines.append("    classDef background fill:#e2f0fb,stroke:#3d7ea6")
-    lines.append("    classDef hub stroke-width:4px")
-    for tier in TIERS:
-        members = [ids[n.node_id] for n in graph.nodes if n.activation_tier == tier]
-        if members:
-            lines.append(f"    class {','.join(members)} {tier}")
-    hubs = [ids[h] for h in graph.hub_nodes if h in ids]
-    if hubs:
-        lines.append(f"    class {','.join(hubs)} hub")
+    lines += [f"    classDef {name} {style}" for name, style in _MERMAID_CLASSES.items()]
+    members = {tier: [ids[n.node_id] for n in graph.nodes if n.activation_tier == tier] for tier in TIERS}
+    members["hub"] = [ids[h] for h in graph.hub_nodes if h in ids]
+    lines += [f"    class {','.join(found)} {name}" for name, found in members.items() if found]
     return "\n".join(lines) + "\n"
 
 
@@ -509,13 +412,10 @@ _TIER_COLOURS = {"focus": "#d9534f", "peripheral": "#f0ad4e", "background": "#5b
 
 def to_html(graph: TraversalGraph, path: str | Path | None = None, *, title: str = "Traversal graph",
             size: int = 800) -> str:
-    """A self-contained HTML page: an inline SVG (circle layout) and the suggested paths.
+    """A self-contained HTML page (no script, no external resource): an inline SVG and the suggested paths.
 
-    No script and no external resource: the page shows the same offline.
-    Circles are sized by activation and coloured by tier, hubs have a thick
-    outline, arrows are as thick as their traversal weight and labelled
-    with relation type and weight; hovering shows full texts.  Written to
-    ``path`` when given; the text is returned either way.
+    Circles are sized by activation and coloured by tier, hubs outlined, arrows as thick as their
+    weight; hovering shows full texts.  Written to ``path`` when given; the text is returned either way.
     """
     esc = html.escape
     n = len(graph.nodes)

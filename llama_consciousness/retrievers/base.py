@@ -1,19 +1,16 @@
 """What both retrievers share: one orchestration, a stream with its nodes, LlamaIndex's instrumentation.
 
-A retriever's work is written once, synchronously, in :meth:`StreamRetriever.gather`:
-each level's queries go out at once on their own connections
-(``storage.interleaved``), so the sync path is already concurrent.  The
-async methods run that same code in a worker thread; they work on any event
-loop (nothing is bound to the loop that first used the retriever) and
-cannot block it.
-
-Nothing of one call is kept on the retriever: the stream and the nodes are
-returned, so one retriever can serve many threads and conversations.
+A retrieval is written once, synchronously, in :meth:`StreamRetriever.gather`:
+each level's queries go out at once on their own connections, so the sync path
+is already concurrent; the async methods run it in a worker thread (any event
+loop, never blocked).  Nothing of one call is kept on the retriever: one
+retriever serves many threads and conversations.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
@@ -26,6 +23,7 @@ from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent,
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_consciousness.nodes import record_text_node
 from llama_consciousness.postprocessors.pipeline import complete_stream
 from llama_consciousness.schema import ConsciousnessStream
 from llama_consciousness.storage import list_graphs
@@ -33,8 +31,15 @@ from llama_consciousness.storage.reader import MemoryReader
 
 dispatcher = get_dispatcher(__name__)
 
-R = TypeVar("R")
-"""The request a retriever answers (``RetrievalIntention`` or ``StateBasedRetrieval``)."""
+R = TypeVar("R")  # the request a retriever answers (RetrievalIntention or StateBasedRetrieval)
+
+# Keys that are noise in an LLM prompt (ids, hashes, bookkeeping).
+LLM_HIDDEN = ("node_id", "citizen_id", "extra", "sensory_details", "metadata_completeness", "supersedes",
+              "superseded_by", "correction_pattern_id", "retrieval_sources", "start_id", "quarantined",
+              "temporal_mode")
+# Shown to the LLM only when set: a flagged memory reads "injection_suspected: True" before its text.
+LLM_HIDDEN_UNLESS_SET = ("injection_suspected",)
+MISSING = object()
 
 
 def remaining_ms(deadline: float) -> int:
@@ -45,28 +50,65 @@ def remaining_ms(deadline: float) -> int:
 def existing_graphs(memory: MemoryReader, timeout_s: float) -> set[str] | Exception:
     """The graphs the server holds, or why that cannot be known (every level is then an error entry).
 
-    Bounded by ``timeout_s``.  When the memory's own embedded server died,
-    it is started again and asked once more (its persisted data is back).
+    When the memory's own embedded server died, it is started again and asked once more.
     """
     for attempt in range(2):
         try:
             return set(list_graphs(memory.db, int(timeout_s * 1000)))
         except Exception as exc:  # server down or stalled
-            if attempt == 0 and memory.ensure_server():
-                continue
-            return exc
+            if attempt == 1 or not memory.ensure_server():
+                return exc
     raise AssertionError("unreachable")
+
+
+def channel_error(level: str, channel: str, exc: BaseException, log: logging.Logger) -> str:
+    """The error entry of a failed channel (or level), logged as a warning."""
+    what = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+    message = f"{level}_{channel} {what}"
+    log.warning("retrieval channel failed: %s", message)
+    return message
+
+
+def cached(cache: dict[str, tuple[int, float, Any]], memory: MemoryReader, graph: str, ttl_s: float) -> Any:
+    """What ``cache`` holds for ``graph`` while the graph is unchanged and ``ttl_s`` has not passed, else MISSING."""
+    entry = cache.get(graph)
+    if entry and entry[0] == memory.graph_version(graph) and time.monotonic() - entry[1] < ttl_s:
+        return entry[2]
+    return MISSING
+
+
+def remember(cache: dict[str, tuple[int, float, Any]], memory: MemoryReader, graph: str, value: Any) -> Any:
+    cache[graph] = (memory.graph_version(graph), time.monotonic(), value)
+    return value
+
+
+def result_node(entry: dict[str, Any], score: float, temporal_mode: str,
+                hidden: Sequence[str] = LLM_HIDDEN) -> NodeWithScore:
+    """A found memory as a node: id ``<level>:<node_id>`` (levels are separate graphs: the same
+    node_id in N1 and N2 are two memories), every field of the memory and how it was found in the
+    metadata, with the temporal mode (postprocessors in a query engine never see the request)."""
+    node = entry["node"]
+    metadata = node.model_dump(mode="json", exclude={"embedding"})
+    metadata.update(entry["details"])
+    metadata.update(level=entry["level"], retrieval_source=entry["sources"][0],
+                    retrieval_sources=list(entry["sources"]), relevance_score=float(entry["score"]),
+                    temporal_mode=temporal_mode)
+    text_node = record_text_node(
+        f"{entry['level']}:{node.node_id}", node.description or node.name, metadata,
+        excluded_embed_metadata_keys=list(metadata),
+        excluded_llm_metadata_keys=[k for k in hidden if k in metadata]
+        + [k for k in LLM_HIDDEN_UNLESS_SET if not metadata.get(k, True)],
+    )
+    return NodeWithScore(node=text_node, score=float(score))
 
 
 class StreamRetriever(BaseRetriever, Generic[R]):
     """A LlamaIndex retriever that also answers with the spec's consciousness stream.
 
-    Subclasses give :meth:`request_for` (a query string or bundle as their
-    request) and :meth:`gather` (the retrieval itself).  ``retrieve`` returns
+    Subclasses give :meth:`request_for` and :meth:`gather`.  ``retrieve`` returns
     the nodes as the channels ranked them; ``retrieve_stream`` runs the
-    ``stream_postprocessors`` too (a query engine runs its own node
-    postprocessors on ``retrieve``'s nodes, and running them twice would
-    rank twice).
+    ``stream_postprocessors`` too (a query engine runs its own postprocessors on
+    ``retrieve``'s nodes, and running them twice would rank twice).
     """
 
     def __init__(self, stream_postprocessors: Sequence[BaseNodePostprocessor] | None = None,
@@ -81,22 +123,18 @@ class StreamRetriever(BaseRetriever, Generic[R]):
         """The retrieval: the stream of what the channels found, and the ranked nodes."""
         raise NotImplementedError
 
-    # -- LlamaIndex entry points ----------------------------------------------------------
-
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self.gather(self.request_for(query_bundle))[1]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return await asyncio.to_thread(self._retrieve, query_bundle)
 
-    # -- the stream -------------------------------------------------------------------------
-
     @dispatcher.span
     def retrieve_stream_and_nodes(self, request: Any = None) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
         """The stream completed by ``stream_postprocessors``, and the nodes as they left them.
 
-        Emits what ``retrieve`` emits: a dispatcher span, retrieval start and
-        end events, and the callback manager's RETRIEVE event.
+        Emits what ``retrieve`` emits: a dispatcher span, retrieval start and end
+        events, and the callback manager's RETRIEVE event.
         """
         request = self.request_for(request)
         bundle = QueryBundle(str(getattr(request, "query_text", "") or ""))

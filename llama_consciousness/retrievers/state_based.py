@@ -1,82 +1,34 @@
-"""``StateBasedRetriever``: retrieval driven by the current energy, emotions and goal.
+"""``StateBasedRetriever``: retrieval driven by the current energy, emotions and goal (the spec's decision #8).
 
-The spec's decision #8: when a citizen wakes without a specific question
-(S6 autonomous continuation), it retrieves what fits its current state.  A
-:class:`~llama_consciousness.schema.StateBasedRetrieval` names that state
-(energy, emotions, optional goal) and one of four modes:
+When a citizen wakes without a question (S6), it retrieves what fits its state,
+in one of four modes (scores in ``scoring.state``, computed inside FalkorDB by
+``storage.state_queries``):
 
 ``find_related_unresolved``
-    blocked / in_progress memories whose goal matches the current goal,
-    currently valid, ranked by energy (x the goal match, see below).  With
-    ``include_only_unresolved=False`` resolved memories of the goal come too.
-    Without a goal: every unresolved memory, the emotionally resonant first
-    (``energy * (0.5 + 0.5 * emotional similarity)``).
+    blocked / in_progress memories matching the current goal, ranked by energy x
+    goal match (``include_only_unresolved=False``: resolved ones too); without a
+    goal, every unresolved memory, the emotionally resonant first.
 ``find_similar_state``
-    memories whose emotion vector has a cosine above
-    ``similar_state_threshold`` (0.7, the spec's) with the current emotions
-    and whose energy lies within ``energy_tolerance`` (0.2) of the current
-    energy; ranked by ``cosine * (1 - |energy difference|)``.  Needs emotions.
+    emotional cosine above ``similar_state_threshold`` and energy within
+    ``energy_tolerance``; needs emotions.
 ``find_what_i_was_doing``
     in_progress memories ranked by ``energy / (1 + days / 30)``.
 ``find_resolution_patterns``
-    past *resolved* memories with a similar goal and emotions (cosine above
-    ``resolution_threshold``, 0.6 as the spec), that something RESOLVED_BY;
-    ranked by ``discovery_energy`` (their energy when unset), then by
-    similarity; each followed by its resolutions and by the Decision / Action /
-    Learning memories within two links of the resolution (paths back through
-    the past state do not count).  Needs a goal or emotions.  Unlike the
-    spec's sketch, the RESOLVED_BY link's own ``resolution_state`` is not
-    required to be "resolved": links default to "in_progress" when written,
-    and the link's type already says what it means.
+    past resolved states like the current one that something RESOLVED_BY, each
+    followed by its resolutions and the Decision / Action / Learning memories
+    within two links of them; needs a goal or emotions.  The RESOLVED_BY link's
+    own ``resolution_state`` is not required to be "resolved": links default to
+    "in_progress" when written, and the link's type already says what it means.
 
-**Scope.**  Every mode only sees memories that are current (valid now and
-believed now: an unresolved item whose ``invalid_at`` or ``expired_at`` has
-passed is not unfinished business any more), not quarantined and not entity
-hubs.  ``temporal_scope="recent"`` keeps the memories the state matches to
-those created within the last ``recent_days`` (30); ``"all_time"`` has no
-limit.  Resolutions and the memories around them are reached by links and
-are not limited by age.  "Now" is the state's ``generated_at`` (the moment
-the state was felt, by default its creation).
-
-**include_only_unresolved** applies to ``find_related_unresolved`` only, as
-the spec says: the other modes fix the resolution state by what they mean
-(in_progress for what I was doing, resolved for resolution patterns, any
-for similar states).
-
-**Goal matching** (``config.goal_match``; see ``scoring.state``):
-
-* ``exact``: the memory's goal is the same string (range index on ``goal``);
-* ``partial`` (default): equal after normalising case and ``_``/``-``
-  (1.0), one containing the other (0.8), or sharing content words with the
-  goal, in the memory's goal or its ``concepts`` (0.6 x the shared share;
-  half the words at least);
-* ``semantic``: exact matches, plus memories whose embedding (name and
-  description) has a cosine of at least ``semantic_threshold`` with the
-  embedded goal (normalised first, so "design_retrieval_architecture" is
-  embedded as words), among the ``semantic_fetch`` nearest (vector index;
-  Postgres for pgvector levels).
-
-**Emotional similarity** is Cypher arithmetic over the stored emotion
-arrays (FalkorDB has no ``gds``); see ``storage.state_queries`` and
-``benchmarks/state_speed.py`` for the choice and its measurements.
-
-Results mirror the six-way retriever: ``NodeWithScore`` ids
-``"<level>:<node_id>"`` with every memory field, ``level``,
-``retrieval_source(s)`` (``N1_state`` for memories matched by the state,
-``N1_resolution`` for resolutions and the memories around them),
-``relevance_score``, ``temporal_mode`` ("current") and the state's numbers
-(``state_mode``, ``state_role``, ``goal_match``, ``emotion_similarity``,
-``days_ago``, ``pattern_id``...) in the metadata; and the spec's
-``ConsciousnessStream`` (state matches as each level's ``vector_results``,
-the state-based counterpart of semantic search, resolutions and related
-memories as ``graph_results``, the links met as ``relationships``), which
-``stream_postprocessors`` complete exactly as for the six-way retriever.
-The levels run side by side on both paths (threads on the sync one, asyncio on the
-async one); a level that fails or is slow becomes an error entry.
-
-As a plain LlamaIndex retriever it needs ``default_state``: ``retrieve(text)``
-runs that state now (fresh ``state_id`` and ``generated_at``), with the
-query text, when not empty, as the current goal.
+Every mode sees only memories current at the state's ``generated_at`` (an
+unresolved item that expired is not unfinished business any more), not
+quarantined and not entity hubs; ``temporal_scope="recent"`` keeps those created
+within ``recent_days``.  Results mirror the six-way retriever: nodes
+``"<level>:<node_id>"`` with sources ``N1_state`` / ``N1_resolution`` and the
+state's numbers in the metadata, and a stream whose ``vector_results`` are the
+state matches and ``graph_results`` the resolutions and their neighbours.  As a
+plain LlamaIndex retriever it needs ``default_state``: ``retrieve(text)`` runs
+that state now, with the text, when not empty, as the current goal.
 """
 
 from __future__ import annotations
@@ -89,11 +41,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from llama_consciousness.retrievers.base import StreamRetriever, existing_graphs, remaining_ms
-from llama_consciousness.retrievers.six_way import _LLM_HIDDEN, _LLM_HIDDEN_UNLESS_SET
+from llama_consciousness.retrievers.base import (
+    LLM_HIDDEN,
+    MISSING,
+    StreamRetriever,
+    cached,
+    channel_error,
+    existing_graphs,
+    remaining_ms,
+    remember,
+    result_node,
+)
 from llama_consciousness.schema import (
     ConsciousnessLevelResults,
     ConsciousnessNode,
@@ -114,25 +75,22 @@ from llama_consciousness.scoring.state import (
     normalise_goal,
     recency_weight,
 )
+from llama_consciousness.storage import run_interleaved
 from llama_consciousness.storage import state_queries as sq
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.level_store import MAX_FETCH, LevelGraphStore, LevelPlans
-from llama_consciousness.storage import run_interleaved
-from llama_consciousness.stream import assemble_stream, dedupe_relationships
+from llama_consciousness.storage.level_store import MAX_FETCH, LevelGraphStore
 from llama_consciousness.storage.reader import MemoryReader
+from llama_consciousness.stream import assemble_stream, dedupe_relationships
 
 logger = logging.getLogger(__name__)
 
-SOURCE_STATE = "state"
-SOURCE_RESOLUTION = "resolution"
 # Partial goal matching narrows by index through the distinct goals of a level,
-# cached like the six-way retriever's entity names (per graph version, for a TTL);
-# a level with more distinct goals than GOAL_VOCABULARY_MAX is scanned instead.
+# cached like the entity names (per graph version, for a TTL); a level with more
+# distinct goals than GOAL_VOCABULARY_MAX is scanned instead.
 GOAL_VOCABULARY_TTL_S = 60.0
 GOAL_VOCABULARY_MAX = 5000
 _GOAL_MODES = ("find_related_unresolved", "find_resolution_patterns")
-_STALE = object()
-_HIDDEN = [*_LLM_HIDDEN, "pattern_id", "resolution_id"]
+_HIDDEN = (*LLM_HIDDEN, "pattern_id", "resolution_id", "state_id")
 
 
 class StateRetrievalConfig(BaseModel):
@@ -182,6 +140,10 @@ class StateLevelOutcome:
     errors: list[str] = field(default_factory=list)
     queries: int = 0
 
+    def failed(self, exc: BaseException) -> None:
+        self.hits, self.relationships, self.queries = [], [], 0  # nothing it ran counts
+        self.errors.append(channel_error(self.level, "state", exc, logger))
+
 
 def _counted(plan: Any, out: StateLevelOutcome) -> Any:
     """The plan, counting the queries it runs into ``out.queries`` (the stream's ``query_count``)."""
@@ -198,10 +160,9 @@ def _counted(plan: Any, out: StateLevelOutcome) -> Any:
 class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
     """Memories that fit the current state, over N1, N2 and N3 (see the module doc).
 
-    ``memory`` is a :class:`~llama_consciousness.ConsciousnessMemory`.  Call
-    :meth:`retrieve_state` / :meth:`retrieve_stream` (or their async forms)
-    with a :class:`StateBasedRetrieval`; ``default_state`` makes the
-    retriever usable wherever LlamaIndex expects a ``BaseRetriever``.
+    Call :meth:`retrieve_state` / :meth:`retrieve_stream` (or their async forms)
+    with a :class:`StateBasedRetrieval`; ``default_state`` makes the retriever
+    usable wherever LlamaIndex expects a ``BaseRetriever``.
     """
 
     def __init__(
@@ -227,13 +188,8 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
         if default_state is not None:
             self.check_state(default_state)
 
-    # -- states -----------------------------------------------------------------------
-
     def state_for(self, query: StateBasedRetrieval | str | QueryBundle | None = None) -> StateBasedRetrieval:
-        """The state a call stands for: a given state as is, else ``default_state`` felt now.
-
-        A non-empty query text becomes the current goal of the default state.
-        """
+        """A given state as is, else ``default_state`` felt now (a non-empty query text as its goal)."""
         if isinstance(query, StateBasedRetrieval):
             return query
         if query is not None and not isinstance(query, (str, QueryBundle)):
@@ -249,6 +205,8 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
             return StateBasedRetrieval(**data)
         except ValidationError as exc:
             raise ValueError(f"the query does not make a valid state: {exc}") from exc
+
+    request_for = state_for
 
     def check_state(self, state: StateBasedRetrieval) -> None:
         """Raise ``ValueError`` when the mode cannot run on this state."""
@@ -267,29 +225,17 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
 
     def _state_query(self, state: StateBasedRetrieval, goal_embedding: list[float] | None) -> sq.StateQuery:
         emotions, norm = emotion_query(state.current_emotions)
-        emotions = {k: v for k, v in emotions.items() if v > 0}
-        goal = state.current_goal.strip() if state.current_goal else None
         c = self.config
         return sq.StateQuery(
             mode=state.query_mode, now=state.generated_at, energy=state.current_energy,
-            emotions=emotions, emotion_norm=norm, goal=goal, goal_match=c.goal_match,
+            emotions={k: v for k, v in emotions.items() if v > 0}, emotion_norm=norm,
+            goal=state.current_goal.strip() if state.current_goal else None, goal_match=c.goal_match,
             goal_embedding=goal_embedding, semantic_threshold=c.semantic_threshold, semantic_fetch=c.semantic_fetch,
             recent_days=c.recent_days if state.temporal_scope == "recent" else None,
             unresolved_only=state.include_only_unresolved, emotion_threshold=c.similar_state_threshold,
             pattern_threshold=c.resolution_threshold, energy_tolerance=c.energy_tolerance,
             detail_types=tuple(c.resolution_detail_types), max_related=c.max_related,
         )
-
-    @staticmethod
-    def _goal_text(state: StateBasedRetrieval) -> str:
-        """The goal as embedded: "design_retrieval_architecture" reads as words."""
-        return normalise_goal(state.current_goal) or state.current_goal.strip()
-
-    def _needs_goal_embedding(self, state: StateBasedRetrieval) -> bool:
-        return (self.config.goal_match == "semantic" and bool(state.current_goal)
-                and state.query_mode in ("find_related_unresolved", "find_resolution_patterns"))
-
-    request_for = state_for
 
     def retrieve_state(self, state: StateBasedRetrieval | str | None = None) -> list[NodeWithScore]:
         """The memories that fit ``state``, as ``NodeWithScore`` (no stream postprocessors)."""
@@ -298,10 +244,7 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
     async def aretrieve_state(self, state: StateBasedRetrieval | str | None = None) -> list[NodeWithScore]:
         return await asyncio.to_thread(self.retrieve_state, state)
 
-    # -- sync path ------------------------------------------------------------------------
-
-    def _plans(self, level: str, state: StateBasedRetrieval) -> Any:
-        return self.memory.plans(level, state.citizen_id if level == "N1" else None)
+    # -- the retrieval ----------------------------------------------------------------------
 
     def gather(self, state: StateBasedRetrieval) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
         """Every level's state query side by side; the stream of what they found and the ranked nodes."""
@@ -309,123 +252,78 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
         self.check_state(state)
         started = time.perf_counter()
         retrieved_at = utcnow()
-        embedding = self.memory.embed_query(self._goal_text(state)) if self._needs_goal_embedding(state) else None
+        embedding = None
+        if self.config.goal_match == "semantic" and state.current_goal and state.query_mode in _GOAL_MODES:
+            # the goal as embedded: "design_retrieval_architecture" reads as words
+            embedding = self.memory.embed_query(normalise_goal(state.current_goal) or state.current_goal.strip())
         q = self._state_query(state, embedding)
         deadline = time.monotonic() + self.config.level_timeout_s
         existing = existing_graphs(self.memory, self.config.level_timeout_s)
-        outcomes = self._levels(state, q, existing, deadline)
-        return self._finish(state, q, outcomes, retrieved_at, started)
-
-    def _candidates(self, level: str, plans: LevelPlans, q: sq.StateQuery) -> list[tuple[str, float]] | None:
-        """Nearest memories to a semantic goal from a level whose vectors the graph queries cannot search."""
-        if q.goal_embedding is None:
-            return None
-        return self.memory.vectors(level).candidates(plans, q.goal_embedding, q.semantic_fetch, MemoryFilter(q.window))
-
-    def _levels(self, state: StateBasedRetrieval, q: sq.StateQuery,
-                existing: set[str] | Exception, deadline: float) -> list[StateLevelOutcome]:
-        """Every level's plan, all in flight at once (``run_interleaved``); a failed level is an error entry."""
         outcomes = [StateLevelOutcome(level) for level in self.config.query_levels]
         jobs: list[tuple[str, Any]] = []
         owners: list[StateLevelOutcome] = []
-        timeout_ms = int(self.config.level_timeout_s * 1000)
         for out in outcomes:
-            plans = self._plans(out.level, state)
+            plans = self.memory.plans(out.level, state.citizen_id if out.level == "N1" else None)
             if isinstance(existing, Exception):
-                self._failed(out, existing)
+                out.failed(existing)
                 continue
             if plans.graph not in existing:
                 continue
-            if plans.graph not in self._indexed:
-                store = LevelGraphStore(self.memory.db, plans, timeout_ms=timeout_ms)
-                self._ensure_indexes(plans.graph, lambda: store.run(sq.ensure_state_indexes(plans)))
-            try:
-                candidates = self._candidates(out.level, plans, q)
+            if plans.graph not in self._indexed:  # the emotion index: filters are correct without it, only slower
+                try:
+                    LevelGraphStore(self.memory.db, plans, timeout_ms=int(self.config.level_timeout_s * 1000)).run(
+                        sq.ensure_state_indexes(plans))
+                except Exception as exc:  # e.g. a read-only replica: retrieval still works
+                    logger.info("could not create the state indexes of %s: %s", plans.graph, exc)
+                self._indexed.add(plans.graph)
+            try:  # the nearest memories to a semantic goal, from vectors the graph queries cannot search
+                candidates = None if q.goal_embedding is None else self.memory.vectors(out.level).candidates(
+                    plans, q.goal_embedding, q.semantic_fetch, MemoryFilter(q.window))
             except Exception as exc:  # isolate: one level's failure is an entry, not an exception
-                self._failed(out, exc)
+                out.failed(exc)
                 continue
             jobs.append((plans.graph, _counted(self._level_plan(plans, q, candidates), out)))
             owners.append(out)
         for out, result in zip(owners, run_interleaved(self.memory.db, jobs, remaining_ms(deadline))):
             if isinstance(result, BaseException):
-                out.queries = 0  # nothing it ran counts when the level failed
-                self._failed(out, result)
+                out.failed(result)
             else:
                 out.hits, out.relationships = result
-        return outcomes
+        return self._finish(state, q, outcomes, retrieved_at, started)
 
     def _level_plan(self, plans: Any, q: sq.StateQuery, candidates: list[tuple[str, float]] | None) -> Any:
-        """What one level runs (both paths): goal vocabulary if due, the mode's plan, the links met."""
+        """What one level runs: the goal vocabulary if due, the mode's plan, the links met."""
         if self.config.goal_match == "partial" and q.goal is not None and q.mode in _GOAL_MODES:
-            vocabulary = self._vocabulary(plans.graph)
-            if vocabulary is _STALE:
+            vocabulary = cached(self._goals, self.memory, plans.graph, GOAL_VOCABULARY_TTL_S)
+            if vocabulary is MISSING:
                 goals = yield from sq.goal_vocabulary(plans)
-                vocabulary = self._remember_vocabulary(plans.graph, goals)
+                vocabulary = remember(self._goals, self.memory, plans.graph,
+                                      tuple(goals) if len(goals) <= GOAL_VOCABULARY_MAX else None)
             q = replace(q, goal_vocabulary=vocabulary)
         hits = yield from sq.state_plan(plans, q, self.config.max_results_per_level,
                                         max_patterns=self.config.max_patterns, candidates=candidates)
-        relationships = self._path_links(hits)
-        among = self._among(hits, q)
-        if among is not None:
-            relationships += yield from sq.relationships_among(plans, among, q)
+        relationships = [r for hit in hits for r in hit.path]
+        if self.config.include_relationships and q.mode != "find_resolution_patterns" and len(hits) >= 2:
+            relationships += yield from sq.relationships_among(plans, [h.node.node_id for h in hits], q)
         return hits, relationships
 
-    def _vocabulary(self, graph: str) -> Any:
-        """The cached goal vocabulary of a level (None: too large to use), or _STALE."""
-        entry = self._goals.get(graph)
-        if entry and entry[0] == self.memory.graph_version(graph) and time.monotonic() - entry[1] < GOAL_VOCABULARY_TTL_S:
-            return entry[2]
-        return _STALE
-
-    def _remember_vocabulary(self, graph: str, goals: list[str]) -> tuple[str, ...] | None:
-        vocabulary = tuple(goals) if len(goals) <= GOAL_VOCABULARY_MAX else None
-        self._goals[graph] = (self.memory.graph_version(graph), time.monotonic(), vocabulary)
-        return vocabulary
-
-    def _ensure_indexes(self, graph: str, create: Any) -> None:
-        """The emotion index, once per graph (filters are correct without it, only slower)."""
-        try:
-            create()
-        except Exception as exc:  # e.g. a read-only replica: retrieval still works
-            logger.info("could not create the state indexes of %s: %s", graph, exc)
-        self._indexed.add(graph)
-
     # -- assembly ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _path_links(hits: list[sq.StateHit]) -> list[ConsciousnessRelationship]:
-        return [r for hit in hits for r in hit.path]
-
-    def _among(self, hits: list[sq.StateHit], q: sq.StateQuery) -> list[str] | None:
-        """Ids whose mutual links the stream should carry (None: no query needed)."""
-        if not self.config.include_relationships or q.mode == "find_resolution_patterns" or len(hits) < 2:
-            return None
-        return [h.node.node_id for h in hits]
-
-    def _failed(self, out: StateLevelOutcome, exc: BaseException) -> None:
-        what = "timed out" if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) else f"{type(exc).__name__}: {exc}"
-        message = f"{out.level}_{SOURCE_STATE} {what}"
-        out.hits, out.relationships = [], []
-        out.errors.append(message)
-        logger.warning("state-based retrieval failed on a level: %s", message)
 
     def _details(self, hit: sq.StateHit, state: StateBasedRetrieval, q: sq.StateQuery) -> dict[str, Any]:
         """The numbers behind a hit, for ``node.metadata``."""
         node = hit.node
         details: dict[str, Any] = {"state_mode": state.query_mode, "state_role": hit.role,
                                    "state_id": state.state_id}
-        if hit.role == "state":
-            if q.goal is not None and hit.goal_match is not None:
-                details["goal_match"] = hit.goal_match
-            if q.emotions:
-                details["emotion_similarity"] = emotional_similarity(state.current_emotions, node.emotion_vector)
-            details["energy_proximity"] = energy_proximity(state.current_energy, node.energy)
-            age = days_ago(node.created_at, q.now)
-            details["days_ago"] = age
-            if q.mode == "find_what_i_was_doing":
-                details["recency_weight"] = recency_weight(age)
-        else:
-            details.update({"pattern_id": hit.pattern_id, "resolution_id": hit.resolution_id, "depth": hit.depth})
+        if hit.role != "state":
+            return {**details, "pattern_id": hit.pattern_id, "resolution_id": hit.resolution_id, "depth": hit.depth}
+        if q.goal is not None and hit.goal_match is not None:
+            details["goal_match"] = hit.goal_match
+        if q.emotions:
+            details["emotion_similarity"] = emotional_similarity(state.current_emotions, node.emotion_vector)
+        details["energy_proximity"] = energy_proximity(state.current_energy, node.energy)
+        details["days_ago"] = days_ago(node.created_at, q.now)
+        if q.mode == "find_what_i_was_doing":
+            details["recency_weight"] = recency_weight(details["days_ago"])
         return details
 
     def _finish(self, state: StateBasedRetrieval, q: sq.StateQuery, outcomes: list[StateLevelOutcome],
@@ -435,54 +333,24 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
         for out in outcomes:
             matched, linked = [], []
             for hit in out.hits:
-                source = f"{out.level}_{SOURCE_STATE if hit.role == 'state' else SOURCE_RESOLUTION}"
+                source = f"{out.level}_{'state' if hit.role == 'state' else 'resolution'}"
                 # the memory was validated when read: no second validation of the same values
                 data = {k: v for k, v in hit.node.__dict__.items() if k != "embedding"}
-                cnode = ConsciousnessNode.model_construct(**data, retrieval_source=source,
-                                                          relevance_score=float(hit.score))
-                (matched if hit.role == "state" else linked).append(cnode)
-                key = f"{out.level}:{hit.node.node_id}"
-                entry = found.get(key)
-                if entry is None:
-                    found[key] = {"hit": hit, "level": out.level, "score": float(hit.score), "sources": [source],
-                                  "details": self._details(hit, state, q)}
-                elif source not in entry["sources"]:
+                (matched if hit.role == "state" else linked).append(ConsciousnessNode.model_construct(
+                    **data, retrieval_source=source, relevance_score=float(hit.score)))
+                entry = found.setdefault(f"{out.level}:{hit.node.node_id}", {
+                    "node": hit.node, "level": out.level, "score": float(hit.score), "sources": [],
+                    "details": self._details(hit, state, q)})
+                if source not in entry["sources"]:
                     entry["sources"].append(source)
             levels[LEVEL_KEYS[out.level]] = ConsciousnessLevelResults(
-                vector_results=matched,
-                graph_results=linked,
-                relationships=dedupe_relationships(out.relationships),
-                error="; ".join(out.errors) or None,
-            )
-        nodes = [self._node_with_score(entry) for entry in found.values()]
+                vector_results=matched, graph_results=linked,
+                relationships=dedupe_relationships(out.relationships), error="; ".join(out.errors) or None)
+        # a state looks at what is believed now (postprocessors read the mode from the nodes)
+        nodes = [result_node(entry, entry["score"], "current", _HIDDEN) for entry in found.values()]
         if self.config.final_top_k is not None:
             nodes = nodes[: self.config.final_top_k]
         latency_ms = int((time.perf_counter() - started) * 1000)
         stream = assemble_stream(state.state_id, levels, retrieved_at=retrieved_at, latency_ms=latency_ms,
                                  query_count=sum(o.queries for o in outcomes))
         return stream, nodes
-
-    @staticmethod
-    def _node_with_score(entry: dict[str, Any]) -> NodeWithScore:
-        hit: sq.StateHit = entry["hit"]
-        node = hit.node
-        metadata = node.model_dump(mode="json", exclude={"embedding"})
-        metadata.update(entry["details"])
-        metadata.update({
-            "level": entry["level"],
-            "retrieval_source": entry["sources"][0],
-            "retrieval_sources": list(entry["sources"]),
-            "relevance_score": entry["score"],
-            # a state looks at what is believed now (postprocessors read the mode here)
-            "temporal_mode": "current",
-        })
-        text_node = TextNode(
-            id_=f"{entry['level']}:{node.node_id}",
-            text=node.description or node.name,
-            metadata=metadata,
-            excluded_embed_metadata_keys=list(metadata),
-            excluded_llm_metadata_keys=[k for k in _HIDDEN if k in metadata] + ["temporal_mode", "state_id"]
-            + [k for k in _LLM_HIDDEN_UNLESS_SET if k in metadata and not metadata[k]],
-        )
-        return NodeWithScore(node=text_node, score=entry["score"])
-

@@ -1,8 +1,4 @@
-"""Pydantic models shared by ingestion, storage and retrieval.
-
-One schema package so that every layer validates the same contract at its
-boundary instead of trusting the layer before it.
-"""
+"""Pydantic models shared by ingestion, storage and retrieval: every layer validates the same contract."""
 
 from .constellation import ConstellationMember, ConstellationRole, MemoryConstellation
 from ._time import UTCDateTime, to_utc, utcnow

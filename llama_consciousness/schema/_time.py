@@ -1,10 +1,7 @@
 """Timezone handling shared by every schema model.
 
-The graph and vector stores compare timestamps across processes and
-machines; mixing naive and aware datetimes either raises ``TypeError`` at
-comparison time or silently shifts instants by the local offset.  Every
-datetime that enters the schema is therefore normalised to aware UTC once,
-at the boundary.
+Mixing naive and aware datetimes raises ``TypeError`` or silently shifts instants by the local offset, so
+every datetime that enters the schema is normalised to aware UTC once, at the boundary.
 """
 
 from __future__ import annotations
@@ -23,11 +20,7 @@ def utcnow() -> datetime:
 
 
 def to_utc(value: datetime) -> datetime:
-    """Normalise to aware UTC.
-
-    Naive values are read as UTC rather than local time because the stores
-    persist UTC and a server's local zone is an accident of deployment.
-    """
+    """Normalise to aware UTC (naive values are UTC: a server's local zone is an accident of deployment)."""
     if value.tzinfo is timezone.utc:  # the common case (parsed "Z" times, utcnow): nothing to do
         return value
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:

@@ -1,8 +1,4 @@
-"""Vocabulary shared by all schema models.
-
-Kept in one module so that storage, retrieval and ingestion code agree on
-the exact literals and limits the spec defines.
-"""
+"""Vocabulary shared by all schema models, so that every layer agrees on the spec's literals and limits."""
 
 from __future__ import annotations
 
@@ -14,22 +10,10 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import AfterValidator, BeforeValidator
 
 __all__ = [
-    "CITIZEN_ID_PATTERN",
-    "CitizenId",
-    "EmotionVector",
-    "InvalidationReason",
-    "LevelName",
-    "MAX_EMBEDDING_COMPONENT",
-    "MAX_EMOTIONS",
-    "MAX_EMOTION_NAME_CHARS",
-    "MAX_LIST_ITEMS",
-    "MAX_QUERY_CHARS",
-    "MAX_RESULTS_PER_LEVEL",
-    "ResolutionState",
-    "TemporalMode",
-    "check_temporal_request",
-    "check_vector",
-    "validate_citizen_id",
+    "CITIZEN_ID_PATTERN", "CitizenId", "EmotionVector", "InvalidationReason", "LevelName",
+    "MAX_EMBEDDING_COMPONENT", "MAX_EMOTIONS", "MAX_EMOTION_NAME_CHARS", "MAX_LIST_ITEMS", "MAX_QUERY_CHARS",
+    "MAX_RESULTS_PER_LEVEL", "ResolutionState", "TemporalMode", "check_order", "check_temporal_request",
+    "check_vector", "validate_citizen_id",
 ]
 
 LevelName = Literal["N1", "N2", "N3"]
@@ -51,19 +35,13 @@ MAX_EMOTION_NAME_CHARS = 64
 MAX_LIST_ITEMS = 256
 """Items in a memory's ``concepts`` or ``surfaces_when``, and keys of its ``sensory_details``."""
 MAX_EMBEDDING_COMPONENT = 1e6
-"""Largest absolute value of an embedding component.
-
-Real embeddings are unit length or close to it; the store sends components
-as integers scaled by 10^7, which a component beyond 9e11 would overflow.
-"""
+"""Largest absolute value of an embedding component (real ones are near unit length; the store sends
+components as integers scaled by 10^7, which a component beyond 9e11 would overflow)."""
 
 
 def check_vector(values: Any, what: str = "embedding") -> list[float]:
-    """``values`` as floats, refused with a clear error when a component is not finite or out of range.
-
-    Why at the edge: one NaN makes every cosine against it NaN, and the
-    vector index then ranks arbitrarily instead of failing.
-    """
+    """``values`` as floats, refused when a component is not finite or out of range (one NaN makes every
+    cosine against it NaN, and the vector index then ranks arbitrarily instead of failing)."""
     out = [float(v) for v in values]
     if not all(map(math.isfinite, out)) or any(abs(v) > MAX_EMBEDDING_COMPONENT for v in out):
         for index, component in enumerate(out):
@@ -73,13 +51,18 @@ def check_vector(values: Any, what: str = "embedding") -> list[float]:
     return out
 
 
+def check_order(model: Any, earlier: str, later: str) -> None:
+    """Refuse an interval whose end (``later``) comes before its start: queries over it would return nonsense."""
+    start, end = getattr(model, earlier), getattr(model, later)
+    if start is not None and end is not None and end < start:
+        raise ValueError(f"{later} ({end.isoformat()}) must be >= {earlier} ({start.isoformat()})")
+
+
 def validate_citizen_id(value: str) -> str:
     """Reject any citizen id that could be used for path or query injection."""
     if not isinstance(value, str) or _CITIZEN_ID_RE.fullmatch(value) is None:
-        raise ValueError(
-            f"invalid citizen_id {value!r}: must match {CITIZEN_ID_PATTERN} "
-            "(1-64 characters: letters, digits, '_' or '-')"
-        )
+        raise ValueError(f"invalid citizen_id {value!r}: must match {CITIZEN_ID_PATTERN} "
+                         "(1-64 characters: letters, digits, '_' or '-')")
     return value
 
 
@@ -95,10 +78,8 @@ def _reject_non_numeric_emotions(value: Any) -> Any:
             if type(intensity) is float or type(intensity) is int:  # the common case, without the ABC check
                 continue
             if isinstance(intensity, bool) or not isinstance(intensity, numbers.Real):
-                raise ValueError(
-                    f"emotion {emotion!r} has non-numeric intensity {intensity!r}; "
-                    "intensities must be numbers in [0, 1]"
-                )
+                raise ValueError(f"emotion {emotion!r} has non-numeric intensity {intensity!r}; "
+                                 "intensities must be numbers in [0, 1]")
     return value
 
 
@@ -118,18 +99,13 @@ def _check_emotion_vector(value: dict[str, float]) -> dict[str, float]:
         if name in cleaned:
             raise ValueError(f"emotion {name!r} appears more than once (after stripping)")
         if math.isnan(intensity) or not 0.0 <= intensity <= 1.0:
-            raise ValueError(
-                f"emotion {name!r} has intensity {intensity!r}; must be in [0, 1]"
-            )
+            raise ValueError(f"emotion {name!r} has intensity {intensity!r}; must be in [0, 1]")
         cleaned[name] = float(intensity)
     return cleaned
 
 
-EmotionVector = Annotated[
-    dict[str, float],
-    BeforeValidator(_reject_non_numeric_emotions),
-    AfterValidator(_check_emotion_vector),
-]
+EmotionVector = Annotated[dict[str, float], BeforeValidator(_reject_non_numeric_emotions),
+                          AfterValidator(_check_emotion_vector)]
 """Emotion name -> intensity in [0, 1], names stripped and non-empty."""
 
 
@@ -146,27 +122,18 @@ def check_temporal_mode(mode: Any) -> str:
 
 
 def check_temporal_request(mode: str, as_of_time: Any, time_range_start: Any, time_range_end: Any) -> None:
-    """The cross-field rules of a temporal request, shared by intentions and windows.
-
-    A parameter that the mode would ignore is an error, not a silent no-op:
-    an ``as_of_time`` given with ``current`` almost always means the caller
-    forgot to switch the mode.
-    """
+    """The cross-field rules of a temporal request, shared by intentions and windows: a parameter the mode
+    would ignore is an error (an ``as_of_time`` with ``current`` almost always means a forgotten mode)."""
     check_temporal_mode(mode)
     if mode == "point_in_time" and as_of_time is None:
         raise ValueError("temporal_mode 'point_in_time' requires as_of_time")
     if as_of_time is not None and mode != "point_in_time":
-        raise ValueError(
-            f"as_of_time is only allowed with temporal_mode 'point_in_time' (got temporal_mode {mode!r})"
-        )
+        raise ValueError("as_of_time is only allowed with temporal_mode 'point_in_time' "
+                         f"(got temporal_mode {mode!r})")
     has_range = time_range_start is not None or time_range_end is not None
     if has_range and mode not in _RANGE_MODES:
-        raise ValueError(
-            "time_range_start/time_range_end are only allowed with temporal_mode "
-            f"'evolution' or 'full_history' (got temporal_mode {mode!r})"
-        )
+        raise ValueError("time_range_start/time_range_end are only allowed with temporal_mode "
+                         f"'evolution' or 'full_history' (got temporal_mode {mode!r})")
     if time_range_start is not None and time_range_end is not None and time_range_start > time_range_end:
-        raise ValueError(
-            f"time_range_start ({time_range_start.isoformat()}) must be <= "
-            f"time_range_end ({time_range_end.isoformat()}): the start is after the end"
-        )
+        raise ValueError(f"time_range_start ({time_range_start.isoformat()}) must be <= "
+                         f"time_range_end ({time_range_end.isoformat()}): the start is after the end")

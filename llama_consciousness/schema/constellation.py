@@ -1,11 +1,4 @@
-"""The memory constellation of spec 004: an answer with its context and its exceptions.
-
-Search "returns structured results, not flat lists": the memory that best
-answers (``primary``, role ``direct_answer``), the memories linked to it by
-SUPPORTS (``supporting``, role ``context``) and by CONTRADICTS
-(``contradicting``, role ``exception``), and a one-line ``synthesis``:
-``"Primary: X | Supported by: Y, Z | Note: Conflicting info in W"``.
-"""
+"""The memory constellation of spec 004: an answer with its context (SUPPORTS) and its exceptions (CONTRADICTS)."""
 
 from __future__ import annotations
 
@@ -21,14 +14,8 @@ ConstellationRole = Literal["direct_answer", "context", "exception"]
 
 
 class ConstellationMember(BaseModel):
-    """One memory of a constellation.
-
-    ``score`` is the retrieval score for a retrieved memory and None for a
-    memory fetched from the graph because it is linked to the primary
-    (``retrieved`` tells which).  ``link_energy`` / ``link_confidence`` are
-    those of the SUPPORTS / CONTRADICTS link to the primary (None for the
-    primary itself).
-    """
+    """One memory of a constellation: ``score`` None when fetched from the graph for its link to the primary;
+    ``link_energy`` / ``link_confidence`` those of that link (None for the primary)."""
 
     model_config = ConfigDict(extra="forbid")
 

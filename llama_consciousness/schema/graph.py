@@ -1,8 +1,5 @@
-"""The traversal graph returned with a consciousness stream.
-
-Thinking is traversal: besides a ranked list, the Mind gets the subgraph
-connecting what was retrieved and the likely paths through it.
-"""
+"""The traversal graph returned with a consciousness stream: the subgraph connecting what was retrieved and
+the likely paths through it (thinking is traversal)."""
 
 from __future__ import annotations
 
@@ -39,10 +36,7 @@ class GraphNode(BaseModel):
 
 
 class GraphEdge(BaseModel):
-    """A link with its metadata and how likely it is to be followed now.
-
-    ``edge_id`` lets paths reference edges without repeating endpoints.
-    """
+    """A link with its metadata and how likely it is to be followed now."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -1,9 +1,5 @@
-"""Retrieval requests (Couche 3 -> Couche 2).
-
-These are the inputs to every retrieval, so they validate aggressively: a
-contradictory request (e.g. ``as_of_time`` in ``current`` mode) would
-otherwise be silently reinterpreted by the retriever.
-"""
+"""Retrieval requests (Couche 3 -> Couche 2), validated aggressively: a contradictory request (``as_of_time`` in
+``current`` mode) would otherwise be silently reinterpreted by the retriever."""
 
 from __future__ import annotations
 
@@ -28,20 +24,8 @@ from .common import (
 __all__ = ["RetrievalIntention", "StateBasedRetrieval"]
 
 
-def _new_intention_id() -> str:
-    return "intent_" + uuid4().hex
-
-
-def _new_state_id() -> str:
-    return "state_" + uuid4().hex
-
-
 class RetrievalIntention(BaseModel):
-    """A specific "I need context on X" request.
-
-    Ids and provenance default so that callers only have to say what they
-    want and for whom; everything else is checked for internal consistency.
-    """
+    """A specific "I need context on X" request (ids and provenance default: say what and for whom)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -62,7 +46,7 @@ class RetrievalIntention(BaseModel):
 
     citizen_id: CitizenId = Field(description="Which citizen's consciousness to query")
 
-    intention_id: str = Field(default_factory=_new_intention_id)
+    intention_id: str = Field(default_factory=lambda: "intent_" + uuid4().hex)
     generated_at: UTCDateTime = Field(default_factory=utcnow)
     generated_by: str = "llama_consciousness"
 
@@ -84,9 +68,7 @@ class RetrievalIntention(BaseModel):
                     f"{exc.start + 1}, which is not valid Unicode text; decode the text properly first"
                 ) from None
         if len(text) > MAX_QUERY_CHARS:
-            raise ValueError(
-                f"query_text has {len(text)} characters; at most {MAX_QUERY_CHARS} allowed"
-            )
+            raise ValueError(f"query_text has {len(text)} characters; at most {MAX_QUERY_CHARS} allowed")
         return text
 
     @field_validator("temporal_mode", mode="before")
@@ -112,26 +94,18 @@ class RetrievalIntention(BaseModel):
         for emotion in value:
             name = emotion.strip()
             if not name:
-                raise ValueError(
-                    f"required_emotions must contain non-empty names, got {emotion!r}"
-                )
+                raise ValueError(f"required_emotions must contain non-empty names, got {emotion!r}")
             cleaned.append(name)
         return cleaned
 
     @model_validator(mode="after")
     def _check_temporal_consistency(self) -> "RetrievalIntention":
-        check_temporal_request(
-            self.temporal_mode, self.as_of_time, self.time_range_start, self.time_range_end
-        )
+        check_temporal_request(self.temporal_mode, self.as_of_time, self.time_range_start, self.time_range_end)
         return self
 
 
 class StateBasedRetrieval(BaseModel):
-    """A "what matters given how I feel right now?" request.
-
-    Used when consciousness wakes without a specific question (S6); matching
-    is on energy, emotion and goal rather than on query text.
-    """
+    """A "what matters given how I feel right now?" request, when consciousness wakes without a question (S6)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -151,5 +125,5 @@ class StateBasedRetrieval(BaseModel):
 
     citizen_id: CitizenId
 
-    state_id: str = Field(default_factory=_new_state_id)
+    state_id: str = Field(default_factory=lambda: "state_" + uuid4().hex)
     generated_at: UTCDateTime = Field(default_factory=utcnow)

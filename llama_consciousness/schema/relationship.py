@@ -1,7 +1,7 @@
 """Links between memories, and the spec's three-tier link-metadata model.
 
-Consciousness "lives in the links": goal, mindstate, energy and confidence
-are mandatory on every relationship so traversal can weigh them.
+Consciousness "lives in the links": goal, mindstate, energy and confidence are
+mandatory on every relationship so traversal can weigh them.
 """
 
 from __future__ import annotations
@@ -9,25 +9,14 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ._time import UTCDateTime, utcnow
 from .common import CitizenId, EmotionVector, LevelName, ResolutionState
 from .memory import NodeId, NonEmptyStr, UnitFloat, _apply_bitemporal_rules
 
-__all__ = [
-    "ConditionalLinkMetadata",
-    "ConsciousnessRelationship",
-    "ImportantLinkMetadata",
-    "RELATION_TYPE_PATTERN",
-    "RequiredLinkMetadata",
-]
+__all__ = ["ConditionalLinkMetadata", "ConsciousnessRelationship", "ImportantLinkMetadata",
+           "RELATION_TYPE_PATTERN", "RequiredLinkMetadata"]
 
 # relation_type becomes a Cypher relationship label, which cannot be passed
 # as a query parameter; this pattern is what makes interpolating it safe.
@@ -43,10 +32,8 @@ def default_edge_id(source_id: str, relation_type: str, target_id: str) -> str:
 class ConsciousnessRelationship(BaseModel):
     """A typed, bitemporal link carrying its own consciousness metadata.
 
-    ``formation_trigger`` is optional: the spec's validation framework rates
-    it IMPORTANT (a warning when missing), not REQUIRED, so a link without it
-    is still storable.  ``edge_id`` defaults to ``source|TYPE|target`` so the
-    same link written twice maps to the same identity.
+    ``formation_trigger`` is optional (the spec's validation rates it IMPORTANT, not REQUIRED); ``edge_id``
+    defaults to ``source|TYPE|target`` so the same link written twice has one identity.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -86,10 +73,8 @@ class ConsciousnessRelationship(BaseModel):
     def _check_relation_type(cls, value: str) -> str:
         candidate = value.strip()
         if _RELATION_TYPE_RE.fullmatch(candidate) is None:
-            raise ValueError(
-                f"invalid relation_type {value!r}: must match {RELATION_TYPE_PATTERN} "
-                "(a letter, then up to 63 letters, digits or '_')"
-            )
+            raise ValueError(f"invalid relation_type {value!r}: must match {RELATION_TYPE_PATTERN} "
+                             "(a letter, then up to 63 letters, digits or '_')")
         return candidate.upper()
 
     @model_validator(mode="after")
@@ -100,9 +85,8 @@ class ConsciousnessRelationship(BaseModel):
         return self
 
 
-# The three link-metadata models are projections of a raw link dict (the spec
-# allows unknown fields "for future extensibility"), so they ignore extras
-# instead of forbidding them.
+# The three link-metadata models are projections of a raw link dict (the spec allows unknown fields
+# "for future extensibility"), so they ignore extras instead of forbidding them.
 
 
 class RequiredLinkMetadata(BaseModel):

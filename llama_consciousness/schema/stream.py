@@ -1,42 +1,29 @@
-"""The consciousness stream: everything one retrieval hands back to the Mind.
-
-Results are kept per level (personal / collective / ecosystem) because the
-Mind weighs "what I remember" differently from "what the org knows".
-"""
+"""The consciousness stream: everything one retrieval hands back to the Mind, per level (the Mind weighs
+"what I remember" differently from "what the org knows")."""
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ._time import UTCDateTime, utcnow
-from .common import EmotionVector
+from .common import EmotionVector, check_order
 from .constellation import MemoryConstellation
 from .graph import TraversalGraph
 from .memory import ConsciousnessNode
 from .relationship import ConsciousnessRelationship
 from .validation import MetadataValidationReport
 
-__all__ = [
-    "ACTIVATION_TIERS",
-    "ConsciousnessLevelResults",
-    "ConsciousnessStream",
-    "ConsciousnessSummary",
-    "LEVEL_KEYS",
-    "TemporalDissonance",
-]
+__all__ = ["ACTIVATION_TIERS", "ConsciousnessLevelResults", "ConsciousnessStream", "ConsciousnessSummary",
+           "LEVEL_KEYS", "TemporalDissonance"]
 
 LEVEL_KEYS: dict[str, str] = {"N1": "n1_personal", "N2": "n2_collective", "N3": "n3_ecosystem"}
 ACTIVATION_TIERS: tuple[str, ...] = ("focus", "peripheral", "background")
 
 
 class ConsciousnessLevelResults(BaseModel):
-    """One level's results per channel.
-
-    ``error`` records a failed channel so a partial answer is still returned
-    (and visibly partial) instead of failing the whole retrieval.
-    """
+    """One level's results per channel; ``error`` records a failed channel (a partial answer, visibly so)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -69,20 +56,12 @@ class TemporalDissonance(BaseModel):
 
     @model_validator(mode="after")
     def _check_interval(self) -> "TemporalDissonance":
-        if self.belief_held_until < self.belief_held_from:
-            raise ValueError(
-                f"belief_held_until ({self.belief_held_until.isoformat()}) must be >= "
-                f"belief_held_from ({self.belief_held_from.isoformat()})"
-            )
+        check_order(self, "belief_held_from", "belief_held_until")
         return self
 
 
 class ConsciousnessSummary(BaseModel):
-    """Aggregate state of the retrieved context, for a quick orientation.
-
-    Averages and the active/historical ratio are fractions in [0, 1] because
-    every input they are computed from is.
-    """
+    """Aggregate state of the retrieved context, for a quick orientation."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -102,19 +81,14 @@ class ConsciousnessSummary(BaseModel):
 
     @model_validator(mode="after")
     def _check_span(self) -> "ConsciousnessSummary":
-        if self.latest_memory < self.earliest_memory:
-            raise ValueError(
-                f"latest_memory ({self.latest_memory.isoformat()}) must be >= "
-                f"earliest_memory ({self.earliest_memory.isoformat()})"
-            )
+        check_order(self, "earliest_memory", "latest_memory")
         return self
 
 
 class ConsciousnessStream(BaseModel):
     """The complete answer to one intention, organised the way attention works.
 
-    Keys of ``levels`` and ``activation_tiers`` are checked because consumers
-    look them up by name; a typo would otherwise read as "no results".
+    Keys of ``levels`` and ``activation_tiers`` are checked: a typo would otherwise read as "no results".
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -137,28 +111,11 @@ class ConsciousnessStream(BaseModel):
     retrieval_latency_ms: Optional[int] = Field(default=None, ge=0)
     query_count: int = Field(default=6, ge=0)
 
-    @field_validator("levels")
+    @field_validator("levels", "activation_tiers")
     @classmethod
-    def _check_level_keys(
-        cls, value: dict[str, ConsciousnessLevelResults]
-    ) -> dict[str, ConsciousnessLevelResults]:
-        allowed = tuple(LEVEL_KEYS.values())
+    def _check_keys(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        allowed = tuple(LEVEL_KEYS.values()) if info.field_name == "levels" else ACTIVATION_TIERS
         for key in value:
             if key not in allowed:
-                raise ValueError(
-                    f"levels key {key!r} is not one of {', '.join(map(repr, allowed))}"
-                )
-        return value
-
-    @field_validator("activation_tiers")
-    @classmethod
-    def _check_tier_keys(
-        cls, value: dict[str, list[ConsciousnessNode]]
-    ) -> dict[str, list[ConsciousnessNode]]:
-        for key in value:
-            if key not in ACTIVATION_TIERS:
-                raise ValueError(
-                    f"activation_tiers key {key!r} is not one of "
-                    f"{', '.join(map(repr, ACTIVATION_TIERS))}"
-                )
+                raise ValueError(f"{info.field_name} key {key!r} is not one of {', '.join(map(repr, allowed))}")
         return value

@@ -1,8 +1,4 @@
-"""Metadata-quality reporting.
-
-Retrieved memories with incomplete metadata are ranked lower and the Mind
-is told about it, so quality is reported alongside the results.
-"""
+"""Metadata-quality reporting: the Mind is told how complete its context's metadata is."""
 
 from __future__ import annotations
 

@@ -1,31 +1,16 @@
 """Temporal dissonance: the moments a belief was corrected (the spec's learning moments).
 
-When an ``evolution`` or ``full_history`` retrieval brings back several
-versions of one belief, each transition from an expired version to the next
-one is a :class:`TemporalDissonance`: what was believed, what replaced it,
-why (``reality_changed``: the world moved; ``discovered_false``: we were
-wrong) and how that discovery felt.  ``current`` and ``point_in_time``
-retrievals see one version per belief, so they never report any.
-
-Decisions the spec leaves open:
-
-* **Grouping.** Versions are grouped by base identity with the project's
-  rule (``scoring.identity``: explicit ``base_id``, then ``supersedes``
-  chains, then the id without its version suffix), *within one level graph
-  only*: the same id in N1 and N2 names two different memories, and each
-  citizen's N1 is its own graph.
-* **Order.** Versions are sorted by ``created_at`` (then ``node_id``, so ties
-  are deterministic).
-* **Reason.** The expired version's ``invalidation_reason`` (set by the
-  store when it was superseded).  When it is missing (data written by other
-  tools) it is inferred like the writer does: the newer version's
-  ``supersede_reason`` if given, else ``reality_changed`` when the newer
-  version became valid later than the old one (the world moved) and
-  ``discovered_false`` otherwise (the old one was never true).  The spec's
-  ``"unknown"`` is not a valid type of its own model, hence the inference.
-* **Discovery energy.** The newer version's ``discovery_energy``, 0.5 when
-  absent.  An explicit 0.0 is kept (the spec's ``x or 0.5`` would turn it
-  into 0.5).
+In an ``evolution`` or ``full_history`` retrieval, each transition from an expired
+version of a belief to the next is a :class:`TemporalDissonance` (``current`` and
+``point_in_time`` see one version per belief, so never any).  Decisions the spec
+leaves open: versions are grouped by base identity (``scoring.identity``) *within
+one level graph only* (the same id in N1 and N2 names two memories), ordered by
+``created_at`` then ``node_id``.  The reason is the expired version's
+``invalidation_reason``, else the newer one's ``supersede_reason``, else inferred
+as the writer does (a later ``valid_at``: ``reality_changed``; otherwise
+``discovered_false``; the spec's ``"unknown"`` is not a valid type of its own
+model).  Discovery energy is the newer version's, 0.5 when absent (an explicit
+0.0 is kept, unlike the spec's ``x or 0.5``).
 """
 
 from __future__ import annotations
@@ -37,15 +22,8 @@ from typing import Any, Optional
 from llama_consciousness.schema import MemoryNode, TemporalDissonance
 from llama_consciousness.scoring.identity import group_by_identity
 
-__all__ = [
-    "DISSONANCE_MODES",
-    "DEFAULT_DISCOVERY_ENERGY",
-    "DissonancePair",
-    "detect_temporal_dissonances",
-    "dissonance_pairs",
-    "group_nodes_by_identity",
-    "infer_dissonance_type",
-]
+__all__ = ["DISSONANCE_MODES", "DEFAULT_DISCOVERY_ENERGY", "DissonancePair", "detect_temporal_dissonances",
+           "dissonance_pairs", "group_nodes_by_identity", "infer_dissonance_type"]
 
 DISSONANCE_MODES = ("evolution", "full_history")
 DEFAULT_DISCOVERY_ENERGY = 0.5
@@ -71,14 +49,8 @@ def _scope(node: MemoryNode) -> GraphScope:
 def group_nodes_by_identity(
     nodes: Iterable[MemoryNode], only_versioned: bool = True
 ) -> dict[tuple[Optional[str], Optional[str], str], list[Any]]:
-    """Versions of one belief together, per level graph.
-
-    Keys are ``(level, citizen_id or None, base identity)``; each level
-    graph (N1 of one citizen, N2, N3) is grouped on its own, because an id
-    names a memory only inside its graph.  With ``only_versioned`` (the
-    spec's behaviour) only groups of two or more versions are returned.
-    Groups keep the order in which their first member appears.
-    """
+    """Versions of one belief together, keyed ``(level, citizen_id or None, base identity)``, in order of first
+    appearance; with ``only_versioned`` (the spec's behaviour) only groups of two or more."""
     by_scope: dict[GraphScope, list[Any]] = {}
     for node in nodes:
         by_scope.setdefault(_scope(node), []).append(node)
@@ -90,7 +62,7 @@ def group_nodes_by_identity(
 
 
 def infer_dissonance_type(original: MemoryNode, correction: MemoryNode) -> str:
-    """Why ``original`` was replaced by ``correction`` (see the module notes)."""
+    """Why ``original`` was replaced by ``correction`` (see the module doc)."""
     if original.invalidation_reason:
         return original.invalidation_reason
     if correction.supersede_reason:
@@ -122,12 +94,8 @@ def _dissonance(base_id: str, original: MemoryNode, correction: MemoryNode) -> T
 
 
 def dissonance_pairs(nodes: Sequence[MemoryNode], temporal_mode: str) -> list[DissonancePair]:
-    """Every correction among ``nodes``, with the two versions involved.
-
-    The versions are the very objects passed in, so callers can find the
-    retrieved node each one came from.  Empty unless ``temporal_mode`` is
-    ``evolution`` or ``full_history``.
-    """
+    """Every correction among ``nodes``, with the two versions involved (the very objects passed in, so
+    callers can find the node each came from); empty unless ``temporal_mode`` is a history mode."""
     if temporal_mode not in DISSONANCE_MODES:
         return []
     pairs: list[DissonancePair] = []
@@ -141,11 +109,5 @@ def dissonance_pairs(nodes: Sequence[MemoryNode], temporal_mode: str) -> list[Di
 
 
 def detect_temporal_dissonances(nodes: Sequence[MemoryNode], temporal_mode: str) -> list[TemporalDissonance]:
-    """The spec's ``detect_temporal_dissonances``: learning moments among retrieved versions.
-
-    ``nodes`` are ``MemoryNode`` or ``ConsciousnessNode`` records (a mix is
-    fine).  Returns ``[]`` unless ``temporal_mode`` is ``evolution`` or
-    ``full_history``; otherwise one dissonance per consecutive pair of
-    versions of a belief whose earlier version has expired.
-    """
+    """The spec's ``detect_temporal_dissonances``: learning moments among retrieved versions."""
     return [p.dissonance for p in dissonance_pairs(nodes, temporal_mode)]

@@ -1,39 +1,20 @@
 """The emotional intent of a query, read offline with a small lexicon.
 
-The spec extracts a query's emotions "via LLM"; ranking must also work with
-no LLM and no network, and the same query must always rank the same way.
-So the default reader is a documented lexicon: predictable, testable, and
-good enough for the queries memory gets ("times when I felt excited but
-cautious", "when was I stuck on the migration").  The LLM reader lives in
-:class:`~llama_consciousness.postprocessors.ranker.ConsciousnessRanker`
-and falls back to this one.
+The spec reads a query's emotions "via LLM"; ranking must also work with no LLM
+and no network, and the same query must always rank the same way, so the default
+reader is a deterministic lexicon (the LLM reader is in ``ConsciousnessRanker``
+and falls back to this one).  Rules:
 
-Rules (all deterministic):
-
-* **Terms.**  Every word of :data:`~llama_consciousness.scoring.emotions.EMOTION_SYNONYMS`
-  (and each canonical name) except :data:`AMBIGUOUS_WORDS`, which are more
-  often not about feelings ("content", "drive", "focus on", "resolve the
-  bug"), plus :data:`EXTRA_WORDS` (inflections and work words: "stuck",
-  "blocked" -> frustration, "breakthrough" -> excitement) and
-  :data:`PHRASES` ("worried about", "hit a wall", "can't wait", "not
-  sure").  Phrases are matched first, longest first, and their words are
-  used up, so the "not" of "not sure" and the "can't" of "can't wait" negate
-  nothing.
-* **Intensity.**  A term alone is :data:`BASE_INTENSITY` (0.6).  The closest
-  modifier among the (up to) 3 tokens before it sets it instead:
-  intensifiers ("very" 0.8, "really" 0.8, "extremely" 1.0, ...) or
-  dampeners ("slightly", "a bit", "kind of" -> 0.3).
-* **Negation.**  A negation ("not", "never", "no", "without", "isn't",
-  "hardly", ...) among the 3 tokens before a term *drops* that mention.
-  Dropping, not inverting: "not excited" does not name an opposite feeling
-  (bored? calm? disappointed?) and an invented emotion would add resonance
-  with memories the query never asked about.  Another, un-negated mention
-  of the same emotion still counts.
-* **Clauses.**  Punctuation and contrastive words ("but", "though", "yet",
-  "however") end the look-back window: "not tired, but excited" keeps
-  "excited", and "slightly worried but very excited" has two intensities.
-* **Output.**  Canonical emotion names with intensities in [0, 1]; a
-  feeling mentioned twice keeps its stronger mention.  Keys are sorted.
+* **Terms**: the synonym table's words except :data:`AMBIGUOUS_WORDS` (more often
+  not about feelings: "content", "focus on"), plus :data:`EXTRA_WORDS` and
+  :data:`PHRASES`; phrases first, longest first, their words used up (the "not"
+  of "not sure" negates nothing).
+* **Intensity**: :data:`BASE_INTENSITY`, or the closest intensifier / dampener
+  among the 3 tokens before the term.
+* **Negation** among those 3 tokens *drops* the mention: "not excited" names no
+  opposite feeling, and an invented one would add resonance the query never asked for.
+* **Clauses**: punctuation and "but", "though"... end the look-back window.
+* **Output**: canonical names, each at its strongest mention, keys sorted.
 """
 
 from __future__ import annotations
@@ -42,16 +23,8 @@ import re
 
 from llama_consciousness.scoring.emotions import EMOTION_SYNONYMS, canonical_emotion
 
-__all__ = [
-    "AMBIGUOUS_WORDS",
-    "BASE_INTENSITY",
-    "DAMPENERS",
-    "EXTRA_WORDS",
-    "INTENSIFIERS",
-    "NEGATIONS",
-    "PHRASES",
-    "extract_emotional_intent",
-]
+__all__ = ["AMBIGUOUS_WORDS", "BASE_INTENSITY", "DAMPENERS", "EXTRA_WORDS", "INTENSIFIERS", "NEGATIONS", "PHRASES",
+           "extract_emotional_intent"]
 
 BASE_INTENSITY = 0.6
 WINDOW = 3  # tokens looked back for negations and modifiers
@@ -65,62 +38,39 @@ AMBIGUOUS_WORDS: frozenset[str] = frozenset({
 
 # Inflections and work words the synonym table does not have: word -> canonical.
 EXTRA_WORDS: dict[str, str] = {
-    # excitement
     "excite": "excitement", "excites": "excitement", "excitedly": "excitement", "thrilling": "excitement",
     "breakthrough": "excitement", "breakthroughs": "excitement", "inspired": "excitement",
     "energized": "excitement", "energised": "excitement", "pumped": "excitement", "stoked": "excitement",
-    # caution
     "cautiously": "caution", "carefully": "caution", "hesitant": "caution", "hesitation": "caution",
     "hesitated": "caution", "wary": "caution", "skeptical": "caution", "sceptical": "caution",
-    # frustration
     "stuck": "frustration", "blocked": "frustration", "blocker": "frustration", "blockers": "frustration",
     "annoying": "frustration", "irritating": "frustration", "frustrations": "frustration",
     "stumped": "frustration",
-    # uncertainty
     "unsure": "uncertainty", "doubts": "uncertainty", "doubted": "uncertainty", "torn": "uncertainty",
     "undecided": "uncertainty",
-    # curiosity
     "fascinated": "curiosity", "fascinating": "curiosity", "wondering": "curiosity", "wondered": "curiosity",
     "intriguing": "curiosity",
-    # determination
     "committed": "determination", "persevered": "determination", "persevering": "determination",
-    # drive
     "motivating": "drive",
-    # satisfaction
     "satisfying": "satisfaction", "accomplished": "satisfaction", "accomplishment": "satisfaction",
-    # relief
     "relieving": "relief",
-    # joy
     "glad": "joy", "elated": "joy", "overjoyed": "joy", "cheerful": "joy",
-    # surprise
     "surprising": "surprise", "unexpected": "surprise", "astonishing": "surprise",
-    # confusion
     "confusing": "confusion", "baffled": "confusion", "baffling": "confusion", "perplexed": "confusion",
-    # realization
     "realized": "realization", "realised": "realization", "eureka": "realization",
-    # shame
     "embarrassing": "shame",
-    # fear
     "fears": "fear", "feared": "fear", "fearful": "fear", "scary": "fear", "terrified": "fear",
     "panicked": "fear",
-    # anxiety
     "worries": "anxiety", "worrying": "anxiety", "worried": "anxiety", "stressed": "anxiety",
     "stressful": "anxiety", "overwhelmed": "anxiety", "tense": "anxiety",
     "concerns": "anxiety",
-    # sadness
     "disappointing": "sadness", "upset": "sadness", "unhappy": "sadness",
     "heartbroken": "sadness",
-    # anger
     "mad": "anger", "outraged": "anger",
-    # calm
     "calming": "calm", "relaxed": "calm",
-    # trust
     "trusted": "trust", "trusts": "trust",
-    # gratitude
     "thankful": "gratitude",
-    # hope
     "hopes": "hope", "hoped": "hope", "hoping": "hope",
-    # fatigue
     "tiring": "fatigue", "exhausting": "fatigue", "drained": "fatigue", "sleepy": "fatigue",
 }
 
@@ -211,8 +161,6 @@ def _is_break(token: str) -> bool:
 def extract_emotional_intent(text: str | None) -> dict[str, float]:
     """Canonical emotion -> intensity in [0, 1] read from ``text`` (see the module rules).
 
-    >>> extract_emotional_intent("Times when I felt excited but cautious")
-    {'caution': 0.6, 'excitement': 0.6}
     >>> extract_emotional_intent("really stuck, not worried about it")
     {'frustration': 0.8}
     """

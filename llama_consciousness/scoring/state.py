@@ -1,55 +1,19 @@
-"""Scores of state-based retrieval (decision #8), as pure functions.
+"""Scores of state-based retrieval (decision #8), as pure functions, all in [0, 1].
 
-A ``StateBasedRetrieval`` asks "what fits how I am right now?" instead of
-"what do I know about X?".  Each of its four modes ranks memories by a score
-built from the pieces below.  The Cypher of ``storage.state_queries``
-computes the same numbers inside FalkorDB (so that ``ORDER BY ... LIMIT`` is
-exact); these functions are the reference it is tested against, and where
-the emotional similarity reported with each memory comes from.
+The Cypher of ``storage.state_queries`` computes the same numbers inside FalkorDB
+(so that ``ORDER BY ... LIMIT`` is exact); these are the reference it is tested
+against.  Goal matching (:func:`goal_match_score`): ``exact`` is the same string;
+``partial`` is 1.0 when equal once normalised (:func:`normalise_goal`), 0.8 when
+one contains the other, else 0.6 x the share of the goal's content words found in
+the memory's goal or ``concepts`` (a match needs :data:`MIN_PARTIAL_SCORE`, half
+the words); ``semantic`` is an exact match or the vector index's cosine.  A goal
+with nothing left once normalised ("___") is no goal at all (:func:`effective_goal`).
 
-Scores, all in [0, 1]:
-
-``goal_match_score``
-    How well a memory's ``goal`` matches the current goal:
-
-    * exact: 1.0 when the two goals are the same string, else no match;
-    * partial: 1.0 when equal after normalisation (:func:`normalise_goal`:
-      lower case, ``_``, ``-`` and ASCII whitespace read as spaces, outer
-      spaces trimmed); 0.8 when one contains the other; else ``0.6 *
-      shared / terms``, where ``terms`` are the content words of the
-      current goal (3+ letters, not stop words) and a term is shared when
-      it occurs in the memory's normalised goal (so "design" meets
-      "designing") or is one of the memory's ``concepts``.  A match needs
-      at least :data:`MIN_PARTIAL_SCORE` (0.3, i.e. half the goal's terms;
-      a goal's first 32 content words count).
-    * semantic: exact matches (1.0), plus the cosine between the embedded
-      goal text and the memory's embedding (its name and description) when
-      at least the retriever's threshold; computed by the vector index.
-
-    A current goal with nothing left once normalised ("___", "-", " - ")
-    matches nothing under every strategy (0.0); the retriever takes it as no
-    goal at all (:func:`effective_goal`).
-
-``emotional_similarity``
-    Cosine between emotion vectors over canonical names ("excited" meets
-    "excitement"), see :func:`~llama_consciousness.scoring.ranking.calculate_emotional_similarity`.
-
-``energy_proximity``
-    ``1 - |current energy - memory energy|``.
-
-``recency_weight``
-    The spec's ``1 / (1 + days / 30)``: 1.0 today, 0.5 after 30 days.
-
-Mode scores:
-
-* find_related_unresolved: ``energy * goal_match`` (the spec orders by
-  energy; with an exact goal every match has goal_match 1.0, so this *is*
-  the spec's order).  Without a goal: ``energy * (0.5 + 0.5 * emotional
-  similarity)``: all unfinished business, the emotionally resonant first.
-* find_similar_state: ``emotional similarity * energy proximity``.
-* find_what_i_was_doing: ``energy * recency_weight``.
-* find_resolution_patterns: pattern similarity ``goal_match * emotional
-  similarity`` (each factor only when the state has a goal / emotions).
+Mode scores: find_related_unresolved ``energy * goal_match`` (without a goal
+``energy * (0.5 + 0.5 * emotional similarity)``); find_similar_state
+``emotional similarity * energy proximity``; find_what_i_was_doing ``energy *
+recency_weight``; find_resolution_patterns ``goal_match * emotional similarity``
+(each factor only when the state has it).
 """
 
 from __future__ import annotations
@@ -68,7 +32,6 @@ from llama_consciousness.scoring.ranking import calculate_emotional_similarity
 GoalMatch = Literal["exact", "partial", "semantic"]
 GOAL_MATCHES: tuple[str, ...] = ("exact", "partial", "semantic")
 
-RECENT_DAYS = 30
 RECENCY_HORIZON_DAYS = 30.0
 PARTIAL_CONTAINS_SCORE = 0.8
 PARTIAL_TERMS_WEIGHT = 0.6
@@ -81,48 +44,30 @@ _WORD = re.compile(r"[a-z0-9]+")
 _SECONDS_PER_DAY = 86400.0
 
 
-# Read as a space by normalise_goal: the separators, and ASCII whitespace (the
-# characters FalkorDB's string index and C's isspace() take for whitespace).
-# storage.state_queries replaces each of them in Cypher: keep the two in step.
+# Read as a space by normalise_goal: the separators and ASCII whitespace (what FalkorDB's
+# string index takes for whitespace); storage.state_queries replaces each in Cypher: keep them in step.
 GOAL_SPACES = ("_", "-", "\t", "\n", "\r", "\v", "\f")
 _GOAL_SPACE_TABLE = str.maketrans({c: " " for c in GOAL_SPACES})
-# What makes Python's str.lower differ from FalkorDB's toLower (a simple,
-# one code point to one code point mapping): the one multi-character
-# lowercase of Unicode (U+0130, "İ" -> "i̇") and the final sigma ("Σ" at the
-# end of a word -> "ς").  Mapped first, they leave str.lower equal to toLower.
+# Where str.lower differs from FalkorDB's one-to-one toLower: "İ" (Python: two code points)
+# and a final "Σ" (Python: "ς").  Mapped first, they leave str.lower equal to toLower.
 _LOWER_LIKE_FALKORDB = str.maketrans({"\u0130": "i", "\u03a3": "\u03c3"})
 
 
 def goal_lower(text: str) -> str:
     """``text`` lower-cased as FalkorDB's ``toLower`` does it (the goal key of both sides).
 
-    FalkorDB maps each code point to its simple lower case: "İ" gives "i"
-    (Python: "i̇", two code points) and a final "Σ" gives "σ" (Python: "ς").
-    Those two mapped first, ``str.lower`` gives what ``toLower`` gives on
-    every code point (checked code point by code point against the server,
-    ``tests/retrievers/test_state_pushdown.py``).  Known limit: the two
-    sides read case from their own Unicode tables (this Python's
-    ``unicodedata.unidata_version`` vs the server's build), so a letter
-    encoded in a later Unicode version than one of them knows may be
-    lower-cased by one side only.
+    Checked code point by code point against the server (``tests/retrievers/test_state_pushdown.py``).
+    Known limit: each side reads its own Unicode tables, so a letter newer than one of them knows
+    may be lower-cased by one side only.
     """
     return text.translate(_LOWER_LIKE_FALKORDB).lower()
 
 
 def normalise_goal(goal: str | None) -> str:
-    """The goal as partial matching compares it; the Cypher of ``storage.state_queries`` computes the same.
+    """The goal as partial matching compares it (the Cypher of ``storage.state_queries`` computes the same).
 
-    Lower case as FalkorDB's ``toLower`` (:func:`goal_lower`: "İ" -> "i",
-    no final "ς", unlike ``str.lower``; the difference left is a letter newer
-    than one side's Unicode tables), each of
-    :data:`GOAL_SPACES` (``_``, ``-``, tab, newline, CR, VT, FF) read as a
-    space, inner or outer, then outer *spaces* trimmed.  Nothing else: runs
-    of spaces stay runs, other whitespace (no-break space, ...) stays as it
-    is, as in the Cypher (whose ``trim`` strips spaces only).  A memory's
-    goal carries no outer whitespace (``MemoryNode`` strips it), and the
-    retriever strips the state's goal, so outer whitespace beyond the ASCII
-    kind never reaches here from them.  An empty result (``"___"``,
-    ``"-"``) means the goal says nothing to match on.
+    :func:`goal_lower`, each of :data:`GOAL_SPACES` read as a space, then outer *spaces* trimmed; nothing
+    else (runs of spaces and other whitespace stay, as in the Cypher, whose ``trim`` strips spaces only).
     """
     if goal is None:
         return ""
@@ -130,12 +75,7 @@ def normalise_goal(goal: str | None) -> str:
 
 
 def effective_goal(goal: str | None) -> str | None:
-    """The current goal as retrieval uses it: stripped, or None when nothing is left once normalised.
-
-    A goal like "___" or " - " normalises to the empty string, which every
-    goal contains: it would match everything (or, in Cypher, every memory
-    without a goal), so it counts as no goal at all.
-    """
+    """The current goal stripped, or None when nothing is left once normalised (every goal contains "")."""
     if goal is None:
         return None
     goal = goal.strip()
@@ -143,11 +83,8 @@ def effective_goal(goal: str | None) -> str | None:
 
 
 def goal_terms(goal: str | None) -> list[str]:
-    """The content words of a goal: 3+ characters, not stop words, in order, once each.
-
-    At most :data:`MAX_GOAL_TERMS` (a goal is a phrase, not a document; the
-    query asks one index lookup per term).
-    """
+    """The content words of a goal: 3+ characters, not stop words, in order, once each, at most
+    :data:`MAX_GOAL_TERMS` (the query asks one index lookup per term)."""
     out: list[str] = []
     for word in _WORD.findall(normalise_goal(goal)):
         if len(word) >= MIN_TERM_LENGTH and word not in STOP_WORDS and word not in out:
@@ -165,11 +102,7 @@ def goal_match_score(
     *,
     semantic_similarity: float | None = None,
 ) -> float:
-    """How well ``memory_goal`` matches ``current_goal`` (0.0 = no match); see the module doc.
-
-    For ``semantic`` pass the cosine the vector index measured as
-    ``semantic_similarity`` (the memory's embedding is not at hand here).
-    """
+    """How well ``memory_goal`` matches ``current_goal`` (0.0 = no match; ``semantic``: pass the index's cosine)."""
     if strategy not in GOAL_MATCHES:
         raise ValueError(f"goal match must be one of {GOAL_MATCHES}, got {strategy!r}")
     wanted = normalise_goal(current_goal)

@@ -1,30 +1,13 @@
 """Traversal probability and thought paths (spec components 4 and 5b), as pure functions.
 
-"Thinking is graph traversal": a link pulls attention in proportion to its
-energy, its alignment with the current goal, its emotional resonance with
-the current state, the confidence it carries and the energy it can transfer
-(:func:`calculate_traversal_probability`, weights in :data:`TRAVERSAL_WEIGHTS`).
-Paths through a retrieved subgraph are found by a depth-first search that
-follows the strongest links first (:func:`dfs_with_probability`); a path's
-probability is the product of its links' weights.
-
-Conventions (the spec leaves these open):
-
-* **Emotions** are compared by canonical name (``excited`` meets
-  ``excitement``, see :mod:`~llama_consciousness.scoring.emotions`), with
-  the spec's cosine clamped to [0, 1]; an empty vector on either side is
-  similarity 0.0, as in the spec.
-* ``current_energy`` is part of the spec's signature of
-  :func:`calculate_traversal_probability` but not of its formula (the
-  energy factor is the *link's* energy); it is accepted and ignored.
-* **Semantic coherence** of a path is the mean cosine of consecutive node
-  embeddings, clamped at 0 (text embeddings are rarely anti-correlated;
-  unrelated texts score near 0, like the vector index's similarity).  A
-  pair with a missing or zero embedding counts as the neutral 0.5
-  ("unknown"), so a path without any embedding scores 0.5.
-* **Emotional consistency** is the mean emotional cosine of consecutive
-  nodes; a pair where either node has no emotions counts as the neutral 0.5.
-* A path of fewer than two nodes is trivially coherent and consistent (1.0).
+"Thinking is graph traversal": a link pulls attention by its energy, its goal's
+match with the current goal, its emotional resonance with the current state, its
+confidence and the energy it can transfer (:func:`calculate_traversal_probability`).
+Paths are found depth-first, strongest links first; a path's probability is the
+product of its links' weights.  Conventions the spec leaves open: emotions are
+compared by canonical name; ``current_energy`` is in the spec's signature but not
+its formula (ignored); a comparison that cannot be made (missing embedding or
+emotions) scores the neutral 0.5, and a path of fewer than two nodes is 1.0.
 """
 
 from __future__ import annotations
@@ -41,45 +24,18 @@ from llama_consciousness.scoring.ranking import calculate_emotional_similarity
 from llama_consciousness.scoring.ranking import cosine_similarity as _spec_cosine
 
 __all__ = [
-    "BANDS",
-    "NEUTRAL",
-    "TRAVERSAL_WEIGHTS",
-    "PathCandidate",
-    "build_adjacency",
-    "calculate_traversal_probability",
-    "central_themes",
-    "cosine_similarity",
-    "dfs_with_probability",
-    "emotional_consistency",
-    "generate_traversal_paths",
-    "goal_match",
-    "graph_density",
-    "hub_nodes",
-    "path_narrative",
-    "semantic_coherence",
+    "BANDS", "NEUTRAL", "TRAVERSAL_WEIGHTS", "PathCandidate", "build_adjacency", "calculate_traversal_probability",
+    "central_themes", "cosine_similarity", "dfs_with_probability", "emotional_consistency",
+    "generate_traversal_paths", "goal_match", "graph_density", "hub_nodes", "path_narrative", "semantic_coherence",
     "traversal_band",
 ]
 
-TRAVERSAL_WEIGHTS: dict[str, float] = {
-    "energy": 0.3,
-    "goal": 0.2,
-    "emotion": 0.3,
-    "confidence": 0.1,
-    "transfer": 0.1,
-}
-"""The spec's weights of the five factors (they sum to 1)."""
-
-BANDS: tuple[tuple[float, str], ...] = (
-    (0.8, "very_high"),
-    (0.6, "high"),
-    (0.4, "medium"),
-    (0.2, "low"),
-    (0.0, "very_low"),
-)
-"""Lower bounds (inclusive) of the spec's "Traversal Weight Semantics" bands."""
-
-NEUTRAL = 0.5
-"""Score of a comparison that cannot be made (missing embedding or emotions)."""
+# The spec's weights of the five factors (they sum to 1).
+TRAVERSAL_WEIGHTS: dict[str, float] = {"energy": 0.3, "goal": 0.2, "emotion": 0.3, "confidence": 0.1, "transfer": 0.1}
+# Lower bounds (inclusive) of the spec's "Traversal Weight Semantics" bands.
+BANDS: tuple[tuple[float, str], ...] = ((0.8, "very_high"), (0.6, "high"), (0.4, "medium"), (0.2, "low"),
+                                        (0.0, "very_low"))
+NEUTRAL = 0.5  # a comparison that cannot be made (missing embedding or emotions)
 
 NARRATIVE_ARROW = " → "
 
@@ -109,10 +65,7 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
 def cosine_similarity(
     vec_a: Mapping[str, float] | None, vec_b: Mapping[str, float] | None, *, canonical: bool = True
 ) -> float:
-    """The spec's cosine of two emotion vectors, in [0, 1] (one implementation: ``scoring.ranking``).
-
-    Keys are canonical emotion names unless ``canonical=False``.
-    """
+    """The spec's cosine of two emotion vectors in [0, 1], over canonical names unless ``canonical=False``."""
     if canonical:
         return calculate_emotional_similarity(vec_a or {}, vec_b or {})
     return _spec_cosine(vec_a, vec_b)
@@ -133,15 +86,11 @@ def calculate_traversal_probability(
     current_emotional_state: Mapping[str, float] | None = None,
     current_energy: float | None = None,
 ) -> float:
-    """How likely consciousness is to follow ``edge`` now, in [0, 1] (spec 5b).
+    """How likely consciousness is to follow ``edge`` (a model or a mapping) now, in [0, 1] (spec 5b).
 
-    ``0.3 * energy + 0.2 * goal_match + 0.3 * emotion cosine + 0.1 *
-    confidence + 0.1 * energy_transfer_coefficient``, clamped.  ``edge`` is
-    anything with those attributes (a ``GraphEdge``, a
-    ``ConsciousnessRelationship``) or a mapping.  ``current_energy`` is in
-    the spec's signature but not in its formula; it is ignored.
+    ``0.3 * energy + 0.2 * goal_match + 0.3 * emotion cosine + 0.1 * confidence + 0.1 * transfer``, clamped.
     """
-    del current_energy  # see docstring
+    del current_energy  # in the spec's signature, not in its formula
     w = TRAVERSAL_WEIGHTS
     energy = float(_get(edge, "energy", 0.0) or 0.0)
     confidence = float(_get(edge, "confidence", 0.0) or 0.0)
@@ -171,12 +120,8 @@ def traversal_band(weight: float) -> str:
 
 @dataclass(frozen=True)
 class PathCandidate:
-    """A path found by the search: nodes, the edges between them, and their product.
-
-    ``order`` is when the depth-first search found it (0 first): the last
-    tie-break, so equal paths rank as the search met them (stronger links
-    first, then target id, then edge id).
-    """
+    """A path found by the search: nodes, the edges between them, their product, and when the search
+    found it (``order``: the last tie-break, so equal paths rank as the search met them)."""
 
     nodes: tuple[str, ...]
     edges: tuple[str, ...]
@@ -210,22 +155,12 @@ def dfs_with_probability(
     max_paths: int = 10,
     min_probability: float = 0.0,
 ) -> list[PathCandidate]:
-    """The ``max_paths`` most probable paths from ``start``, best first.
+    """The ``max_paths`` most probable paths from ``start``, best first (then longer, then found first).
 
-    ``adjacency`` maps a node to its outgoing ``(target, weight)`` or
-    ``(target, weight, edge_id)`` (default id ``"source->target"``).  The
-    search is depth-first and follows the strongest links first; a node
-    appears at most once in a path (so cycles cannot loop); every path of 1
-    to ``max_depth`` edges whose probability (the product of its weights)
-    is at least ``min_probability`` is a candidate.  Ranking: probability,
-    then length (longer first), then the order the search found them.
-
-    Extending a path never raises its product and every later path ranks
-    after earlier equals, so a prefix that cannot beat the current
-    ``max_paths``-th candidate is pruned with all its extensions: the result
-    is exact, not a beam approximation.  A safety cap of
-    :data:`MAX_EXPANSIONS` steps bounds the rare graphs where nothing can be
-    pruned (many links of weight 1.0).
+    ``adjacency`` maps a node to its outgoing ``(target, weight[, edge_id])``.  A node appears at most
+    once in a path; paths have 1 to ``max_depth`` edges and a probability of at least ``min_probability``.
+    Extending a path never raises its product, so a prefix that cannot beat the current
+    ``max_paths``-th candidate is pruned with all its extensions: the result is exact, not a beam.
     """
     if max_depth < 1 or max_paths < 1:
         return []
@@ -277,12 +212,8 @@ def dfs_with_probability(
 def build_adjacency(
     edges: Iterable[Any], *, directed: bool = True, weight: Any = None
 ) -> dict[str, list[tuple[str, float, str]]]:
-    """``{source: [(target, weight, edge_id)]}`` from ``GraphEdge``-like edges.
-
-    ``weight`` is a function of the edge (default: its ``traversal_weight``).
-    Undirected (``directed=False``) adds each edge backwards too, under the
-    same edge id.
-    """
+    """``{source: [(target, weight, edge_id)]}`` from ``GraphEdge``-like edges (``weight``: a function of the
+    edge, default its ``traversal_weight``); undirected adds each edge backwards too, under the same id."""
     adjacency: dict[str, list[tuple[str, float, str]]] = {}
     for edge in edges:
         source, target = _get(edge, "source_id"), _get(edge, "target_id")
@@ -307,25 +238,16 @@ def generate_traversal_paths(
     directed: bool = True,
     min_probability: float = 0.0,
 ) -> list[Any]:
-    """The spec's likely thought progressions: the top ``max_paths`` paths from the start nodes.
+    """The spec's likely thought progressions: the top ``max_paths`` paths of a ``TraversalGraph`` from the starts.
 
-    ``graph`` is a ``TraversalGraph``.  Edge weights are recomputed from the
-    given state with :func:`calculate_traversal_probability`; when no state
-    is given (goal, emotions and energy all None) the edges' stored
-    ``traversal_weight`` is used.  Each start node contributes its best
-    paths; the union is deduplicated, sorted by probability (ties as in
-    :func:`dfs_with_probability`) and cut to ``max_paths``.  Returns
-    ``TraversalPath`` objects with ids ``path_1``, ``path_2``... in rank
-    order; ``embeddings`` (node id -> vector) feed semantic coherence.
+    Edge weights are recomputed for the given state (without one, the stored ``traversal_weight``);
+    ``embeddings`` (node id -> vector) feed semantic coherence.  Paths are ``path_1``, ``path_2``... in rank order.
     """
     from llama_consciousness.schema.graph import TraversalPath
 
-    if current_goal is None and current_emotional_state is None and current_energy is None:
-        weight = None
-    else:
-        def weight(edge: Any) -> float:
-            return calculate_traversal_probability(edge, current_goal, current_emotional_state, current_energy)
-    adjacency = build_adjacency(graph.edges, directed=directed, weight=weight)
+    stored = current_goal is None and current_emotional_state is None and current_energy is None
+    adjacency = build_adjacency(graph.edges, directed=directed, weight=None if stored else (
+        lambda edge: calculate_traversal_probability(edge, current_goal, current_emotional_state, current_energy)))
     found: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[tuple, PathCandidate]] = {}
     for index, start in enumerate(dict.fromkeys(start_nodes)):
         for cand in dfs_with_probability(adjacency, start, max_path_length, max_paths, min_probability):
@@ -365,23 +287,14 @@ def _vector_cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> floa
 
 
 def semantic_coherence(vectors: Sequence[Sequence[float] | None]) -> float:
-    """Mean cosine of consecutive embeddings, clamped to [0, 1].
-
-    A pair with a missing, empty, zero or mismatched vector counts as the
-    neutral 0.5; fewer than two vectors is 1.0.
-    """
+    """Mean cosine of consecutive embeddings, clamped to [0, 1] (an unusable pair counts 0.5)."""
     if len(vectors) < 2:
         return 1.0
     return coherence_of_similarities([_vector_cosine(a, b) for a, b in zip(vectors, vectors[1:])])
 
 
 def coherence_of_similarities(similarities: Sequence[float | None]) -> float:
-    """``semantic_coherence`` from the cosines of the consecutive pairs themselves.
-
-    For cosines computed where the vectors live (the graph server), so that
-    the vectors need not travel: None (or NaN) is a pair without two usable
-    vectors and counts as the neutral 0.5; no pair at all is 1.0.
-    """
+    """``semantic_coherence`` from the cosines of the pairs (computed where the vectors live; None counts 0.5)."""
     if not similarities:
         return 1.0
     scores = [NEUTRAL if cos is None or not math.isfinite(cos) else max(0.0, min(1.0, cos)) for cos in similarities]
@@ -389,18 +302,9 @@ def coherence_of_similarities(similarities: Sequence[float | None]) -> float:
 
 
 def emotional_consistency(emotion_vectors: Sequence[Mapping[str, float] | None]) -> float:
-    """Mean emotional cosine (canonical names) of consecutive nodes, in [0, 1].
-
-    A pair where either side has no emotions counts as the neutral 0.5;
-    fewer than two nodes is 1.0.
-    """
-    if len(emotion_vectors) < 2:
-        return 1.0
-    scores = [
-        cosine_similarity(a, b) if a and b else NEUTRAL
-        for a, b in zip(emotion_vectors, emotion_vectors[1:])
-    ]
-    return max(0.0, min(1.0, sum(scores) / len(scores)))
+    """Mean emotional cosine (canonical names) of consecutive nodes, in [0, 1] (a side without emotions: 0.5)."""
+    pairs = zip(emotion_vectors, emotion_vectors[1:])
+    return coherence_of_similarities([cosine_similarity(a, b) if a and b else None for a, b in pairs])
 
 
 def path_narrative(node_types: Sequence[str]) -> str:
@@ -417,12 +321,7 @@ def path_narrative(node_types: Sequence[str]) -> str:
 
 
 def hub_nodes(edges: Iterable[Any], top: int = 5) -> list[str]:
-    """The best-connected nodes: highest degree first, ties by id, degree >= 2 only.
-
-    Degree counts the edges touching a node in either direction (a
-    self-loop once).  ``edges`` are ``GraphEdge``-like objects, mappings or
-    ``(source, target)`` pairs.
-    """
+    """The best-connected nodes (degree >= 2, either direction, a self-loop once): highest first, ties by id."""
     degree: Counter[str] = Counter()
     for edge in edges:
         if isinstance(edge, (tuple, list)):
@@ -444,47 +343,31 @@ def central_themes(
     *,
     min_intensity: float = 0.5,
 ) -> list[str]:
-    """The most frequent goals, concepts and emotions among hubs and path nodes.
+    """The most frequent goals, concepts and emotions (felt at ``min_intensity``) among hubs and path nodes.
 
-    ``nodes`` maps node id -> a memory (object or mapping with ``goal``,
-    ``concepts``, ``emotion_vector``); ``paths`` are ``TraversalPath``
-    objects or sequences of node ids.  Each node counts once.  Emotions
-    count by canonical name when felt at ``min_intensity`` or more.  Themes
-    are compared case-insensitively (the first spelling seen is returned),
-    most frequent first, ties alphabetical.
+    Each node counts once, each of its themes once; themes compare case-insensitively (the first
+    spelling seen is returned), most frequent first, ties alphabetical.
     """
-    members: list[str] = list(dict.fromkeys(hubs))
+    members = dict.fromkeys(hubs)
     for path in paths:
-        ids = path.path_nodes if hasattr(path, "path_nodes") else path
-        for node_id in ids:
-            if node_id not in members:
-                members.append(node_id)
+        members.update(dict.fromkeys(getattr(path, "path_nodes", path)))
     counts: Counter[str] = Counter()
     spelling: dict[str, str] = {}
-
-    def add(theme: Any) -> None:
-        if not isinstance(theme, str) or not theme.strip():
-            return
-        text = " ".join(theme.split())
-        key = text.casefold()
-        spelling.setdefault(key, text)
-        counts[key] += 1
-
     for node_id in members:
         node = nodes.get(node_id)
         if node is None:
             continue
-        themes: list[str] = []  # this node's themes, each once
-        themes.append(_get(node, "goal") or "")
-        themes.extend(str(c) for c in _get(node, "concepts") or ())
-        themes.extend(canonical_emotion(name) for name, value in (_get(node, "emotion_vector") or {}).items()
-                      if float(value) >= min_intensity)
-        seen: set[str] = set()
+        emotions = (_get(node, "emotion_vector") or {}).items()
+        themes = [_get(node, "goal") or "", *map(str, _get(node, "concepts") or ()),
+                  *(canonical_emotion(name) for name, value in emotions if float(value) >= min_intensity)]
+        own: dict[str, str] = {}
         for theme in themes:
-            key = " ".join(theme.split()).casefold()
-            if key and key not in seen:
-                seen.add(key)
-                add(theme)
+            text = " ".join(theme.split()) if isinstance(theme, str) else ""
+            if text:
+                own.setdefault(text.casefold(), text)
+        for key, text in own.items():
+            spelling.setdefault(key, text)
+            counts[key] += 1
     ranked = sorted(counts, key=lambda k: (-counts[k], k))
     return [spelling[k] for k in ranked[: max(0, top)]]
 

@@ -94,38 +94,22 @@ def validate_metadata(
     important: Sequence[str],
     conditional: Sequence[str],
 ) -> ValidationResult:
-    """Validate ``data`` against one set of tiers (the spec's algorithm).
-
-    One pass over the listed fields (an ingestion runs this on every record),
-    and a missing IMPORTANT field's warning is one shared string per field:
-    30,000 relationships without ``felt_quality`` pickle one copy of it, not
-    30,000, when their reports cross from the ingestion worker.
-    """
+    """Validate ``data`` against one set of tiers (the spec's algorithm), in one pass over the listed fields."""
     errors: list[str] = []
     warnings: list[str] = []
     present = 0
-    for field in required:
-        value = data.get(field)
-        if value is None:
-            errors.append(f"REQUIRED field missing: {field}")
-            continue
-        present += 1
-        if not validate_field_type(field, value):
-            errors.append(f"REQUIRED field invalid: {field} (got {value!r})")
-    for field in important:
-        value = data.get(field)
-        if value is None:
-            warnings.append(_missing_important(field))
-            continue
-        present += 1
-        if not validate_field_type(field, value):
-            errors.append(f"IMPORTANT field invalid: {field} (got {value!r})")
-    for field in conditional:
-        value = data.get(field)
-        if value is not None:
+    for tier, fields in (("REQUIRED", required), ("IMPORTANT", important), ("CONDITIONAL", conditional)):
+        for field in fields:
+            value = data.get(field)
+            if value is None:
+                if tier == "REQUIRED":
+                    errors.append(f"REQUIRED field missing: {field}")
+                elif tier == "IMPORTANT":
+                    warnings.append(_missing_important(field))
+                continue
             present += 1
             if not validate_field_type(field, value):
-                errors.append(f"CONDITIONAL field invalid: {field} (got {value!r})")
+                errors.append(f"{tier} field invalid: {field} (got {value!r})")
     listed = len(required) + len(important) + len(conditional)
     return trusted_model(ValidationResult, {
         "valid": not errors,
@@ -137,7 +121,8 @@ def validate_metadata(
 
 @functools.lru_cache(maxsize=1024)
 def _missing_important(field: str) -> str:
-    """The warning for a missing IMPORTANT field: one string object per field (see ``validate_metadata``)."""
+    """The warning for a missing IMPORTANT field, one string object per field: 30,000 relationships without
+    ``felt_quality`` pickle one copy of it, not 30,000, when their reports cross from the ingestion worker."""
     return f"IMPORTANT field missing: {field}. Recommended for rich consciousness representation."
 
 
@@ -152,11 +137,7 @@ def validate_consciousness_node(node_data: Mapping[str, Any]) -> ValidationResul
 
 
 def assess_metadata_quality(validation_results: Sequence[ValidationResult]) -> str:
-    """The spec's grade: excellent / good / acceptable / poor.
-
-    An empty set is "excellent": nothing retrieved has bad metadata (the
-    spec's formula would divide by zero).
-    """
+    """The spec's grade: excellent / good / acceptable / poor ("excellent" for none: nothing has bad metadata)."""
     if not validation_results:
         return "excellent"
     # Rounded: ten results at 0.9 must average 0.9, not 0.9000000000000001
