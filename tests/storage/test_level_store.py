@@ -508,25 +508,6 @@ def test_vector_search_returns_k_when_orphans_outnumber_live_vectors(fresh_graph
     assert len({h.node.node_id for h in store.vector_search(vectors["w0"], 500, TemporalWindow())}) == 100
 
 
-def test_vector_rows_become_the_same_hits(fresh_graph):
-    """``vector_rows`` + ``vector_hits`` is ``vector_search``, repeats and refetches included."""
-    from llama_consciousness.storage.level_store import vector_hits
-
-    store = fresh_graph("N2", dimension=8)
-    rng = random.Random(11)
-    vectors = {f"r{i}": unit(rng, 8) for i in range(60)}
-    store.upsert([mk(i, v, created_at=at(0)) for i, v in vectors.items()])
-    for i in list(vectors)[:30]:  # orphans in the index: pages with repeats and refetches
-        store.upsert([mk(i, unit(rng, 8), created_at=at(0), description="moved")])
-    window = TemporalWindow()
-    for query_id in ("r0", "r7", "r45"):
-        rows = store.run(store.plans.vector_rows(vectors[query_id], 40, window))
-        hits = vector_hits(rows, 40)
-        assert [(h.node, h.similarity) for h in hits] == [
-            (h.node, h.similarity) for h in store.vector_search(vectors[query_id], 40, window)]
-    assert store.run(store.plans.vector_rows(vectors["r0"], 0, window)) == []
-
-
 def test_vector_search_honours_window_and_filters(fresh_graph):
     store = fresh_graph("N2")
     query = [1, 0, 0, 0]
