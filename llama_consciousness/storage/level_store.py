@@ -355,6 +355,12 @@ def _dedupe(items: Iterable[Any], key: str) -> list[Any]:
     return list(seen.values())
 
 
+def _stored_hashes(pattern: str, ids: list[str]) -> Plan:
+    """``{id: content_hash}`` of the stored records ``pattern`` (binding ``x``, keyed by ``id``) finds."""
+    rows = yield Query(f"UNWIND $ids AS id MATCH {pattern} RETURN id, x.content_hash", {"ids": Ids(ids)}, read_only=True)
+    return dict(rows)
+
+
 class LevelPlans:
     """The operations on one level graph, independent of how queries run."""
 
@@ -454,11 +460,13 @@ class LevelPlans:
         if node.level != self.level or (self.level == "N1" and node.citizen_id != self.citizen_id):
             where = f"{node.level}" + (f" of citizen {node.citizen_id!r}" if node.citizen_id else "")
             raise StorageError(f"memory {node.node_id!r} belongs to {where}, not to graph {self.graph!r}")
-        if node.embedding is not None and self.dimension is not None and len(node.embedding) != self.dimension:
-            raise EmbeddingDimensionError(
-                f"memory {node.node_id!r} has an embedding of dimension {len(node.embedding)}, "
-                f"but level graph {self.graph!r} indexes dimension {self.dimension}"
-            )
+        if node.embedding is not None:
+            self._check_dimension(node.embedding, f"the embedding of memory {node.node_id!r}")
+
+    def _check_dimension(self, vector: Sequence[float], what: str) -> None:
+        if self.dimension is not None and len(vector) != self.dimension:
+            raise EmbeddingDimensionError(f"{what} has dimension {len(vector)}, "
+                                          f"but level graph {self.graph!r} indexes dimension {self.dimension}")
 
     def _place_edge(self, edge: ConsciousnessRelationship | PreparedEdge) -> ConsciousnessRelationship | PreparedEdge:
         """Stamp the edge with this level, or refuse one meant for another graph."""
@@ -538,22 +546,13 @@ class LevelPlans:
         # costs a list of hashes instead of every embedding again.
         total_nodes, total_edges = len(node_rows), len(edge_rows)
         if node_rows and check_stored:
-            stored = yield Query(
-                f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN id, n.content_hash",
-                {"ids": Ids([r["node_id"] for r in node_rows])},
-                read_only=True,
-            )
-            known = dict(stored)
+            known = yield from _stored_hashes(f"(x:{NODE_LABEL} {{node_id: id}})", [r["node_id"] for r in node_rows])
             node_rows = [r for r in node_rows if known.get(r["node_id"]) != r["hash"]]
         if edge_rows and check_stored:
-            stored = yield Query(
-                f"UNWIND $ids AS id MATCH ()-[r:{EDGE_TYPE} {{edge_id: id}}]->() RETURN id, r.content_hash",
-                {"ids": Ids([r["edge_id"] for r in edge_rows])},
-                read_only=True,
-            )
-            known = dict(stored)
-            edge_rows = [r for r in edge_rows
-                         if known.get(r["edge_id"]) != r["hash"] and not (r["edge_id"] in derived and r["edge_id"] in known)]
+            known = yield from _stored_hashes(f"()-[x:{EDGE_TYPE} {{edge_id: id}}]->()",
+                                              [r["edge_id"] for r in edge_rows])
+            edge_rows = [r for r in edge_rows if known.get(r["edge_id"]) != r["hash"]
+                         and not (r["edge_id"] in derived and r["edge_id"] in known)]
         params = {
             "nodes": Rows(records.node_wire(r) for r in node_rows),
             "edges": Rows(records.edge_wire(r, r["edge_id"] in derived) for r in edge_rows),
@@ -637,10 +636,7 @@ class LevelPlans:
         if not self.store_vectors or not queries:
             return {}
         for qid, vector in queries:
-            if self.dimension is not None and len(vector) != self.dimension:
-                raise EmbeddingDimensionError(
-                    f"vector of {qid!r} has dimension {len(vector)}, graph {self.graph!r} indexes {self.dimension}"
-                )
+            self._check_dimension(vector, f"the vector of {qid!r}")
         rows = yield Query(
             f"UNWIND $qs AS q CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $k, "
             f"{records.SCALED_VECTOR.format('q[1]')}) "
@@ -693,11 +689,7 @@ class LevelPlans:
         leave fewer than k rows, so the index is asked for ``oversample * k``
         and, while that was not enough, asked again for four times as many.
         """
-        if self.dimension is not None and len(embedding) != self.dimension:
-            raise EmbeddingDimensionError(
-                f"query embedding has dimension {len(embedding)}, level graph {self.graph!r} "
-                f"indexes dimension {self.dimension}"
-            )
+        self._check_dimension(embedding, "the query embedding")
         if k <= 0:
             return []
         if isinstance(window, MemoryFilter):
