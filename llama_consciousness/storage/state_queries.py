@@ -106,6 +106,7 @@ from llama_consciousness.scoring.state import (
     unresolved_score,
 )
 from llama_consciousness.storage import records
+from llama_consciousness.storage.channels import links_among
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import (EDGE_TYPE, MAX_FETCH, NODE_LABEL, LevelPlans, Plan, Query,
                                                      create_missing, node_range_index)
@@ -748,16 +749,8 @@ def state_plan(plans: LevelPlans, q: StateQuery, k: int, *, max_patterns: int = 
 
 def relationships_among(plans: LevelPlans, node_ids: Sequence[str], q: StateQuery) -> Plan:
     """The current links between the given memories (what the energy feedback reads)."""
-    if len(node_ids) < 2:
-        return []
-    link = cypher_predicate(q.window, "r", "fr_")
-    rows = yield Query(
-        f"MATCH (s:{NODE_LABEL})-[r:{EDGE_TYPE}]->(t:{NODE_LABEL}) "
-        f"WHERE s.node_id IN $ids AND t.node_id IN $ids AND {link.text} RETURN {_EDGE_R}",
-        {**link.params, "ids": list(node_ids)},
-        read_only=True,
-    )
-    return [records.edge_from_props(r[0]) for r in rows]
+    found = yield from links_among(plans, node_ids, MemoryFilter(q.window))
+    return [rel for rel, _ in found]
 
 
 def ensure_state_indexes(plans: LevelPlans) -> Plan:

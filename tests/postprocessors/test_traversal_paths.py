@@ -376,7 +376,7 @@ def test_path_coherence_comes_from_the_stored_vectors(memory, citizen, pipeline_
 
 def test_neighbourhood_equals_connectors_then_links_with_their_cosines(memory, citizen, pipeline_story):
     from llama_consciousness.scoring.traversal import _vector_cosine
-    from llama_consciousness.storage.channels import relationships_among
+    from llama_consciousness.storage.channels import links_among
     from llama_consciousness.storage.filters import MemoryFilter
     from llama_consciousness.storage.neighbourhood import neighbourhood
 
@@ -386,7 +386,8 @@ def test_neighbourhood_equals_connectors_then_links_with_their_cosines(memory, c
                                  (MemoryFilter(), 0), (MemoryFilter(), 1)):
         merged = store.run(neighbourhood(store.plans, ids, memory_filter, limit))
         found = store.run(connectors(store.plans, ids, memory_filter, limit)) if limit else []
-        links = store.run(relationships_among(store.plans, ids + [c.node.node_id for c in found], memory_filter))
+        among = ids + [c.node.node_id for c in found]
+        links = [r for r, _ in store.run(links_among(store.plans, among, memory_filter))]
         assert merged.connectors == found
         assert sorted(r.edge_id for r in merged.relationships) == sorted(r.edge_id for r in links)
         assert {r.edge_id: r for r in merged.relationships} == {r.edge_id: r for r in links}
