@@ -1,15 +1,11 @@
 """How schema models become graph properties, and back.
 
-FalkorDB properties are primitives or arrays of primitives, so structured
-fields are flattened: an emotion vector becomes parallel arrays of names,
-canonical names and intensities (which Cypher arithmetic and filters can
-use), free-form dicts become JSON text.  Times travel as ISO strings and are
-stored as ``localdatetime`` in UTC at one-second resolution.
-
-Each record also gets a ``content_hash`` so that writing the same record
-twice changes nothing: re-running an ingestion is free, and (because
-FalkorDB leaves an orphan vector behind every update of an indexed node)
-it does not degrade the vector index either.
+FalkorDB properties are primitives or arrays of them: an emotion vector
+becomes parallel arrays of names, canonical names and intensities, free-form
+dicts become JSON text, times are ``localdatetime`` in UTC to the second.
+Each record gets a ``content_hash`` so that writing it again changes nothing
+(and leaves no orphan vector in the index, as every update of an indexed
+node does).
 """
 
 from __future__ import annotations
@@ -55,15 +51,8 @@ EDGE_SCALARS = (
 EMOTION_PROPS = ("emotion_names", "emotion_canonical", "emotion_values")
 JSON_PROPS = {"sensory_details": "sensory_details_json", "extra": "extra_json"}
 
-# Properties read back for a node: everything but the embedding, which is
-# large and only the index needs.
-# Written by the store itself, never from a record: ``superseded_by`` when a
-# newer version expires a memory, ``base_id`` to find versions of one belief.
-NODE_STORE_PROPS = ("superseded_by", "base_id")
-
-# ``emotion_canonical`` is written for queries to filter on and never read
-# back: the model keeps the names as given, and the canonical list is derived
-# from them (a list in every node and link of every reply, for nothing).
+# Read back: everything but the embedding (only the index needs it) and
+# ``emotion_canonical`` (for queries to filter on; derived from the names).
 EMOTION_READ_PROPS = ("emotion_names", "emotion_values")
 NODE_READ_PROPS = NODE_SCALARS + NODE_LISTS + TIME_FIELDS + EMOTION_READ_PROPS + ("superseded_by",) + (
     "sensory_details_json", "extra_json",
@@ -72,10 +61,9 @@ EDGE_READ_PROPS = EDGE_SCALARS + TIME_FIELDS + EMOTION_READ_PROPS + ("sensory_de
 
 
 # Links written by the versions of 2026-11-24..26 kept their descriptive
-# texts only in a JSON copy of their properties, ``fields_v1`` (a list in
-# the order below).  A link read back without those texts takes them from
-# that copy; a memory's copy repeated its properties and is not read.  Any
-# record the upsert writes again loses its copy: one representation each.
+# texts only in a JSON copy of their properties, ``fields_v1`` (a list in the
+# order below): a link read back without those texts takes them from there.
+# A record the upsert writes again loses its copy.
 LEGACY_COPY = "fields_v1"
 LEGACY_EDGE_LAYOUT = (
     "source_id", "target_id", "relation_type", "level", "citizen_id", "goal", "mindstate", "energy", "confidence",
@@ -88,11 +76,7 @@ LEGACY_EDGE_TEXTS = ("goal", "mindstate", "formation_trigger", "felt_quality", "
 
 
 def projection(var: str, props: tuple[str, ...]) -> str:
-    """A Cypher list of fixed properties (never user input), in the order of ``props``.
-
-    A list rather than a map: a reply then carries no property names, which
-    was a third of its bytes and of its decoding.
-    """
+    """A Cypher list (not a map: no property names in every reply) of fixed properties, in order."""
     return "[" + ", ".join(f"{var}.{p}" for p in props) + "]"
 
 
