@@ -17,7 +17,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from llama_consciousness.storage import knn_gate, replies
-from llama_consciousness.storage.level_store import Pause, Plan, Query, StorageError, _missing_graph
+from llama_consciousness.storage.level_store import Plan, Query, StorageError, _missing_graph
 from llama_consciousness.storage.params import header as params_header
 
 
@@ -204,9 +204,6 @@ def _advance(db: Any, pool: Any, job: _Job, rows: Any, timeout_ms: int | None) -
     """Give the plan its rows (None to start it) and send its next query (or record its result)."""
     try:
         step = job.plan.send(rows)
-        while isinstance(step, Pause):  # polling plans: rare in reads, so simply wait here
-            time.sleep(step.seconds)
-            step = job.plan.send(None)
         if not isinstance(step, Query) or not step.read_only:
             raise TypeError(f"run_interleaved runs read-only queries, got {step!r}")
     except StopIteration as stop:

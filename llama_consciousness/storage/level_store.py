@@ -95,14 +95,7 @@ class UniqueConstraint:
     prop: str
 
 
-@dataclass(frozen=True)
-class Pause:
-    """Wait before polling again (sleeps in the sync path, awaits in async)."""
-
-    seconds: float
-
-
-Step = Query | UniqueConstraint | Pause
+Step = Query | UniqueConstraint
 
 
 @dataclass
@@ -452,7 +445,7 @@ class LevelPlans:
                 return None
             if time.monotonic() > deadline:
                 raise StorageError(f"indexes of graph {self.graph!r} not operational after {timeout} s: {pending}")
-            yield Pause(0.02)
+            time.sleep(0.02)
 
     # -- writes ---------------------------------------------------------------
 
@@ -826,9 +819,6 @@ class LevelGraphStore:
             return stop.value
 
     def _execute(self, query: Step) -> Any:
-        if isinstance(query, Pause):
-            time.sleep(query.seconds)
-            return None
         if isinstance(query, UniqueConstraint):
             try:
                 return self.graph.create_node_unique_constraint(query.label, query.prop)
