@@ -285,68 +285,21 @@ def edge_row(edge: ConsciousnessRelationship | PreparedEdge) -> dict[str, Any]:
     """The parameter row that the upsert query writes for ``edge``."""
     if type(edge) is PreparedEdge:
         return edge.row
-    row, hashed = _edge_row_and_hashed(edge)
-    row["hash"] = _digest(hashed)
-    return row
-
-
-def _edge_row_and_hashed(edge: ConsciousnessRelationship) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``edge_row`` without its hash, and the dict the hash is taken of."""
     props: dict[str, Any] = {f: getattr(edge, f) for f in EDGE_SCALARS}
     props.update(_emotions(edge.emotion_vector))
     props["sensory_details_json"] = _json(edge.sensory_details)
     times = {f: _time(getattr(edge, f)) for f in TIME_FIELDS}
     defaulted = defaulted_times(edge)
     hashed = {**props, **{k: v for k, v in times.items() if k not in defaulted}}
-    row = {
-        "edge_id": edge.edge_id,
-        "source_id": edge.source_id,
-        "target_id": edge.target_id,
-        "props": props,
-        "times": times,
-        "keep_times": defaulted,
-    }
-    return row, hashed
-
-
-_RETARGETED = ("edge_id", "target_id", "formation_trigger")
+    return {"edge_id": edge.edge_id, "source_id": edge.source_id, "target_id": edge.target_id, "props": props,
+            "times": times, "keep_times": defaulted, "hash": _digest(hashed)}
 
 
 def retargeted_edges(edge: ConsciousnessRelationship, targets: Sequence[tuple[str, str]]) -> list[PreparedEdge]:
-    """``edge`` aimed at each ``(target_id, formation_trigger)``, with its default edge id, ready for the store.
-
-    Why: a memory's MENTIONS links differ only in target, trigger and id
-    (the rest is the memory's own metadata), and an ingestion makes three
-    of them per memory.  Each row is the one ``edge_row`` makes for that
-    link, hash included, but built from the first: the hash's text is
-    ``repr`` of the hashed dict, so only the three changed items are
-    formatted again (``repr`` of a dict joins ``key: value`` reprs with
-    ", " inside braces).
-    """
-    first, hashed = _edge_row_and_hashed(edge)
-    keys = list(hashed)
-    pieces = [f"{k!r}: {v!r}" for k, v in hashed.items()]
-    at = [keys.index(name) for name in _RETARGETED]
-    source, kind = edge.source_id, edge.relation_type
-    out = []
-    for target_id, trigger in targets:
-        edge_id = default_edge_id(source, kind, target_id)
-        props = dict(first["props"])
-        props["edge_id"], props["target_id"], props["formation_trigger"] = edge_id, target_id, trigger
-        text = list(pieces)
-        for position, name, value in zip(at, _RETARGETED, (edge_id, target_id, trigger)):
-            text[position] = f"{name!r}: {value!r}"
-        row = {
-            "edge_id": edge_id,
-            "source_id": source,
-            "target_id": target_id,
-            "props": props,
-            "times": first["times"],
-            "keep_times": first["keep_times"],
-            "hash": _hash_text("{" + ", ".join(text) + "}"),
-        }
-        out.append(PreparedEdge(edge_id, source, target_id, kind, edge.level, edge.citizen_id, row))
-    return out
+    """``edge`` aimed at each ``(target_id, formation_trigger)``, with its default edge id, ready for the store."""
+    return [prepare_edge(edge.model_copy(update={
+        "target_id": target_id, "formation_trigger": trigger,
+        "edge_id": default_edge_id(edge.source_id, edge.relation_type, target_id)})) for target_id, trigger in targets]
 
 
 def _clean(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:
