@@ -39,7 +39,6 @@ parameter names (``$s_0``, ``$g_t0``...).
 
 from __future__ import annotations
 
-import calendar
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -74,7 +73,6 @@ RESOLUTION_DETAIL_TYPES = ("Decision", "Action", "Learning")
 STATE_INDEXES = ("emotion_canonical", "concepts")
 ENERGY_BAND = 0.25
 VERIFY_EXTRA = 16
-MONTH_TABLE_YEARS = 12
 _EPS = 1e-9
 
 
@@ -222,37 +220,14 @@ def _emotion_bound(var: str = "n", out: str = "emo") -> str:
     )
 
 
-def _civil_seconds(dt: str) -> str:
-    """Seconds since 1970 of a localdatetime expression (days-from-civil, any year)."""
+def _epoch_seconds(dt: str) -> str:
+    """Seconds since 1970 of a localdatetime expression (days-from-civil: FalkorDB cannot subtract datetimes)."""
     y = f"({dt}.year - CASE WHEN {dt}.month <= 2 THEN 1 ELSE 0 END)"
     return (
         f"(({y} / 400) * 146097 + ({y} % 400) * 365 + ({y} % 400) / 4 - ({y} % 400) / 100 "
         f"+ (153 * (({dt}.month + 9) % 12) + 2) / 5 + {dt}.day - 1 - 719468) * 86400 "
         f"+ {dt}.hour * 3600 + {dt}.minute * 60 + {dt}.second"
     )
-
-
-def _epoch_seconds(dt: str) -> str:
-    """Seconds since 1970 of a localdatetime expression (FalkorDB cannot subtract datetimes).
-
-    Months of ``$m_year0`` .. ``$m_year1`` come from the ``$m_base`` table
-    (seconds at the start of each month): half the work of the calendar
-    arithmetic, which serves the other years.
-    """
-    return (
-        f"CASE WHEN {dt}.year >= $m_year0 AND {dt}.year <= $m_year1 "
-        f"THEN $m_base[({dt}.year - $m_year0) * 12 + {dt}.month - 1] + ({dt}.day - 1) * 86400 "
-        f"+ {dt}.hour * 3600 + {dt}.minute * 60 + {dt}.second "
-        f"ELSE {_civil_seconds(dt)} END"
-    )
-
-
-def _month_params(now: datetime) -> dict[str, Any]:
-    """The month table of :func:`_epoch_seconds`: the ``MONTH_TABLE_YEARS`` years up to ``now``'s next."""
-    last = now.year + 1
-    first = last - MONTH_TABLE_YEARS + 1
-    base = [calendar.timegm((year, month, 1, 0, 0, 0)) for year in range(first, last + 1) for month in range(1, 13)]
-    return {"m_year0": first, "m_year1": last, "m_base": base}
 
 
 def _anchor_filter(q: StateQuery, var: str, prefix: str) -> tuple[str, dict[str, Any], str]:
@@ -513,8 +488,7 @@ def what_i_was_doing(plans: LevelPlans, q: StateQuery, k: int) -> Plan:
     if k <= 0:
         return []
     where, params, bind = _anchor_filter(q, "n", "a_")
-    params.update({"now_s": epoch_seconds(q.now), "horizon": float(RECENCY_HORIZON_DAYS),
-                   **_month_params(q.now)})
+    params.update({"now_s": epoch_seconds(q.now), "horizon": float(RECENCY_HORIZON_DAYS)})
 
     def make(band: str) -> str:
         return (
