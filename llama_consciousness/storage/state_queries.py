@@ -26,10 +26,6 @@ their own are listed in Python and the query asks ``n.goal IN $g_list OR
 $g_t0 IN n.concepts OR ...`` (:func:`matching_goals`); without one the
 label is scanned.  :func:`_norm_goal` is ``normalise_goal`` in Cypher.
 
-**Energy bands.**  Where a score never exceeds the memory's energy, a scan
-over all time goes down the energy index in bands (:func:`_banded`): once k
-memories score at least a band's floor, nothing below can enter the top k.
-
 **Days without datetime arithmetic.**  FalkorDB cannot subtract datetimes:
 a memory's age comes from its date components (:func:`_epoch_seconds`).
 
@@ -71,7 +67,6 @@ from llama_consciousness.temporal import TemporalWindow, cypher_predicate, cyphe
 UNRESOLVED = ("blocked", "in_progress")
 RESOLUTION_DETAIL_TYPES = ("Decision", "Action", "Learning")
 STATE_INDEXES = ("emotion_canonical", "concepts")
-ENERGY_BAND = 0.25
 VERIFY_EXTRA = 16
 _EPS = 1e-9
 
@@ -287,7 +282,7 @@ def _top(hits: dict[str, StateHit], k: int) -> list[StateHit]:
     return sorted(hits.values(), key=lambda h: (-h.score, h.node.node_id))[:k]
 
 
-# -- sources and bands ----------------------------------------------------------------
+# -- sources ----------------------------------------------------------------
 
 Head = Callable[[str], str]
 
@@ -321,34 +316,31 @@ def _goal_stage(q: StateQuery, var: str = "n") -> tuple[str, str]:
 
 
 def _sources(q: StateQuery, candidates: Sequence[tuple[str, float]] | None, bind: str = ""
-             ) -> list[tuple[Head, str, dict[str, Any], bool]]:
-    """Where the memories of a query come from: (head given the filters, goal WITH, params, scan?).
+             ) -> list[tuple[Head, str, dict[str, Any]]]:
+    """Where the memories of a query come from: (head given the filters, goal WITH, params).
 
     Exact, partial and no goal scan the label, range indexes bounding the
-    scan (``scan``: energy bands apply).  A semantic goal has two sources,
-    merged by the caller: the exact goal, and the memories nearest to the
-    embedded goal (vector index, or ``candidates`` from Postgres).
+    scan.  A semantic goal has two sources, merged by the caller: the exact
+    goal, and the memories nearest to the embedded goal (vector index, or
+    ``candidates`` from Postgres).
     """
     if q.goal is None or q.goal_match != "semantic":
         extra, goal_with = _goal_stage(q)
-        # energy bands pay off on scans the indexes do not narrow (see _banded)
-        scan = q.goal is None or (q.goal_match == "partial" and q.goal_vocabulary is None)
-        return [(lambda f, extra=extra: f"{bind}MATCH (n:{NODE_LABEL}) WHERE {f}{extra} WITH n, null AS v_sim ",
-                 goal_with, {}, scan)]
+        return [(lambda f: f"{bind}MATCH (n:{NODE_LABEL}) WHERE {f}{extra} WITH n, null AS v_sim ", goal_with, {})]
     goal_with = "WITH *, CASE WHEN n.goal = $g_goal THEN 1.0 ELSE v_sim END AS goal_score "
-    out: list[tuple[Head, str, dict[str, Any], bool]] = [
+    out: list[tuple[Head, str, dict[str, Any]]] = [
         (lambda f: f"{bind}MATCH (n:{NODE_LABEL}) WHERE n.goal = $g_goal AND {f} WITH n, 1.0 AS v_sim ",
-         goal_with, {}, False)]
+         goal_with, {})]
     if candidates is not None:
         out.append((lambda f: (f"{bind}UNWIND $v_cands AS cand MATCH (n:{NODE_LABEL} {{node_id: cand.id}}) "
                                f"WHERE cand.sim >= $v_min AND {f} WITH n, cand.sim AS v_sim "),
-                    goal_with, {"v_cands": [{"id": i, "sim": float(s)} for i, s in candidates]}, False))
+                    goal_with, {"v_cands": [{"id": i, "sim": float(s)} for i, s in candidates]}))
     elif q.goal_embedding is not None:
         out.append((lambda f: (f"{bind}CALL db.idx.vector.queryNodes('{NODE_LABEL}', 'embedding', $v_fetch, "
                                "vecf32($v_q)) YIELD node AS n, score AS v_dist "
                                f"WHERE 1.0 - v_dist >= $v_min AND {f} WITH n, 1.0 - v_dist AS v_sim "),
                     goal_with, {"v_q": records.wire_vector(q.goal_embedding),
-                                "v_fetch": int(min(max(q.semantic_fetch, 1), MAX_FETCH))}, False))
+                                "v_fetch": int(min(max(q.semantic_fetch, 1), MAX_FETCH))}))
     return out
 
 
@@ -377,33 +369,6 @@ def _verified(cypher: str, params: dict[str, Any], k: int, rescore: Rescore | No
             break
         limit = min(max(limit * 4, limit + VERIFY_EXTRA), MAX_FETCH)
     return sorted(exact, key=lambda h: (-h.score, h.node.node_id))[:k]
-
-
-def _banded(make: Callable[[str], str], params: dict[str, Any], k: int, rescore: Rescore | None = None) -> Plan:
-    """Top-k hits of a query whose scores never exceed the memory's energy, read in energy bands.
-
-    ``make(band)`` is the query with ``band`` (a predicate over
-    ``n.energy``) added to its filters.  Bands go down from 1.0: after a
-    band whose floor is f, if k hits score >= f nothing lower can enter;
-    if k hits were found but the k-th scores s < f, one more band [s, f)
-    settles it; else the next band is ENERGY_BAND lower.
-    """
-    cypher = make("n.energy >= $b_lo AND n.energy < $b_hi")
-    hits: dict[str, StateHit] = {}
-    high, low = 2.0, 1.0 - ENERGY_BAND
-    while True:
-        band = {"b_lo": max(0.0, low) - (_EPS if low <= 0 else 0.0), "b_hi": high}
-        _merge(hits, (yield from _verified(cypher, {**params, **band}, k, rescore)))
-        if low <= 0.0:
-            break
-        top = _top(hits, k)
-        kth = top[-1].score if len(top) >= k else None
-        if kth is not None and kth >= low:
-            break
-        high, low = low, (kth if kth is not None else low - ENERGY_BAND)
-        if low < _EPS:
-            low = 0.0
-    return _top(hits, k)
 
 
 # -- the modes --------------------------------------------------------------------
@@ -436,15 +401,11 @@ def related_unresolved(plans: LevelPlans, q: StateQuery, k: int,
     else:
         score, emo = "WITH *, n.energy * goal_score AS score ", "null"
     hits: dict[str, StateHit] = {}
-    for head, goal_with, extra, scan in _sources(q, candidates, bind):
-        def make(band: str, head: Head = head, goal_with: str = goal_with) -> str:
-            return (head(f"n.resolution_state IN $states AND {band}{where}") + f"{goal_with}{score}"
-                    f"WITH n, score, goal_score, {emo} AS emo ORDER BY score DESC, n.node_id LIMIT $lim "
-                    f"RETURN {_NODE_N}, score, goal_score, emo, null AS days")
-        if scan and q.since is None:
-            _merge(hits, (yield from _banded(lambda band: make(band + " AND "), {**params, **extra}, k, rescore)))
-        else:
-            _merge(hits, (yield from _verified(make(""), {**params, **extra}, k, rescore)))
+    for head, goal_with, extra in _sources(q, candidates, bind):
+        cypher = (head(f"n.resolution_state IN $states AND {where}") + f"{goal_with}{score}"
+                  f"WITH n, score, goal_score, {emo} AS emo ORDER BY score DESC, n.node_id LIMIT $lim "
+                  f"RETURN {_NODE_N}, score, goal_score, emo, null AS days")
+        _merge(hits, (yield from _verified(cypher, {**params, **extra}, k, rescore)))
     return _top(hits, k)
 
 
@@ -489,19 +450,14 @@ def what_i_was_doing(plans: LevelPlans, q: StateQuery, k: int) -> Plan:
         return []
     where, params, bind = _anchor_filter(q, "n", "a_")
     params.update({"now_s": epoch_seconds(q.now), "horizon": float(RECENCY_HORIZON_DAYS)})
-
-    def make(band: str) -> str:
-        return (
-            f"{bind}MATCH (n:{NODE_LABEL}) WHERE n.resolution_state = 'in_progress' AND {band} AND {where} "
-            f"WITH n, n.created_at AS dt WITH n, ($now_s - ({_epoch_seconds('dt')})) / 86400.0 AS days "
-            "WITH n, CASE WHEN days < 0.0 THEN 0.0 ELSE days END AS days "
-            "WITH n, days, n.energy / (1.0 + days / $horizon) AS score ORDER BY score DESC, n.node_id LIMIT $lim "
-            f"RETURN {_NODE_N}, score, null AS goal_score, null AS emo, days"
-        )
-
-    if q.since is not None:  # the created_at index bounds the scan already
-        return (yield from _verified(make("true"), params, k, None))
-    return (yield from _banded(make, params, k))
+    cypher = (
+        f"{bind}MATCH (n:{NODE_LABEL}) WHERE n.resolution_state = 'in_progress' AND {where} "
+        f"WITH n, n.created_at AS dt WITH n, ($now_s - ({_epoch_seconds('dt')})) / 86400.0 AS days "
+        "WITH n, CASE WHEN days < 0.0 THEN 0.0 ELSE days END AS days "
+        "WITH n, days, n.energy / (1.0 + days / $horizon) AS score ORDER BY score DESC, n.node_id LIMIT $lim "
+        f"RETURN {_NODE_N}, score, null AS goal_score, null AS emo, days"
+    )
+    return (yield from _verified(cypher, params, k, None))
 
 
 def _impact(node: MemoryNode) -> float:
@@ -535,7 +491,7 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
     else:
         emo_where, emo_with = "", "WITH *, null AS emo "
     anchors: dict[str, tuple[StateHit, list[Any]]] = {}
-    for head, goal_with, extra, _scan in _sources(q, candidates, bind):
+    for head, goal_with, extra in _sources(q, candidates, bind):
         cypher = (
             head(f"n.resolution_state = 'resolved'{emo_where} AND {where}") + f"{goal_with}{emo_with}"
             "WITH n, goal_score, emo, coalesce(goal_score, 1.0) * coalesce(emo, 1.0) AS sim "
