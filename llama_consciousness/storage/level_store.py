@@ -278,7 +278,7 @@ SET {_prop_sets("n", _N, tuple(p for p in records.NODE_PROPS if p not in ("node_
     {_time_sets("n", _N, "old_hash IS NOT NULL", "sup")},
     n.invalidation_reason = CASE WHEN sup AND {_at(_N, "invalidation_reason")} IS NULL
                                  THEN old_reason ELSE {_at(_N, "invalidation_reason")} END,
-    n.{VECTOR_PROPERTY} = {records.SCALED_VECTOR.format(_at(_N, "embedding"))}, n.content_hash = {_at(_N, "hash")},
+    n.{VECTOR_PROPERTY} = vecf32({_at(_N, "embedding")}), n.content_hash = {_at(_N, "hash")},
     n.{records.LEGACY_COPY} = NULL
 RETURN collect(CASE WHEN old_hash IS NULL THEN {_at(_N, "node_id")} END) AS created_ids,
        collect(CASE WHEN old_hash IS NULL THEN NULL ELSE {_at(_N, "node_id")} END) AS updated_ids
@@ -632,10 +632,10 @@ class LevelPlans:
             self._check_dimension(vector, f"the vector of {qid!r}")
         rows = yield Query(
             f"UNWIND $qs AS q CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $k, "
-            f"{records.SCALED_VECTOR.format('q[1]')}) "
+            "vecf32(q[1])) "
             f"YIELD node AS n, score WHERE {_CURRENT_MEMORY} "
             "RETURN q[0], n.node_id, n.base_id, score",
-            {"qs": Rows([qid, records.scaled_vector(vector)] for qid, vector in queries), "k": int(k)},
+            {"qs": Rows([qid, records.wire_vector(vector)] for qid, vector in queries), "k": int(k)},
             read_only=True,
         )
         found: dict[str, list[tuple[str, str, float]]] = {}
@@ -690,9 +690,9 @@ class LevelPlans:
         else:
             memory_filter = MemoryFilter(window, min_energy=min_energy, min_confidence=min_confidence)
         predicate = memory_filter.cypher("n")
-        params: dict[str, Any] = {**predicate.params, "q": records.scaled_vector(embedding), "k": int(k)}
+        params: dict[str, Any] = {**predicate.params, "q": records.wire_vector(embedding), "k": int(k)}
         cypher = (
-            f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $fetch, {_QUERY_VECTOR}) "
+            f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $fetch, vecf32($q)) "
             # whether the index repeated a memory in this page (see _knn_page)
             "YIELD node AS n, score WITH count(n) AS page_rows, count(DISTINCT n) AS page_nodes, "
             "collect([n, score]) AS page UNWIND page AS hit WITH hit[0] AS n, hit[1] AS score, page_rows, page_nodes "
@@ -746,12 +746,6 @@ class LevelPlans:
 
 
 KNN_ATTEMPTS = 4
-
-
-# The query vector as the upserts send theirs: scaled integers that the
-# server divides back (``records.scaled_vector``), the same doubles as the
-# 7-decimal floats, in less text for the server to parse.
-_QUERY_VECTOR = records.SCALED_VECTOR.format("$q")
 
 
 def _knn_page(graph: str, cypher: str, params: dict[str, Any]) -> Plan:

@@ -140,27 +140,6 @@ def wire_vector(vector: Any) -> list[float]:
     return Vector(np.round(np.asarray(vector, dtype=np.float64), VECTOR_DECIMALS).tolist())
 
 
-VECTOR_SCALE = 10**VECTOR_DECIMALS
-SCALED_VECTOR = "vecf32([x IN {} | x / 1.0e7])"
-"""Cypher that turns a scaled vector (``scaled_vector``) back into a stored vector."""
-
-
-def scaled_vector(vector: Any) -> list[int]:
-    """A vector for bulk writes: the same 7 decimals, sent as integers.
-
-    Integers format four times faster than floats and take a third less
-    text; the server divides by 10^7 (``SCALED_VECTOR``), which yields
-    exactly the double that the 7-decimal text would parse to (both are the
-    correctly rounded value of the same fraction).  Worth it where thousands
-    of vectors go in one query: memory upserts and duplicate checks.
-    """
-    return Vector(_scaled(vector).tolist())
-
-
-def _scaled(vector: Any) -> np.ndarray:
-    return np.rint(np.asarray(vector, dtype=np.float64) * VECTOR_SCALE).astype(np.int64)
-
-
 def defaulted_times(model: Any) -> list[str]:
     """Times the caller did not give (filled by defaults at construction).
 
@@ -193,8 +172,7 @@ def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, 
         props[prop] = _json(getattr(node, field))
     times = {f: _time(getattr(node, f)) for f in TIME_FIELDS}
     defaulted = defaulted_times(node)
-    scaled = None if node.embedding is None else _scaled(node.embedding)
-    embedding = None if scaled is None else Vector(scaled.tolist())
+    embedding = None if node.embedding is None else wire_vector(node.embedding)
     hashed = {**{k: v for k, v in props.items() if k not in volatile},
               **{k: v for k, v in times.items() if k not in defaulted}, "has_embedding": embedding is not None}
     if not node.injection_suspected:
@@ -206,8 +184,7 @@ def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, 
         "times": times,
         "keep_times": defaulted,
         "embedding": embedding,
-        # hashed as the floats it stands for, so hashes do not depend on the wire format
-        "hash": _digest(hashed, None if scaled is None else scaled / VECTOR_SCALE),
+        "hash": _digest(hashed, embedding),
     }
 
 
