@@ -47,12 +47,9 @@ class KeywordHit:
 def ensure_fulltext(plans: LevelPlans) -> Plan:
     """Create the full-text index over name and description if missing."""
     rows = yield Query("CALL db.indexes() YIELD label, types RETURN label, types")
-    for label, types in rows:
-        if label == NODE_LABEL and "FULLTEXT" in types.get("description", []):
-            return None
-    yield Query(f"CALL db.idx.fulltext.createNodeIndex('{NODE_LABEL}', 'name', 'description')")
-    yield from plans.wait_operational()
-    return None
+    if not any(label == NODE_LABEL and "FULLTEXT" in types.get("description", []) for label, types in rows):
+        yield Query(f"CALL db.idx.fulltext.createNodeIndex('{NODE_LABEL}', 'name', 'description')")
+        yield from plans.wait_operational()
 
 
 # How many of the best paths the traversal groups by memory before its cut

@@ -220,8 +220,6 @@ def _advance(db: Any, pool: Any, job: _Job, rows: Any, timeout_ms: int | None) -
         lock = knn_gate.gate(db, job.graph.name)
         if not lock.acquire(blocking=False):  # sent when the search in flight is read
             job.pending = (command, lock)
-        else:
-            job.gate = lock
-            _send(job, command)
-    else:
-        _send(job, command)
+            return
+        job.gate = lock
+    _send(job, command)

@@ -158,11 +158,9 @@ def defaulted_times(model: Any) -> list[str]:
 def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, ...] = ()) -> dict[str, Any]:
     """The parameter row that the upsert query writes for ``node``.
 
-    ``base_id`` is the version identity (see ``scoring.identity``); by
-    default it is derived from the node alone.  ``volatile`` fields were
-    computed at ingestion from the clock (a fresh authority score): they
-    are written, but left out of the content hash, so an unchanged memory
-    re-ingested later is still unchanged.
+    ``base_id`` is the version identity (default: derived from the node,
+    ``scoring.identity``).  ``volatile`` fields (computed from the clock at
+    ingestion) are written but not hashed: a re-ingested memory stays unchanged.
     """
     props: dict[str, Any] = {f: getattr(node, f) for f in NODE_SCALARS}
     props["base_id"] = base_id or base_identity(node)
@@ -225,15 +223,11 @@ def edge_wire(row: dict[str, Any], derived: bool) -> list[Any]:
 
 @dataclass(frozen=True, slots=True)
 class PreparedEdge:
-    """A validated relationship already turned into its upsert row (``edge_row``).
+    """A validated relationship already turned into its upsert row (``edge_row``), built by ``prepare_edge``.
 
-    Why: an ingestion's worker process builds these for the explicit
-    relationships of a file, while it has nothing else to do, so that the
-    writing process, the slower stage while relationships are written,
-    skips both the model and the row.  It carries what the writer and the
-    store read of a relationship besides its row: its ids, type and graph.
-    Build it with ``prepare_edge``; the store takes it wherever it takes a
-    ``ConsciousnessRelationship``.
+    Why: an ingestion's worker process builds these while it has nothing else
+    to do, so that the writing process, the slower stage, skips both the model
+    and the row.  The store takes it wherever it takes a ``ConsciousnessRelationship``.
     """
 
     edge_id: str
