@@ -1,17 +1,10 @@
-"""The retrieval channels of one level graph, as query plans (Cypher lives here).
+"""The retrieval channels of one level graph, as query plans (see ``level_store``); Cypher lives here.
 
-* **vector**: the HNSW index, filters inside the query, over-fetch past
-  post-KNN filters and orphan vectors (``LevelPlans.vector_search``);
-* **graph**: traversal from start memories to depth 1..4, every path
-  ranked by summed link energy, then summed link confidence, then depth
-  (the spec's decision #3), filters on start and reached memories and on
-  the links walked;
-* **keyword**: FalkorDB's full-text index over name and description, for
-  exact names and ids that embeddings blur.  Its scores are coarse (not
-  BM25), so callers use its *ranks*.
-
-Plans are generators of queries (see ``level_store``): a store runs one,
-``storage.interleaved`` runs several at once.
+* **vector**: ``LevelPlans.vector_search``;
+* **graph**: traversal from start memories to depth 1..4, paths ranked by
+  summed link energy, then confidence, then depth (decision #3);
+* **keyword**: the full-text index over name and description, for exact
+  names and ids that embeddings blur.
 """
 
 from __future__ import annotations
@@ -54,12 +47,9 @@ class KeywordHit:
 def ensure_fulltext(plans: LevelPlans) -> Plan:
     """Create the full-text index over name and description if missing."""
     rows = yield Query("CALL db.indexes() YIELD label, types RETURN label, types")
-    for label, types in rows:
-        if label == NODE_LABEL and "FULLTEXT" in types.get("description", []):
-            return None
-    yield Query(f"CALL db.idx.fulltext.createNodeIndex('{NODE_LABEL}', 'name', 'description')")
-    yield from plans.wait_operational()
-    return None
+    if not any(label == NODE_LABEL and "FULLTEXT" in types.get("description", []) for label, types in rows):
+        yield Query(f"CALL db.idx.fulltext.createNodeIndex('{NODE_LABEL}', 'name', 'description')")
+        yield from plans.wait_operational()
 
 
 # How many of the best paths the traversal groups by memory before its cut
@@ -78,14 +68,11 @@ def traverse(
     depth: int = 2,
     include_start: bool = False,
 ) -> Plan:
-    """Memories within ``depth`` links of the start memories, best paths first.
+    """Memories within ``depth`` links of the start memories, each once with its best path, best first.
 
-    One query starts from all entities at once (decision #3); a second one
-    only when the best paths it grouped reached fewer than k memories (see
-    :func:`walk_cypher`).  A memory reached by several paths is kept once,
-    with its best path.  The links
-    walked must be visible in the temporal window too: a relationship that
-    was superseded is not a path in ``current`` mode.
+    One query from all start memories at once (decision #3); a second one only
+    when the best paths it grouped reached fewer than k memories (see
+    :func:`walk_cypher`).  The links walked must be visible in the window too.
     """
     if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= MAX_DEPTH:
         raise ValueError(f"traversal depth must be an int in [1, {MAX_DEPTH}], got {depth!r}")
@@ -120,34 +107,16 @@ _CUT = "LIMIT $paths "
 def walk_cypher(memory_filter: MemoryFilter, depth: int, include_start: bool) -> tuple[str, dict[str, Any]]:
     """The traversal query of :func:`traverse` and its filter parameters (not ``ids``, ``k``, ``paths``).
 
-    Why it is written out hop by hop rather than as ``(s)-[:LINK*1..d]-(c)``
-    (measured on 50K memories, 90 walks, median server time 2.8 -> 2.0 ms):
-
-    * a link's and an in-between memory's tests run once per hop, not once
-      per path through them;
-    * a path's energy and confidence are sums of its links', not ``reduce``
-      over a list built for every path;
-    * paths are ranked as rows, and only the best ``$paths`` are grouped by
-      the memory they reach: a memory's first row in that order is its best
-      path, so the first k memories are the answer whenever the cut holds k
-      of them.  The last column, how many of those paths reached the
-      memory, tells :func:`traverse` when it did not.
-
-    A path never walks a link twice (the trail rule of the variable-length
-    pattern this replaces: a fixed pattern alone would allow it).  Each
-    hop's tests come after the ``WITH`` that names its link as
-    ``head(relationships(p))``:
-
-    * a test of an undirected ``(a)-[r]-(b)`` on an indexed property of
-      ``r`` is planned as an edge index scan that ignores ``a`` (FalkorDB
-      4.16; see :func:`links_of_ids`), so the link is never a pattern
-      variable;
-    * tested there rather than in the ``MATCH``'s ``WHERE`` through
-      ``all(r IN relationships(p) ...)``, no list is built per path (server
-      time 2.13 -> 1.92 ms p50 on 90 walks at 50K memories, same answers).
-
-    No memory reached has its label tested: links join only memories, and
-    the test was 5-10% of the walk's server time.
+    Written out hop by hop rather than as ``(s)-[:LINK*1..d]-(c)`` (median
+    server time 2.8 -> 2.0 ms at 50K memories): each link's and in-between
+    memory's tests run once per hop, energies are sums rather than ``reduce``
+    over per-path lists, and only the best ``$paths`` rows are grouped by
+    memory (the last column, each memory's count of them, tells
+    :func:`traverse` when the cut may have left one out).  No link is walked
+    twice (the trail rule).  Each hop's link is named by ``WITH ...
+    head(relationships(p))``, never as a pattern variable: a test of an
+    undirected ``(a)-[r]-(b)`` on an indexed property of ``r`` is planned as
+    an edge index scan that ignores ``a`` (see :func:`links_of_ids`).
     """
     # What a start, or a memory a path runs through, must pass: in the window
     # and not quarantined.  Start points may be entity hubs; emotions/energy
@@ -212,19 +181,6 @@ def walk_cypher(memory_filter: MemoryFilter, depth: int, include_start: bool) ->
     return cypher, params
 
 
-def start_nodes(plans: LevelPlans, node_ids: Sequence[str], memory_filter: MemoryFilter) -> Plan:
-    """The start memories themselves, when they pass the filter."""
-    if not node_ids:
-        return []
-    pred = memory_filter.cypher("c", "fc_")
-    rows = yield Query(
-        f"UNWIND $ids AS id MATCH (c:{NODE_LABEL} {{node_id: id}}) WHERE {pred.text} RETURN {_NODE}",
-        {**pred.params, "ids": list(node_ids)},
-        read_only=True,
-    )
-    return [records.node_from_props(r[0]) for r in rows]
-
-
 # Words a question is made of that carry no topic: RediSearch's own stop
 # words (a query of one of them alone is an error), question and auxiliary
 # verbs, pronouns.  Measured on LoCoMo: dropping them is worth a point of
@@ -258,15 +214,11 @@ def keyword_terms(text: str, max_terms: int = 24, stop: frozenset[str] = QUERY_S
 def keyword_search(plans: LevelPlans, text: str, k: int, memory_filter: MemoryFilter) -> Plan:
     """Memories matching the words of ``text`` (name and description), best first.
 
-    Scored like BM25 with a binary term frequency and no length
-    normalisation: a memory scores the sum, over the query words it
-    contains, of ``log(1 + (N - df + 0.5) / (df + 0.5))``.  Each word is
-    looked up on its own (RediSearch still stems it) and its document
-    frequency is the length of its posting list, all in one query.  The
-    full-text index's own score of an OR query is not additive over words
-    (a memory matching four rare words of the question scored below one
-    matching a single common one), which made the channel close to random:
-    0.08 recall@10 on LoCoMo against 0.62 for this one (benchmarks/RESULTS.md).
+    Scored like BM25 with binary term frequency and no length normalisation:
+    the sum over matched words of ``log(1 + (N - df + 0.5) / (df + 0.5))``,
+    each word looked up on its own (still stemmed), all in one query.  The
+    index's own OR score is not additive over words: 0.08 recall@10 on
+    LoCoMo against 0.62 for this one (benchmarks/RESULTS.md).
     """
     terms = keyword_terms(text)
     if not terms or k <= 0:
@@ -293,19 +245,14 @@ def keyword_search(plans: LevelPlans, text: str, k: int, memory_filter: MemoryFi
 
 
 def links_of_ids(link: str, *, where: str = "", end: str = "c", directed: bool = False) -> str:
-    """Cypher MATCH from the memories in ``$ids`` one link to ``end``, the link ``p`` visible by ``link``.
+    """Cypher MATCH from the memories in ``$ids`` one link ``p`` to ``end``, the link passing ``link`` (over ``r``).
 
-    ``link`` is a predicate over ``r``; ``where`` adds conditions before it.
-    Two FalkorDB planner traps are avoided here, once for every caller:
-
-    * the memories are found by node_id first, with a WITH before the link
-      MATCH: otherwise the planner answers either step through the temporal
-      range indexes (a scan of every memory, or of links per memory, ten
-      times the cost);
-    * the link is tested through the path variable
-      (``all(r IN relationships(p) ...)``): a predicate on an undirected
-      ``(s)-[r]-(c)`` comparing an indexed property of ``r`` becomes an edge
-      index scan that returns only the outgoing direction.
+    ``where`` adds conditions before it.  Two FalkorDB planner traps avoided:
+    the memories are found by node_id first, with a WITH before the link
+    MATCH (else the planner scans the temporal range indexes, ten times the
+    cost); the link is tested through the path variable, since a predicate on
+    an undirected ``(s)-[r]-(c)`` comparing an indexed property of ``r``
+    becomes an edge index scan returning only the outgoing direction.
     """
     arrow = "->" if directed else "-"
     condition = f"{where} AND " if where else ""
@@ -317,11 +264,9 @@ def links_of_ids(link: str, *, where: str = "", end: str = "c", directed: bool =
 def neighbours(plans: LevelPlans, node_ids: Sequence[str], memory_filter: MemoryFilter, per_memory: int = 2) -> Plan:
     """``{node_id: [neighbour memories]}``: the memories one link away from each given one.
 
-    The strongest links first (energy, then confidence), at most
-    ``per_memory`` each; neighbours pass the filter (entity hubs do not) and
-    are not among ``node_ids``; links must be visible in the window.  This is
-    what puts the turn before and after a retrieved one in a conversation
-    next to it.
+    Strongest links first (energy, then confidence), at most ``per_memory``
+    each; neighbours pass the filter and are not among ``node_ids``; links
+    are visible in the window.  (The turns before and after a retrieved one.)
     """
     if not node_ids or per_memory <= 0:
         return {}
@@ -340,12 +285,6 @@ def neighbours(plans: LevelPlans, node_ids: Sequence[str], memory_filter: Memory
     for source, props in rows:
         out.setdefault(source, []).append(records.node_from_props(props))
     return out
-
-
-def relationships_among(plans: LevelPlans, node_ids: Sequence[str], memory_filter: MemoryFilter) -> Plan:
-    """The links between the given memories that are visible in the window."""
-    found = yield from links_among(plans, node_ids, memory_filter)
-    return [rel for rel, _ in found]
 
 
 def links_among(

@@ -1,16 +1,9 @@
-"""Several read plans at once from one thread: the sync path's ``asyncio.gather``.
+"""Several read plans at once from one thread, each on its own connection.
 
-A retrieval runs a handful of short queries on separate level graphs.  The
-server can run them in parallel, so they should all be in flight at once.
-Threads do that, but on a small machine they queue for the GIL behind each
-other's reply parsing, and a reply that arrives while another thread holds
-the GIL waits up to a switch interval (5 ms) to be read: that wait was most
-of the sync path's tail latency.
-
-Here each plan gets its own connection: every plan's first query is sent
-before any reply is read, a reply is read as soon as it is ready, and the
-plan's next query (if any) goes out on the same connection at once.  One
-thread, no lock hand-offs, and the server still sees every query early.
+Every plan's first query is sent before any reply is read, a reply is read
+as soon as it is ready, and the plan's next query goes out at once.  (Threads
+queue for the GIL behind each other's reply parsing, and a reply arriving
+meanwhile waits up to a switch interval, 5 ms: most of the tail latency.)
 """
 
 from __future__ import annotations
@@ -18,29 +11,28 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import ResponseError
 
 from llama_consciousness.storage import knn_gate, replies
-from llama_consciousness.storage.level_store import Pause, Plan, Query, StorageError, _missing_graph
+from llama_consciousness.storage.level_store import Plan, Query, StorageError, _missing_graph
 from llama_consciousness.storage.params import header as params_header
 
 
+@dataclass(slots=True)
 class _Job:
-    __slots__ = ("graph", "plan", "connection", "sent", "result", "done", "gate", "pending")
-
-    def __init__(self, graph: Any, plan: Plan) -> None:
-        self.graph = graph
-        self.plan = plan
-        self.connection: Any = None
-        self.sent = False
-        self.result: Any = None
-        self.done = False
-        # a vector search holds its graph's gate while in flight (knn_gate);
-        # one whose gate was taken waits in ``pending`` (its command)
-        self.gate: threading.Lock | None = None
-        self.pending: tuple[list[Any], threading.Lock] | None = None
+    graph: Any
+    plan: Plan
+    connection: Any = None
+    sent: bool = False
+    result: Any = None
+    done: bool = False
+    # a vector search holds its graph's gate while in flight (knn_gate);
+    # one whose gate was taken waits in ``pending`` (its command)
+    gate: threading.Lock | None = None
+    pending: tuple[list[Any], threading.Lock] | None = None
 
 
 def _connection(pool: Any) -> Any:
@@ -51,24 +43,20 @@ def _connection(pool: Any) -> Any:
 
 
 def run_interleaved(db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int | None = None) -> list[Any]:
-    """Run read-only plans, each on its graph, all at once; results in order.
+    """Run read-only ``(graph name, plan)`` jobs all at once; their results in order.
 
-    ``jobs`` are ``(graph name, plan)`` pairs.  A job's result is what its
-    plan returns, or the exception that stopped it (a ``StorageError`` for a
-    failed query), so one failing channel does not stop the others.  A
-    graph that does not exist reads as empty, as in ``LevelGraphStore``.
-    ``timeout_ms`` limits every query on the server and the whole run
-    here: what is unanswered by then fails with ``TimeoutError``.
+    A result is what the plan returns, or the exception that stopped it (a
+    ``StorageError`` for a failed query): one failing channel does not stop
+    the others.  A graph that does not exist reads as empty.  ``timeout_ms``
+    limits every query on the server and the whole run here: what is
+    unanswered by then fails with ``TimeoutError``.
     """
     return Interleaved(db, jobs, timeout_ms).results()
 
 
 def list_graphs(db: Any, timeout_ms: int | None = None) -> list[str]:
-    """The names of the server's graphs (``GRAPH.LIST``), waiting at most ``timeout_ms`` for the answer.
-
-    A stalled server raises ``TimeoutError`` (its connection is dropped)
-    instead of holding the caller.
-    """
+    """The names of the server's graphs (``GRAPH.LIST``); a stalled server raises ``TimeoutError`` after
+    ``timeout_ms`` (its connection dropped) instead of holding the caller."""
     pool = db.connection.connection_pool
     connection = _connection(pool)
     try:
@@ -86,12 +74,8 @@ def list_graphs(db: Any, timeout_ms: int | None = None) -> list[str]:
 
 
 class Interleaved:
-    """``run_interleaved`` in two halves: creating it sends every plan's first query.
-
-    :meth:`results` reads the replies (sending any further queries) and
-    returns the results; call it exactly once, the connections go back to
-    the pool then.
-    """
+    """``run_interleaved`` in two halves: creating it sends every plan's first query, :meth:`results`
+    (called once) reads the replies, sending any further queries, and returns the connections to the pool."""
 
     def __init__(self, db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int | None = None) -> None:
         self._db = db
@@ -102,18 +86,13 @@ class Interleaved:
         self._closed = False
         try:
             for job in self._state:
-                _advance(self._db, self._pool, job, None, first=True, timeout_ms=timeout_ms)
+                _advance(self._db, self._pool, job, None, timeout_ms)
         except BaseException:
             self._close()
             raise
 
     def results(self) -> list[Any]:
-        """Every job's result (or exception), in the order of the jobs.
-
-        With a ``timeout_ms``, a job still unanswered that long after the
-        start fails with ``TimeoutError`` (its connection is dropped): a
-        server that stops answering cannot hold the caller longer.
-        """
+        """Every job's result (or exception), in order; unanswered after ``timeout_ms``: ``TimeoutError``."""
         if self._closed:
             raise RuntimeError("the results of these plans were already taken")
         try:
@@ -179,7 +158,7 @@ class Interleaved:
             job.connection.disconnect()
             _fail(job, exc)
             return
-        _advance(self._db, self._pool, job, rows, first=False, timeout_ms=self._timeout_ms)
+        _advance(self._db, self._pool, job, rows, self._timeout_ms)
 
     def _close(self) -> None:
         self._closed = True
@@ -221,13 +200,10 @@ def _send(job: _Job, command: list[Any]) -> None:
     job.sent = True
 
 
-def _advance(db: Any, pool: Any, job: _Job, rows: Any, *, first: bool, timeout_ms: int | None) -> None:
-    """Give the plan its rows and send its next query (or record its result)."""
+def _advance(db: Any, pool: Any, job: _Job, rows: Any, timeout_ms: int | None) -> None:
+    """Give the plan its rows (None to start it) and send its next query (or record its result)."""
     try:
-        step = next(job.plan) if first else job.plan.send(rows)
-        while isinstance(step, Pause):  # polling plans: rare in reads, so simply wait here
-            time.sleep(step.seconds)
-            step = job.plan.send(None)
+        step = job.plan.send(rows)
         if not isinstance(step, Query) or not step.read_only:
             raise TypeError(f"run_interleaved runs read-only queries, got {step!r}")
     except StopIteration as stop:
@@ -244,8 +220,6 @@ def _advance(db: Any, pool: Any, job: _Job, rows: Any, *, first: bool, timeout_m
         lock = knn_gate.gate(db, job.graph.name)
         if not lock.acquire(blocking=False):  # sent when the search in flight is read
             job.pending = (command, lock)
-        else:
-            job.gate = lock
-            _send(job, command)
-    else:
-        _send(job, command)
+            return
+        job.gate = lock
+    _send(job, command)

@@ -10,10 +10,9 @@ Layout of a level graph:
   the same reason;
 * the embedding sits on the memory node under an HNSW index (cosine).
 
-Each operation is written once, as a generator that yields the queries it
-needs and receives their results (a "sans-I/O" plan): the store runs a plan
-one query after another, ``storage.interleaved`` runs several plans at once
-on their own connections.
+Each operation is written once, as a generator that yields its queries and
+receives their results (a "sans-I/O" plan): the store runs a plan query by
+query, ``storage.interleaved`` runs several plans at once.
 """
 
 from __future__ import annotations
@@ -62,13 +61,10 @@ _CURRENT_MEMORY = "n.expired_at IS NULL AND coalesce(n.is_entity, false) = false
 
 @dataclass(frozen=True)
 class VectorIndexConfig:
-    """HNSW parameters of a level's vector index.
+    """HNSW parameters of a level's vector index, fixed when the index is created (``reindex_vectors``).
 
-    FalkorDB's default ``efRuntime`` of 10 gives poor recall (0.18 at 10 on
-    50k random vectors); the defaults here come from
-    ``benchmarks/vector_index_params.py`` (see ``benchmarks/RESULTS.md``).
-    ``efRuntime`` is fixed when the index is created; changing it means
-    re-creating the index (:meth:`LevelGraphStore.reindex_vectors`).
+    FalkorDB's default ``efRuntime`` of 10 gives poor recall (0.18 at 10 on 50k
+    random vectors); these defaults come from ``benchmarks/vector_index_params.py``.
     """
 
     m: int = 16
@@ -84,9 +80,7 @@ class VectorIndexConfig:
 
 @dataclass(frozen=True)
 class Query:
-    """A Cypher query for the plan's graph; values only ever in ``params``.
-
-    """
+    """A Cypher query for the plan's graph; values only ever in ``params``."""
 
     cypher: str
     params: dict[str, Any] = field(default_factory=dict)
@@ -101,14 +95,7 @@ class UniqueConstraint:
     prop: str
 
 
-@dataclass(frozen=True)
-class Pause:
-    """Wait before polling again (sleeps in the sync path, awaits in async)."""
-
-    seconds: float
-
-
-Step = Query | UniqueConstraint | Pause
+Step = Query | UniqueConstraint
 
 
 @dataclass
@@ -169,28 +156,17 @@ Plan = Generator[Step, Any, Any]
 
 # -- schema made by several writers at once ---------------------------------
 #
-# Processes (and threads) that open a fresh data directory together all read
-# the index list, all find it empty and all create the same indexes; the
-# server creates each once and refuses the others.  Its refusals, checked on
-# FalkorDB 4.x for every kind we create:
-#
-# * range, full-text and vector indexes: "Attribute 'node_id' is already
-#   indexed" (the same text for each kind; the first attribute of the
-#   statement that the same kind of index already covers);
-# * the unique constraint: "Constraint already exists".
-#
-# A refused CREATE INDEX changes nothing, not even for the statement's other
-# attributes, and a competitor may have indexed only some of them (the
-# state-based retriever indexes two of our thirteen).  So a refusal is not
+# Writers opening a fresh data directory together all create the same indexes;
+# the server creates each once and refuses the others with "Attribute 'x' is
+# already indexed" (range, full-text, vector; x is the statement's first
+# attribute already covered) or "Constraint already exists".  A refused CREATE
+# INDEX changes nothing, not even for its other attributes, so a refusal is not
 # taken on trust: the schema is read again, the refused attribute must now be
-# there (else the refusal is a real error and raised), and whatever is still
-# missing is created.
+# there (else the error is raised), and whatever is still missing is created.
 
 _CREATED_ELSEWHERE = re.compile(r"Attribute '(?P<attribute>[^']*)' is already indexed|Constraint already exists")
 
-# Each round after the first needs a competitor to have created something in
-# between, so a few suffice; the bound only stops a livelock with a writer
-# that keeps dropping what we create.
+# Bounds a livelock with a writer that keeps dropping what we create.
 SCHEMA_ROUNDS = 16
 
 
@@ -210,11 +186,8 @@ def node_range_index(attributes: Sequence[str]) -> SchemaItem:
 
 
 def created_elsewhere(exc: BaseException) -> re.Match[str] | None:
-    """The server's refusal of a creation because it exists already (see above), else None.
-
-    ``exc`` is the server's ``ResponseError`` or the ``StorageError`` the
-    store wraps it in; anything else is not a refusal of that kind.
-    """
+    """The server's refusal (a ``ResponseError``, or wrapped in a ``StorageError``) of a creation because it
+    exists already (see above), else None."""
     cause = exc if isinstance(exc, ResponseError) else exc.__cause__
     if not isinstance(cause, ResponseError):
         return None
@@ -224,12 +197,8 @@ def created_elsewhere(exc: BaseException) -> re.Match[str] | None:
 def create_missing(missing: Callable[[], Plan]) -> Plan:
     """Create what ``missing()`` (a plan returning :class:`SchemaItem` s) finds missing; the items created.
 
-    Safe when other writers create the same schema at the same time: a
-    refusal because an index or the constraint exists already ends the
-    round, ``missing()`` reads the schema again and the rest is created.
-    The refused piece must then be there; if not, or on any other error,
-    the error is raised.  Needs a runner that throws a step's error into the
-    plan (``LevelGraphStore.run``).
+    Safe against other writers creating the same schema (see above).  Needs a
+    runner that throws a step's error into the plan (``LevelGraphStore.run``).
     """
     created: list[SchemaItem] = []
     refused: tuple[SchemaItem, re.Match[str], BaseException] | None = None
@@ -309,7 +278,7 @@ SET {_prop_sets("n", _N, tuple(p for p in records.NODE_PROPS if p not in ("node_
     {_time_sets("n", _N, "old_hash IS NOT NULL", "sup")},
     n.invalidation_reason = CASE WHEN sup AND {_at(_N, "invalidation_reason")} IS NULL
                                  THEN old_reason ELSE {_at(_N, "invalidation_reason")} END,
-    n.{VECTOR_PROPERTY} = {records.SCALED_VECTOR.format(_at(_N, "embedding"))}, n.content_hash = {_at(_N, "hash")},
+    n.{VECTOR_PROPERTY} = vecf32({_at(_N, "embedding")}), n.content_hash = {_at(_N, "hash")},
     n.{records.LEGACY_COPY} = NULL
 RETURN collect(CASE WHEN old_hash IS NULL THEN {_at(_N, "node_id")} END) AS created_ids,
        collect(CASE WHEN old_hash IS NULL THEN NULL ELSE {_at(_N, "node_id")} END) AS updated_ids
@@ -379,6 +348,12 @@ def _dedupe(items: Iterable[Any], key: str) -> list[Any]:
     return list(seen.values())
 
 
+def _stored_hashes(pattern: str, ids: list[str]) -> Plan:
+    """``{id: content_hash}`` of the stored records ``pattern`` (binding ``x``, keyed by ``id``) finds."""
+    rows = yield Query(f"UNWIND $ids AS id MATCH {pattern} RETURN id, x.content_hash", {"ids": Ids(ids)}, read_only=True)
+    return dict(rows)
+
+
 class LevelPlans:
     """The operations on one level graph, independent of how queries run."""
 
@@ -402,15 +377,11 @@ class LevelPlans:
     # -- schema ---------------------------------------------------------------
 
     def ensure_schema(self) -> Plan:
-        """Create missing indexes and the node_id uniqueness constraint.
+        """Create missing indexes and the node_id uniqueness constraint (see :func:`create_missing`).
 
-        Idempotent, and safe against an existing index of another dimension:
-        that is reported as an error instead of silently mixing dimensions.
-        Safe too when other processes or threads create the same schema at
-        the same moment (see :func:`create_missing`).
+        An existing vector index of another dimension is an error, not silently mixed dimensions.
         """
         yield from create_missing(self._missing_schema)
-        return None
 
     def _missing_schema(self) -> Plan:
         """What the graph still lacks, as :class:`SchemaItem` (read afresh each time)."""
@@ -474,7 +445,7 @@ class LevelPlans:
                 return None
             if time.monotonic() > deadline:
                 raise StorageError(f"indexes of graph {self.graph!r} not operational after {timeout} s: {pending}")
-            yield Pause(0.02)
+            time.sleep(0.02)
 
     # -- writes ---------------------------------------------------------------
 
@@ -482,11 +453,13 @@ class LevelPlans:
         if node.level != self.level or (self.level == "N1" and node.citizen_id != self.citizen_id):
             where = f"{node.level}" + (f" of citizen {node.citizen_id!r}" if node.citizen_id else "")
             raise StorageError(f"memory {node.node_id!r} belongs to {where}, not to graph {self.graph!r}")
-        if node.embedding is not None and self.dimension is not None and len(node.embedding) != self.dimension:
-            raise EmbeddingDimensionError(
-                f"memory {node.node_id!r} has an embedding of dimension {len(node.embedding)}, "
-                f"but level graph {self.graph!r} indexes dimension {self.dimension}"
-            )
+        if node.embedding is not None:
+            self._check_dimension(node.embedding, f"the embedding of memory {node.node_id!r}")
+
+    def _check_dimension(self, vector: Sequence[float], what: str) -> None:
+        if self.dimension is not None and len(vector) != self.dimension:
+            raise EmbeddingDimensionError(f"{what} has dimension {len(vector)}, "
+                                          f"but level graph {self.graph!r} indexes dimension {self.dimension}")
 
     def _place_edge(self, edge: ConsciousnessRelationship | PreparedEdge) -> ConsciousnessRelationship | PreparedEdge:
         """Stamp the edge with this level, or refuse one meant for another graph."""
@@ -516,23 +489,16 @@ class LevelPlans:
         present: frozenset[str] | set[str] = frozenset(),
         check_stored: bool = True,
     ) -> Plan:
-        """Write memories, expire the versions they supersede, write relationships.
+        """Write memories, expire the versions they supersede, write relationships: one transaction.
 
-        All of it is one transaction.  Unchanged records are not touched (see
-        ``records``).  A relationship or supersession that refers to a memory
-        that exists neither in the graph nor in the batch is an error, raised
-        before anything is written.  ``base_ids`` overrides the version
-        identity of some memories (the writer resolves chains of versions).
-        Relationships whose ``edge_id`` is in ``derived`` were inferred by the
-        writer (SUPERSEDES, MENTIONS): they are created when absent but never
-        overwrite a relationship stated explicitly.  ``present`` are ids the
-        caller has just found stored: they are not looked up again.
-        A relationship may come as a ``records.PreparedEdge`` (its row made
-        ahead, by an ingestion's worker process).  ``check_stored=False``
-        sends every row without first reading the stored hashes of the
-        batch: for a graph the caller knows held none of these rows (a bulk
-        load into a new level), where those reads find nothing.  The write
-        leaves unchanged rows alone either way, so the result is the same.
+        Unchanged records are not touched (see ``records``).  A record referring
+        to a memory neither stored nor in the batch is an error, raised before
+        anything is written.  ``base_ids`` overrides some version identities;
+        relationships in ``derived`` (inferred: SUPERSEDES, MENTIONS) are created
+        when absent but never overwrite an explicit one; ``present`` ids were
+        just found stored and are not looked up again.  ``check_stored=False``
+        skips reading the stored hashes (a bulk load into a new level, where
+        they find nothing): the write leaves unchanged rows alone either way.
         """
         nodes = _dedupe(nodes, "node_id")
         edges = [self._place_edge(e) for e in _dedupe(relationships, "edge_id")]
@@ -573,22 +539,13 @@ class LevelPlans:
         # costs a list of hashes instead of every embedding again.
         total_nodes, total_edges = len(node_rows), len(edge_rows)
         if node_rows and check_stored:
-            stored = yield Query(
-                f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN id, n.content_hash",
-                {"ids": Ids([r["node_id"] for r in node_rows])},
-                read_only=True,
-            )
-            known = dict(stored)
+            known = yield from _stored_hashes(f"(x:{NODE_LABEL} {{node_id: id}})", [r["node_id"] for r in node_rows])
             node_rows = [r for r in node_rows if known.get(r["node_id"]) != r["hash"]]
         if edge_rows and check_stored:
-            stored = yield Query(
-                f"UNWIND $ids AS id MATCH ()-[r:{EDGE_TYPE} {{edge_id: id}}]->() RETURN id, r.content_hash",
-                {"ids": Ids([r["edge_id"] for r in edge_rows])},
-                read_only=True,
-            )
-            known = dict(stored)
-            edge_rows = [r for r in edge_rows
-                         if known.get(r["edge_id"]) != r["hash"] and not (r["edge_id"] in derived and r["edge_id"] in known)]
+            known = yield from _stored_hashes(f"()-[x:{EDGE_TYPE} {{edge_id: id}}]->()",
+                                              [r["edge_id"] for r in edge_rows])
+            edge_rows = [r for r in edge_rows if known.get(r["edge_id"]) != r["hash"]
+                         and not (r["edge_id"] in derived and r["edge_id"] in known)]
         params = {
             "nodes": Rows(records.node_wire(r) for r in node_rows),
             "edges": Rows(records.edge_wire(r, r["edge_id"] in derived) for r in edge_rows),
@@ -672,16 +629,13 @@ class LevelPlans:
         if not self.store_vectors or not queries:
             return {}
         for qid, vector in queries:
-            if self.dimension is not None and len(vector) != self.dimension:
-                raise EmbeddingDimensionError(
-                    f"vector of {qid!r} has dimension {len(vector)}, graph {self.graph!r} indexes {self.dimension}"
-                )
+            self._check_dimension(vector, f"the vector of {qid!r}")
         rows = yield Query(
             f"UNWIND $qs AS q CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $k, "
-            f"{records.SCALED_VECTOR.format('q[1]')}) "
+            "vecf32(q[1])) "
             f"YIELD node AS n, score WHERE {_CURRENT_MEMORY} "
             "RETURN q[0], n.node_id, n.base_id, score",
-            {"qs": Rows([qid, records.scaled_vector(vector)] for qid, vector in queries), "k": int(k)},
+            {"qs": Rows([qid, records.wire_vector(vector)] for qid, vector in queries), "k": int(k)},
             read_only=True,
         )
         found: dict[str, list[tuple[str, str, float]]] = {}
@@ -712,22 +666,7 @@ class LevelPlans:
         edges = yield Query(f"MATCH ()-[r:{EDGE_TYPE}]->() RETURN count(r)", read_only=True)
         return (int(nodes[0][0]) if nodes else 0), (int(edges[0][0]) if edges else 0)
 
-    def vector_search(self, embedding: Sequence[float], k: int, window: TemporalWindow | MemoryFilter,
-                      **options: Any) -> Plan:
-        """The k nearest memories that pass the filter, filters inside the query.
-
-        ``window`` is a temporal window or a full ``MemoryFilter`` (energy,
-        confidence, emotions; quarantined memories never pass).  Filters
-        after the KNN step (and orphan vectors left by updates) can leave
-        fewer than k rows, so the index is asked for ``oversample * k`` and,
-        while that was not enough, asked again for four times as many.
-        ``options`` are :meth:`vector_rows`'s (``min_energy``,
-        ``min_confidence``, ``oversample``).
-        """
-        rows = yield from self.vector_rows(embedding, k, window, **options)
-        return vector_hits(rows, k)
-
-    def vector_rows(
+    def vector_search(
         self,
         embedding: Sequence[float],
         k: int,
@@ -737,17 +676,13 @@ class LevelPlans:
         min_confidence: float | None = None,
         oversample: int = 4,
     ) -> Plan:
-        """:meth:`vector_search`'s rows, before they become models (:func:`vector_hits`).
+        """The k nearest memories that pass the filter (a window or a full ``MemoryFilter``), filters inside the query.
 
-        For a caller that needs only the ids first (:func:`first_ids`): the
-        graph channel's walk from the nearest memories goes out before their
-        models are built.
+        Filters after the KNN step (and orphan vectors left by updates) can
+        leave fewer than k rows, so the index is asked for ``oversample * k``
+        and, while that was not enough, asked again for four times as many.
         """
-        if self.dimension is not None and len(embedding) != self.dimension:
-            raise EmbeddingDimensionError(
-                f"query embedding has dimension {len(embedding)}, level graph {self.graph!r} "
-                f"indexes dimension {self.dimension}"
-            )
+        self._check_dimension(embedding, "the query embedding")
         if k <= 0:
             return []
         if isinstance(window, MemoryFilter):
@@ -755,9 +690,9 @@ class LevelPlans:
         else:
             memory_filter = MemoryFilter(window, min_energy=min_energy, min_confidence=min_confidence)
         predicate = memory_filter.cypher("n")
-        params: dict[str, Any] = {**predicate.params, "q": records.scaled_vector(embedding), "k": int(k)}
+        params: dict[str, Any] = {**predicate.params, "q": records.wire_vector(embedding), "k": int(k)}
         cypher = (
-            f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $fetch, {_QUERY_VECTOR}) "
+            f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', '{VECTOR_PROPERTY}', $fetch, vecf32($q)) "
             # whether the index repeated a memory in this page (see _knn_page)
             "YIELD node AS n, score WITH count(n) AS page_rows, count(DISTINCT n) AS page_nodes, "
             "collect([n, score]) AS page UNWIND page AS hit WITH hit[0] AS n, hit[1] AS score, page_rows, page_nodes "
@@ -785,7 +720,11 @@ class LevelPlans:
                     break
                 if fetch >= total:
                     plateau = len(rows)
-        return rows
+        hits: dict[str, VectorHit] = {}  # each memory once: a page may repeat one (see _knn_page)
+        for values, score, _ in rows:
+            if values[0] not in hits:  # NODE_READ_PROPS[0] is node_id
+                hits[values[0]] = VectorHit(records.node_from_props(values), 1.0 - float(score))
+        return list(hits.values())[:k]
 
     def reindex_vectors(self) -> Plan:
         """Drop and rebuild the vector index, clearing orphan vectors."""
@@ -809,23 +748,15 @@ class LevelPlans:
 KNN_ATTEMPTS = 4
 
 
-# The query vector as the upserts send theirs: scaled integers that the
-# server divides back (``records.scaled_vector``), the same doubles as the
-# 7-decimal floats, in less text for the server to parse.
-_QUERY_VECTOR = records.SCALED_VECTOR.format("$q")
-
-
 def _knn_page(graph: str, cypher: str, params: dict[str, Any]) -> Plan:
     """A page of the vector index, read again while it repeats a memory.
 
     Concurrent searches of one graph corrupt each other's pages (FalkorDB
-    #2848; see ``knn_gate``, which keeps this process's searches apart).  A
-    search from another process can still collide with ours, and a page
-    that repeats a memory is the part of that corruption a reader can see.
-    The query's last column says whether its page held each memory once; a
-    page that did not is thrown away and the same question asked again.
-    After ``KNN_ATTEMPTS`` the last page is used, its repeats dropped, and a
-    warning logged.
+    #2848); ``knn_gate`` keeps this process's searches apart, but one from
+    another process can still collide, and a repeated memory is the visible
+    part of that.  The query's last column says whether its page held each
+    memory once.  After ``KNN_ATTEMPTS`` the last page is used, its repeats
+    dropped, with a warning.
     """
     rows: list[Any] = []
     for _ in range(KNN_ATTEMPTS):
@@ -835,16 +766,6 @@ def _knn_page(graph: str, cypher: str, params: dict[str, Any]) -> Plan:
     logger.warning("vector search on %r: the index repeated memories in %d pages in a row (FalkorDB #2848); "
                    "using the last page without its repeats", graph, KNN_ATTEMPTS)
     return rows
-
-
-def vector_hits(rows: Sequence[Any], k: int) -> list[VectorHit]:
-    """Rows of :meth:`LevelPlans.vector_rows` as hits, nearest first, each memory once, at most k."""
-    hits: dict[str, VectorHit] = {}
-    for values, score, _ in rows:
-        node_id = values[0]  # NODE_READ_PROPS[0]
-        if node_id not in hits:
-            hits[node_id] = VectorHit(records.node_from_props(values), 1.0 - float(score))
-    return list(hits.values())[:k]
 
 
 assert records.NODE_READ_PROPS[0] == "node_id"
@@ -859,70 +780,11 @@ def _missing_graph(exc: Exception) -> bool:
     return "empty key" in str(exc)
 
 
-class _StoreMethods:
-    """The store's operations, written once as plans.
+class LevelGraphStore:
+    """A level graph driven by the synchronous FalkorDB client.
 
-    Each runs a plan through ``self.run``, which returns the result (sync)
-    or a coroutine of it (async): the same method body serves both, and a
-    read of a graph that does not exist yet answers "nothing" in both.
+    Its operations (``upsert``, ``vector_search``, ...) run the ``LevelPlans`` plans of the same name (``_runs``).
     """
-
-    plans: LevelPlans
-    run: Any
-
-    def ensure_schema(self) -> Any:
-        return self.run(self.plans.ensure_ready())
-
-    def upsert(
-        self,
-        nodes: Sequence[MemoryNode] = (),
-        relationships: Sequence[ConsciousnessRelationship | PreparedEdge] = (),
-        supersessions: Sequence[Supersession] = (),
-        base_ids: Mapping[str, str] | None = None,
-        derived: frozenset[str] | set[str] = frozenset(),
-        volatile: Mapping[str, tuple[str, ...]] | None = None,
-        present: frozenset[str] | set[str] = frozenset(),
-        check_stored: bool = True,
-    ) -> Any:
-        return self.run(self.plans.upsert(nodes, relationships, supersessions, base_ids, derived, volatile, present,
-                                           check_stored))
-
-    def get_node(self, node_id: str) -> Any:
-        return self.run(self.plans.get_node(node_id))
-
-    def get_nodes(self, node_ids: Sequence[str]) -> Any:
-        return self.run(self.plans.get_nodes(node_ids))
-
-    def get_relationships(self, node_ids: Sequence[str] | None = None) -> Any:
-        return self.run(self.plans.get_relationships(node_ids))
-
-    def counts(self) -> Any:
-        return self.run(self.plans.counts())
-
-    def named_nodes(self, node_types: Sequence[str]) -> Any:
-        return self.run(self.plans.named_nodes(node_types))
-
-    def versions(self, base_ids: Sequence[str]) -> Any:
-        return self.run(self.plans.versions(base_ids))
-
-    def existing_ids(self, node_ids: Sequence[str]) -> Any:
-        return self.run(self.plans.existing_ids(node_ids))
-
-    def nearest(self, queries: Sequence[tuple[str, Sequence[float]]], k: int = 3) -> Any:
-        return self.run(self.plans.nearest(queries, k))
-
-    def has_current_memories(self) -> Any:
-        return self.run(self.plans.has_current_memories())
-
-    def vector_search(self, embedding: Sequence[float], k: int, window: Any, **filters: Any) -> Any:
-        return self.run(self.plans.vector_search(embedding, k, window, **filters))
-
-    def reindex_vectors(self) -> Any:
-        return self.run(self.plans.reindex_vectors())
-
-
-class LevelGraphStore(_StoreMethods):
-    """A level graph driven by the synchronous FalkorDB client."""
 
     def __init__(self, db: Any, plans: LevelPlans, timeout_ms: int | None = None) -> None:
         self.db = db
@@ -951,9 +813,6 @@ class LevelGraphStore(_StoreMethods):
             return stop.value
 
     def _execute(self, query: Step) -> Any:
-        if isinstance(query, Pause):
-            time.sleep(query.seconds)
-            return None
         if isinstance(query, UniqueConstraint):
             try:
                 return self.graph.create_node_unique_constraint(query.label, query.prop)
@@ -978,3 +837,19 @@ class LevelGraphStore(_StoreMethods):
         """Delete the whole graph (an explicit administrative act, never implicit)."""
         if self.exists():
             self.graph.delete()
+
+
+def _runs(name: str, plan: str | None = None) -> Callable[..., Any]:
+    """A store method that runs the plan ``LevelPlans.<plan or name>`` with the same arguments."""
+    def method(self: LevelGraphStore, *args: Any, **kwargs: Any) -> Any:
+        return self.run(getattr(self.plans, plan or name)(*args, **kwargs))
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = getattr(LevelPlans, plan or name).__doc__
+    return method
+
+
+LevelGraphStore.ensure_schema = _runs("ensure_schema", "ensure_ready")  # type: ignore[attr-defined]
+for _name in ("upsert", "get_node", "get_nodes", "get_relationships", "counts", "named_nodes", "versions",
+              "existing_ids", "nearest", "has_current_memories", "vector_search", "reindex_vectors"):
+    setattr(LevelGraphStore, _name, _runs(_name))

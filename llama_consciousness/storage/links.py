@@ -1,9 +1,6 @@
-"""Memories linked to one memory by typed relationships, as query plans (Cypher lives here).
+"""Memories linked to one memory by typed relationships, as query plans (see ``level_store``).
 
-Used by the memory constellation (spec 004): what SUPPORTS or CONTRADICTS
-the primary memory, in either direction.  Like ``channels``, plans are
-generators of queries, run by ``store.run(plan)``; every value is a
-query parameter.
+Used by the memory constellation (spec 004): what SUPPORTS or CONTRADICTS the primary memory, either way.
 """
 
 from __future__ import annotations
@@ -66,14 +63,11 @@ def linked_memories(
     params = {**reach.params, **link.params, "id": node_id, "fetch": int(limit)}
     if among is not None:
         params["among"] = list(among)
-    # One query, a branch per relation type and direction, each with its
-    # own order and limit: one round trip instead of four.  Directed
-    # patterns, not one undirected: FalkorDB answers an undirected pattern
-    # filtered on an indexed edge property (relation_type) by an edge index
-    # scan that only returns the outgoing edges.  The anchor is found by
-    # node_id first and handed in: with the WHERE attached to its MATCH,
-    # FalkorDB scans every memory through the temporal range indexes (3.3 s
-    # at 50K, 0 ms this way).
+    # One query, a branch per relation type and direction (one round trip).
+    # Directed patterns: an undirected one filtered on an indexed edge property
+    # is an edge index scan returning only outgoing edges.  The anchor is found
+    # by node_id first and handed in, else FalkorDB scans the temporal range
+    # indexes (3.3 s at 50K).
     arrows = {"outgoing": ("-", "->"), "incoming": ("<-", "-")}
     branches = []
     for i, relation_type in enumerate(types):
@@ -91,17 +85,12 @@ def linked_memories(
         params,
         read_only=True,
     )
-    found: dict[str, list[LinkedMemory]] = {t: [] for t in types}
     for e, n, i, direction in rows:
-        found[types[int(i)]].append(LinkedMemory(records.node_from_props(n), records.edge_from_props(e), direction))
-    for relation_type, items in found.items():
+        out[types[int(i)]].append(LinkedMemory(records.node_from_props(n), records.edge_from_props(e), direction))
+    for relation_type, items in out.items():
         items.sort(key=lambda m: (-m.relationship.energy, -m.relationship.confidence, m.node.node_id))
-        seen: set[str] = set()
+        strongest: dict[str, LinkedMemory] = {}  # linked both ways: the strongest link speaks for it
         for item in items:
-            if item.node.node_id in seen:
-                continue  # linked both ways: the strongest link speaks for it
-            seen.add(item.node.node_id)
-            out[relation_type].append(item)
-            if len(out[relation_type]) >= limit:
-                break
+            strongest.setdefault(item.node.node_id, item)
+        out[relation_type] = list(strongest.values())[:limit]
     return out

@@ -1,19 +1,14 @@
-"""The neighbourhood of retrieved memories in one level graph, as query plans.
+"""The neighbourhood of retrieved memories in one level graph, as query plans (see ``level_store``).
 
-Used to build the traversal graph of a retrieval: the memories that connect
-retrieved ones without having been retrieved themselves ("connectors", one
-hop), the links among all of them, and the embeddings that path coherence
-is measured with.  Like :mod:`~llama_consciousness.storage.channels`, each
-function is a plan (a generator of :class:`Query`), run with
-``store.run(plan)`` on a ``LevelGraphStore``;
-values only ever travel as parameters.
+For the traversal graph of a retrieval: the memories one hop from several
+retrieved ones ("connectors"), the links among all of them, and the
+embeddings path coherence is measured with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage import records
@@ -23,7 +18,7 @@ from llama_consciousness.storage.level_store import NODE_LABEL, VECTOR_PROPERTY,
 from llama_consciousness.temporal import cypher_predicate
 
 __all__ = [
-    "Connector", "Neighbourhood", "choose_connectors", "connector_candidates", "connectors", "embeddings",
+    "Connector", "Neighbourhood", "choose_connectors", "connector_candidates", "embeddings",
     "neighbourhood", "pair_similarities",
 ]
 
@@ -54,53 +49,6 @@ class Neighbourhood:
     similarities: dict[tuple[str, str], float | None] = field(default_factory=dict)
 
 
-def _links_out(memory_filter: MemoryFilter) -> tuple[str, str, dict[str, Any]]:
-    """One row ``(c, s, r)`` per link from a memory ``s`` in ``$ids`` to a memory ``c``, and ``c``'s own test.
-
-    ``(cypher, predicate over c, their parameters)``: the link must be
-    visible in the filter's window; the predicate (window, quarantine,
-    entities) is left to the caller to apply after grouping by ``c``.
-    """
-    pred = memory_filter.cypher("c", "fc_")
-    link = cypher_predicate(memory_filter.window, "r", "fr_")
-    text = links_of_ids(link.text) + "WITH c, s, head(relationships(p)) AS r "
-    return text, pred.text, {**pred.params, **link.params}
-
-
-def connectors(
-    plans: LevelPlans,
-    node_ids: Sequence[str],
-    memory_filter: MemoryFilter,
-    limit: int = 10,
-    *,
-    min_links: int = 2,
-) -> Plan:
-    """Memories outside ``node_ids`` linked to at least ``min_links`` of them.
-
-    One hop, links in either direction, both the links and the connector
-    visible in the filter's window (quarantined memories never connect).
-    Entity hubs pass only when the filter includes entities.  Ranked by how
-    many of the memories they link, then by the summed energy of those
-    links, then by id; at most ``limit``.
-    """
-    if len(node_ids) < min_links or limit <= 0:
-        return []
-    links, pred, params = _links_out(memory_filter)
-    rows = yield Query(
-        links
-        + "WITH c, count(DISTINCT s) AS linked, sum(coalesce(r.energy, 0.0)) AS energy "
-        # the connector's own tests (a property of c alone) on the few memories
-        # linked often enough, not on every link walked: same answer, a
-        # fraction of the work
-        f"WHERE linked >= $min_links AND NOT c.node_id IN $ids AND {pred} "
-        "WITH c, linked, energy ORDER BY linked DESC, energy DESC, c.node_id ASC LIMIT $limit "
-        f"RETURN {_NODE}, linked, energy",
-        {**params, "ids": list(node_ids), "min_links": int(min_links), "limit": min(int(limit), MAX_CONNECTORS)},
-        read_only=True,
-    )
-    return [Connector(records.node_from_props(props), int(linked), float(energy)) for props, linked, energy in rows]
-
-
 def connector_candidates(
     plans: LevelPlans,
     node_ids: Sequence[str],
@@ -108,24 +56,25 @@ def connector_candidates(
     *,
     min_links: int = 2,
 ) -> Plan:
-    """``{candidate_id: [(linked_id, link_energy), ...]}``: what :func:`connectors` chooses from.
+    """``{candidate_id: [(linked_id, link_energy), ...]}``: what :func:`choose_connectors` chooses from.
 
-    Every memory linked to at least ``min_links`` links of ``node_ids``
-    (one hop, either direction, link and memory visible in the window, the
-    memory passing the filter's tests), members of ``node_ids`` included,
-    with each such link.  The connectors of any subset of ``node_ids`` are
-    among these (:func:`choose_connectors`): a stream reads them for all the
-    retrieved memories before the ranking and tiers decide which stay.
+    Every memory (members of ``node_ids`` included) with at least
+    ``min_links`` links to ``node_ids`` (one hop, either direction, link and
+    memory visible in the window, the memory passing the filter), with each
+    such link.  The connectors of any subset of ``node_ids`` are among these:
+    a stream reads them before the ranking decides which memories stay.
     """
     if len(node_ids) < min_links:
         return {}
-    links, pred, params = _links_out(memory_filter)
+    pred = memory_filter.cypher("c", "fc_")
+    link = cypher_predicate(memory_filter.window, "r", "fr_")
     rows = yield Query(
-        links
-        + "WITH c, collect(s.node_id) AS linked, collect(coalesce(r.energy, 0.0)) AS energies "
-        f"WHERE size(linked) >= $min_links AND {pred} "
+        links_of_ids(link.text) + "WITH c, s, head(relationships(p)) AS r "
+        "WITH c, collect(s.node_id) AS linked, collect(coalesce(r.energy, 0.0)) AS energies "
+        # the memory's own tests on the few memories linked often enough, not on every link walked
+        f"WHERE size(linked) >= $min_links AND {pred.text} "
         "RETURN c.node_id, linked, energies",
-        {**params, "ids": list(node_ids), "min_links": int(min_links)},
+        {**pred.params, **link.params, "ids": list(node_ids), "min_links": int(min_links)},
         read_only=True,
     )
     return {c: [(s, float(e)) for s, e in zip(linked, energies)] for c, linked, energies in rows}
@@ -140,11 +89,10 @@ def choose_connectors(
 ) -> list[tuple[str, int, float]]:
     """``(connector_id, linked, link_energy)`` of the connectors of ``node_ids``, best first.
 
-    The rule of :func:`connectors`: outside ``node_ids``, linked to at least
-    ``min_links`` of them; ranked by how many, then by the summed energy of
-    those links, then by id; at most ``limit``.  ``candidates`` must come
-    from :func:`connector_candidates` over ``node_ids`` or a superset of
-    them, in the same window.
+    Connectors are outside ``node_ids`` and linked to at least ``min_links``
+    of them; ranked by how many, then the summed energy of those links, then
+    id; at most ``limit``.  ``candidates`` come from
+    :func:`connector_candidates` over ``node_ids`` or a superset, same window.
     """
     if len(node_ids) < min_links or limit <= 0:
         return []
@@ -154,7 +102,7 @@ def choose_connectors(
         if candidate in members:
             continue
         ends: set[str] = set()
-        energy = 0.0  # summed in the server's order (the reply's), so ties break as in ``connectors``
+        energy = 0.0  # summed in the server's order (the reply's), so ties break as a server sum would
         for s, e in links:
             if s in members:
                 ends.add(s)
@@ -177,13 +125,10 @@ def neighbourhood(
     """Connectors of ``node_ids`` (when ``max_connectors`` > 0), the links among all of them,
     and the cosine across each link.
 
-    Two queries: the connector candidates (skipped when ``candidates``, read
-    earlier over a superset of ``node_ids`` in the same window, are given),
-    then the links among the memories and their connectors, with the cosine
-    of each link's two stored embeddings computed by the server (so that
-    the coherence of a path along the links needs no third query) and the
-    connectors themselves.  (One query doing both, with the connectors in a
-    subquery, measured slower at 50K: 3.6 ms against 2.4 ms per level.)
+    Two queries: the connector candidates (unless given, read earlier over a
+    superset of ``node_ids``), then the links with the server's cosine of
+    their ends' embeddings, and the connectors themselves.  (One query with
+    the connectors in a subquery measured slower: 3.6 against 2.4 ms.)
     """
     chosen: list[tuple[str, int, float]] = []
     if max_connectors > 0:
@@ -215,10 +160,7 @@ def _links_and_nodes(plans: LevelPlans, ids: list[str], node_ids: list[str], mem
 
 
 def embeddings(plans: LevelPlans, node_ids: Sequence[str]) -> Plan:
-    """``{node_id: embedding}`` of the given memories that have one in this graph.
-
-    Empty when the level keeps its vectors elsewhere (``store_vectors`` off).
-    """
+    """``{node_id: embedding}`` of the given memories that have one in this graph (none: vectors elsewhere)."""
     if not plans.store_vectors or not node_ids:
         return {}
     rows = yield Query(
@@ -227,16 +169,12 @@ def embeddings(plans: LevelPlans, node_ids: Sequence[str]) -> Plan:
         {"ids": list(dict.fromkeys(node_ids))},
         read_only=True,
     )
-    return {node_id: _floats(vector) for node_id, vector in rows if vector is not None}
+    return {node_id: [float(x) for x in vector] for node_id, vector in rows if vector is not None}
 
 
 def pair_similarities(plans: LevelPlans, pairs: Sequence[tuple[str, str]]) -> Plan:
-    """``{(a, b): cosine}`` of the stored embeddings of memory pairs, computed on the server.
-
-    A path's coherence needs one number per step, not two vectors of a few
-    hundred floats each: the reply is a few bytes per pair.  A pair whose
-    memory or embedding is missing is absent (or None).
-    """
+    """``{(a, b): cosine}`` of the stored embeddings of memory pairs, computed on the server (a few bytes a
+    pair, not two vectors).  A pair whose memory or embedding is missing is absent (or None)."""
     wanted = list(dict.fromkeys((str(a), str(b)) for a, b in pairs))
     if not plans.store_vectors or not wanted:
         return {}
@@ -249,6 +187,3 @@ def pair_similarities(plans: LevelPlans, pairs: Sequence[tuple[str, str]]) -> Pl
     )
     return {(a, b): (None if cos is None else float(cos)) for a, b, cos in rows}
 
-
-def _floats(vector: Any) -> list[float]:
-    return [float(x) for x in vector]

@@ -1,19 +1,16 @@
 """Query parameters for FalkorDB, serialised fast.
 
 FalkorDB takes parameters in a ``CYPHER name=value ...`` header sent with
-the query; values there are data literals that the server parses as
-parameters, never as query text.  The official client builds that header
-one Python call per value, which for a batch of 256-float embeddings is
-most of the cost of a write.  This module produces the same header, with
-the same quoting rules, but hands lists to a C JSON encoder (bulk rows to
-orjson, the fastest of them).
+the query: data literals the server parses as parameters, never as query
+text.  The official client builds it one Python call per value, most of the
+cost of a write of 256-float embeddings; this module writes the same
+header, with the same quoting, but hands vectors and bulk rows to C encoders.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -22,18 +19,10 @@ _encode_numbers = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encod
 
 
 def _quote(text: str) -> str:
-    """Exactly the client's quoting (backslash, then double quote).
-
-    A NUL character ends the query text on the server side (it is a C
-    string), so it is refused here with a clear error instead.
-    """
+    """The client's quoting (backslash, then double quote); a NUL, which ends the query text, is refused."""
     if "\x00" in text:
         raise ValueError("text containing a NUL character cannot be stored or searched")
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _is_number(value: Any) -> bool:
-    return type(value) in (float, int)
 
 
 class Vector(list):
@@ -41,25 +30,17 @@ class Vector(list):
 
 
 class Rows(list):
-    """Bulk-write rows: lists of strings, numbers, booleans, nulls and lists (no maps).
+    """Bulk-write rows: lists of strings, numbers, booleans, nulls and lists (no maps), sent through orjson.
 
-    Sent through orjson, whose output for such values is a Cypher list
-    literal that FalkorDB reads the same way (the escapes it writes,
-    ``\\n \\t \\" \\\\``..., are FalkorDB's too), at a fraction of the
-    cost of ``literal``'s per-value calls.  The one escape FalkorDB does not
-    read, ``\\u``, marks rows that take the slow path.
-
-    A NaN or an infinity takes the slow path too, which refuses it with a
-    clear error.
+    Its output for such values is a Cypher list literal FalkorDB reads the
+    same way (the escapes it writes, ``\\n \\" \\\\``..., are FalkorDB's too),
+    at a fraction of the cost of per-value calls.  The one escape FalkorDB
+    does not read, ``\\u``, and NaNs or infinities, take the slow path.
     """
 
 
-def _encode_json(value: list) -> str:
-    # orjson, not the standard library's C encoder: for the rows of an
-    # ingestion of 10,000 memories (their vectors, 60,000 relationship rows)
-    # it takes a fifth of the time.  Unsupported values (a surrogate, an
-    # integer beyond 64 bits) raise its JSONEncodeError, a TypeError.
-    return orjson.dumps(value).decode()
+class Ids(list):
+    """A flat list of strings (ids), sent as ``Rows`` are (an upsert looks up every id of its batch)."""
 
 
 def _finite(items: list) -> bool:
@@ -80,13 +61,10 @@ def _nones(items: list) -> int:
     return items.count(None) + sum([item.count(None) for item in items if type(item) is list or type(item) is tuple])
 
 
-def _as_json(value: list, plain: Callable[[list], list]) -> str:
-    """``value`` through orjson, or ``literal(plain(value))`` where JSON would not do.
-
-    ``plain`` turns ``value`` into plain lists, which only the slow path needs.
-    """
+def _as_json(value: list) -> str:
+    """``value`` through orjson (a fifth of the standard encoder's time), or per value where JSON would not do."""
     try:
-        text = _encode_json(value)
+        text = orjson.dumps(value).decode()
     except (TypeError, ValueError):  # a value JSON cannot hold: the slow path says which, or sends it
         text = None
     # orjson writes a NaN or an infinity as null, where the standard encoder
@@ -100,36 +78,15 @@ def _as_json(value: list, plain: Callable[[list], list]) -> str:
         # Control characters and NULs come out as \u escapes (and so may a
         # harmless backslash before a "u"): per-value quoting sends the
         # former raw and refuses NULs with a clear error.
-        return literal(plain(value))
+        return literal(list(value))
     return text
-
-
-def _plain_rows(rows: list) -> list:
-    return [list(row) for row in rows]
-
-
-class Ids(list):
-    """A flat list of strings (ids), sent through the C JSON encoder as ``Rows`` are.
-
-    Why: an upsert looks up the stored hashes of every id of its batch, tens
-    of thousands per ingestion, each quoted by a Python call otherwise.
-    """
-
-
-
-
-_KEYS: dict[str, str] = {}
 
 
 def _map_key(key: Any) -> str:
-    """```name`:`` for a map key, checked once per distinct key."""
     name = str(key)
     if not name or "`" in name:
         raise ValueError(f"invalid map key {name!r} in a query parameter")
-    text = f"`{name}`:"
-    if type(key) is str and len(_KEYS) < 4096:
-        _KEYS[key] = text
-    return text
+    return f"`{name}`:"
 
 
 def literal(value: Any) -> str:
@@ -149,32 +106,12 @@ def literal(value: Any) -> str:
         return repr(value)
     if kind is Vector:
         return _encode_numbers(value)
-    if kind is Rows:
-        return _as_json(value, _plain_rows)
-    if kind is Ids:
-        return _as_json(value, list)
+    if kind is Rows or kind is Ids:
+        return _as_json(value)
     if kind in (list, tuple):
-        # C fast path for vectors (long lists of numbers)
-        if len(value) > 8 and type(value[0]) is float and all(map(_is_number, value)):
-            return _encode_numbers(list(value))
-        return "[" + ",".join([_quote(item) if type(item) is str else literal(item) for item in value]) + "]"
+        return "[" + ",".join(map(literal, value)) + "]"
     if kind is dict:
-        # Rows are dicts of a few dozen scalars, thousands per batch: the
-        # common cases are inlined and the key texts are cached.
-        parts = []
-        append = parts.append
-        for key, item in value.items():
-            name = _KEYS.get(key) if type(key) is str else None
-            if name is None:
-                name = _map_key(key)
-            sort = type(item)
-            if sort is str:
-                append(name + _quote(item))
-            elif item is None:
-                append(name + "null")
-            else:
-                append(name + literal(item))
-        return "{" + ",".join(parts) + "}"
+        return "{" + ",".join(_map_key(key) + literal(item) for key, item in value.items()) + "}"
     raise TypeError(f"cannot send {kind.__name__} as a query parameter")
 
 

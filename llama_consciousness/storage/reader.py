@@ -1,10 +1,7 @@
 """What the layers above storage need of a memory: its stores, vectors, embedding and versions.
 
-A ``Protocol`` rather than ``ConsciousnessMemory`` itself, so that
-retrievers, postprocessors and ingestion transforms name the one thing they
-use and never import the memory's module (which imports them).
-``ConsciousnessMemory`` satisfies it; a test double for a pure function
-may too.
+A ``Protocol``, so that retrievers, postprocessors and ingestion never import
+the memory's module (which imports them); ``ConsciousnessMemory`` satisfies it.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """How schema models become graph properties, and back.
 
-FalkorDB properties are primitives or arrays of primitives, so structured
-fields are flattened: an emotion vector becomes parallel arrays of names,
-canonical names and intensities (which Cypher arithmetic and filters can
-use), free-form dicts become JSON text.  Times travel as ISO strings and are
-stored as ``localdatetime`` in UTC at one-second resolution.
-
-Each record also gets a ``content_hash`` so that writing the same record
-twice changes nothing: re-running an ingestion is free, and (because
-FalkorDB leaves an orphan vector behind every update of an indexed node)
-it does not degrade the vector index either.
+FalkorDB properties are primitives or arrays of them: an emotion vector
+becomes parallel arrays of names, canonical names and intensities, free-form
+dicts become JSON text, times are ``localdatetime`` in UTC to the second.
+Each record gets a ``content_hash`` so that writing it again changes nothing
+(and leaves no orphan vector in the index, as every update of an indexed
+node does).
 """
 
 from __future__ import annotations
@@ -55,15 +51,8 @@ EDGE_SCALARS = (
 EMOTION_PROPS = ("emotion_names", "emotion_canonical", "emotion_values")
 JSON_PROPS = {"sensory_details": "sensory_details_json", "extra": "extra_json"}
 
-# Properties read back for a node: everything but the embedding, which is
-# large and only the index needs.
-# Written by the store itself, never from a record: ``superseded_by`` when a
-# newer version expires a memory, ``base_id`` to find versions of one belief.
-NODE_STORE_PROPS = ("superseded_by", "base_id")
-
-# ``emotion_canonical`` is written for queries to filter on and never read
-# back: the model keeps the names as given, and the canonical list is derived
-# from them (a list in every node and link of every reply, for nothing).
+# Read back: everything but the embedding (only the index needs it) and
+# ``emotion_canonical`` (for queries to filter on; derived from the names).
 EMOTION_READ_PROPS = ("emotion_names", "emotion_values")
 NODE_READ_PROPS = NODE_SCALARS + NODE_LISTS + TIME_FIELDS + EMOTION_READ_PROPS + ("superseded_by",) + (
     "sensory_details_json", "extra_json",
@@ -72,10 +61,9 @@ EDGE_READ_PROPS = EDGE_SCALARS + TIME_FIELDS + EMOTION_READ_PROPS + ("sensory_de
 
 
 # Links written by the versions of 2026-11-24..26 kept their descriptive
-# texts only in a JSON copy of their properties, ``fields_v1`` (a list in
-# the order below).  A link read back without those texts takes them from
-# that copy; a memory's copy repeated its properties and is not read.  Any
-# record the upsert writes again loses its copy: one representation each.
+# texts only in a JSON copy of their properties, ``fields_v1`` (a list in the
+# order below): a link read back without those texts takes them from there.
+# A record the upsert writes again loses its copy.
 LEGACY_COPY = "fields_v1"
 LEGACY_EDGE_LAYOUT = (
     "source_id", "target_id", "relation_type", "level", "citizen_id", "goal", "mindstate", "energy", "confidence",
@@ -88,11 +76,7 @@ LEGACY_EDGE_TEXTS = ("goal", "mindstate", "formation_trigger", "felt_quality", "
 
 
 def projection(var: str, props: tuple[str, ...]) -> str:
-    """A Cypher list of fixed properties (never user input), in the order of ``props``.
-
-    A list rather than a map: a reply then carries no property names, which
-    was a third of its bytes and of its decoding.
-    """
+    """A Cypher list (not a map: no property names in every reply) of fixed properties, in order."""
     return "[" + ", ".join(f"{var}.{p}" for p in props) + "]"
 
 
@@ -156,27 +140,6 @@ def wire_vector(vector: Any) -> list[float]:
     return Vector(np.round(np.asarray(vector, dtype=np.float64), VECTOR_DECIMALS).tolist())
 
 
-VECTOR_SCALE = 10**VECTOR_DECIMALS
-SCALED_VECTOR = "vecf32([x IN {} | x / 1.0e7])"
-"""Cypher that turns a scaled vector (``scaled_vector``) back into a stored vector."""
-
-
-def scaled_vector(vector: Any) -> list[int]:
-    """A vector for bulk writes: the same 7 decimals, sent as integers.
-
-    Integers format four times faster than floats and take a third less
-    text; the server divides by 10^7 (``SCALED_VECTOR``), which yields
-    exactly the double that the 7-decimal text would parse to (both are the
-    correctly rounded value of the same fraction).  Worth it where thousands
-    of vectors go in one query: memory upserts and duplicate checks.
-    """
-    return Vector(_scaled(vector).tolist())
-
-
-def _scaled(vector: Any) -> np.ndarray:
-    return np.rint(np.asarray(vector, dtype=np.float64) * VECTOR_SCALE).astype(np.int64)
-
-
 def defaulted_times(model: Any) -> list[str]:
     """Times the caller did not give (filled by defaults at construction).
 
@@ -195,11 +158,9 @@ def defaulted_times(model: Any) -> list[str]:
 def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, ...] = ()) -> dict[str, Any]:
     """The parameter row that the upsert query writes for ``node``.
 
-    ``base_id`` is the version identity (see ``scoring.identity``); by
-    default it is derived from the node alone.  ``volatile`` fields were
-    computed at ingestion from the clock (a fresh authority score): they
-    are written, but left out of the content hash, so an unchanged memory
-    re-ingested later is still unchanged.
+    ``base_id`` is the version identity (default: derived from the node,
+    ``scoring.identity``).  ``volatile`` fields (computed from the clock at
+    ingestion) are written but not hashed: a re-ingested memory stays unchanged.
     """
     props: dict[str, Any] = {f: getattr(node, f) for f in NODE_SCALARS}
     props["base_id"] = base_id or base_identity(node)
@@ -209,8 +170,7 @@ def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, 
         props[prop] = _json(getattr(node, field))
     times = {f: _time(getattr(node, f)) for f in TIME_FIELDS}
     defaulted = defaulted_times(node)
-    scaled = None if node.embedding is None else _scaled(node.embedding)
-    embedding = None if scaled is None else Vector(scaled.tolist())
+    embedding = None if node.embedding is None else wire_vector(node.embedding)
     hashed = {**{k: v for k, v in props.items() if k not in volatile},
               **{k: v for k, v in times.items() if k not in defaulted}, "has_embedding": embedding is not None}
     if not node.injection_suspected:
@@ -222,8 +182,7 @@ def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, 
         "times": times,
         "keep_times": defaulted,
         "embedding": embedding,
-        # hashed as the floats it stands for, so hashes do not depend on the wire format
-        "hash": _digest(hashed, None if scaled is None else scaled / VECTOR_SCALE),
+        "hash": _digest(hashed, embedding),
     }
 
 
@@ -264,15 +223,11 @@ def edge_wire(row: dict[str, Any], derived: bool) -> list[Any]:
 
 @dataclass(frozen=True, slots=True)
 class PreparedEdge:
-    """A validated relationship already turned into its upsert row (``edge_row``).
+    """A validated relationship already turned into its upsert row (``edge_row``), built by ``prepare_edge``.
 
-    Why: an ingestion's worker process builds these for the explicit
-    relationships of a file, while it has nothing else to do, so that the
-    writing process, the slower stage while relationships are written,
-    skips both the model and the row.  It carries what the writer and the
-    store read of a relationship besides its row: its ids, type and graph.
-    Build it with ``prepare_edge``; the store takes it wherever it takes a
-    ``ConsciousnessRelationship``.
+    Why: an ingestion's worker process builds these while it has nothing else
+    to do, so that the writing process, the slower stage, skips both the model
+    and the row.  The store takes it wherever it takes a ``ConsciousnessRelationship``.
     """
 
     edge_id: str
@@ -301,68 +256,21 @@ def edge_row(edge: ConsciousnessRelationship | PreparedEdge) -> dict[str, Any]:
     """The parameter row that the upsert query writes for ``edge``."""
     if type(edge) is PreparedEdge:
         return edge.row
-    row, hashed = _edge_row_and_hashed(edge)
-    row["hash"] = _digest(hashed)
-    return row
-
-
-def _edge_row_and_hashed(edge: ConsciousnessRelationship) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``edge_row`` without its hash, and the dict the hash is taken of."""
     props: dict[str, Any] = {f: getattr(edge, f) for f in EDGE_SCALARS}
     props.update(_emotions(edge.emotion_vector))
     props["sensory_details_json"] = _json(edge.sensory_details)
     times = {f: _time(getattr(edge, f)) for f in TIME_FIELDS}
     defaulted = defaulted_times(edge)
     hashed = {**props, **{k: v for k, v in times.items() if k not in defaulted}}
-    row = {
-        "edge_id": edge.edge_id,
-        "source_id": edge.source_id,
-        "target_id": edge.target_id,
-        "props": props,
-        "times": times,
-        "keep_times": defaulted,
-    }
-    return row, hashed
-
-
-_RETARGETED = ("edge_id", "target_id", "formation_trigger")
+    return {"edge_id": edge.edge_id, "source_id": edge.source_id, "target_id": edge.target_id, "props": props,
+            "times": times, "keep_times": defaulted, "hash": _digest(hashed)}
 
 
 def retargeted_edges(edge: ConsciousnessRelationship, targets: Sequence[tuple[str, str]]) -> list[PreparedEdge]:
-    """``edge`` aimed at each ``(target_id, formation_trigger)``, with its default edge id, ready for the store.
-
-    Why: a memory's MENTIONS links differ only in target, trigger and id
-    (the rest is the memory's own metadata), and an ingestion makes three
-    of them per memory.  Each row is the one ``edge_row`` makes for that
-    link, hash included, but built from the first: the hash's text is
-    ``repr`` of the hashed dict, so only the three changed items are
-    formatted again (``repr`` of a dict joins ``key: value`` reprs with
-    ", " inside braces).
-    """
-    first, hashed = _edge_row_and_hashed(edge)
-    keys = list(hashed)
-    pieces = [f"{k!r}: {v!r}" for k, v in hashed.items()]
-    at = [keys.index(name) for name in _RETARGETED]
-    source, kind = edge.source_id, edge.relation_type
-    out = []
-    for target_id, trigger in targets:
-        edge_id = default_edge_id(source, kind, target_id)
-        props = dict(first["props"])
-        props["edge_id"], props["target_id"], props["formation_trigger"] = edge_id, target_id, trigger
-        text = list(pieces)
-        for position, name, value in zip(at, _RETARGETED, (edge_id, target_id, trigger)):
-            text[position] = f"{name!r}: {value!r}"
-        row = {
-            "edge_id": edge_id,
-            "source_id": source,
-            "target_id": target_id,
-            "props": props,
-            "times": first["times"],
-            "keep_times": first["keep_times"],
-            "hash": _hash_text("{" + ", ".join(text) + "}"),
-        }
-        out.append(PreparedEdge(edge_id, source, target_id, kind, edge.level, edge.citizen_id, row))
-    return out
+    """``edge`` aimed at each ``(target_id, formation_trigger)``, with its default edge id, ready for the store."""
+    return [prepare_edge(edge.model_copy(update={
+        "target_id": target_id, "formation_trigger": trigger,
+        "edge_id": default_edge_id(edge.source_id, edge.relation_type, target_id)})) for target_id, trigger in targets]
 
 
 def _clean(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:

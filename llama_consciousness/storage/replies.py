@@ -1,17 +1,11 @@
 """Query replies read fast: the compact result set, decoded in one pass.
 
-The official client turns every value of a reply into Python through a
-chain of calls (``parse_scalar`` -> a per-type function -> ``isinstance``
-checks), which for a retrieval's few hundred rows of forty properties was
-the largest client-side cost at 50K memories, more than the server's own
-time.  Our queries return only scalars, lists and maps, so this module
-decodes those in one tight function and hands anything else (nodes, edges,
-paths, points, durations) to the client's parser unchanged.
-
-The reply format (``GRAPH.QUERY ... --compact``): ``[header, rows, stats]``
-(or ``[stats]`` for a query without results), every cell a ``[type, value]``
-pair; strings arrive decoded because the client's connections use
-``decode_responses=True``.
+The official client decodes every value through a chain of calls, which for
+a retrieval's rows of forty properties cost more than the server's own time
+at 50K memories.  Our queries return only scalars, lists and maps: those are
+decoded here, anything else (nodes, paths...) by the client's parser.  A
+reply is ``[header, rows, stats]`` (or ``[stats]``), each cell a ``[type,
+value]`` pair, strings already decoded (``decode_responses=True``).
 """
 
 from __future__ import annotations
@@ -54,11 +48,7 @@ def _decode(cell: list[Any]) -> Any:
 
 
 def _values(cells: list[Any]) -> list[Any]:
-    """``[_decode(c) for c in cells]`` with the common scalars decoded inline.
-
-    A retrieval's replies are mostly rows of forty-property projections:
-    a call per property was a fifth of the decoding.
-    """
+    """``[_decode(c) for c in cells]`` with the common scalars inline (a call per property was a fifth)."""
     out: list[Any] = []
     append = out.append
     for kind, value in cells:
@@ -83,16 +73,11 @@ _from_timestamp = datetime.fromtimestamp
 _UTC = timezone.utc
 
 
-def _check(response: Any) -> None:
-    if isinstance(response[0], ResponseError):
-        raise response[0]
-    if isinstance(response[-1], ResponseError):  # a run-time error comes last
-        raise response[-1]
-
-
 def result_rows(graph: Any, response: Any) -> list[list[Any]]:
     """The rows of a compact reply, as the client's ``result_set`` would give them."""
-    _check(response)
+    for part in (response[0], response[-1]):  # a run-time error comes last
+        if isinstance(part, ResponseError):
+            raise part
     if len(response) < 3:
         return []
     try:

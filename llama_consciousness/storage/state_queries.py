@@ -1,88 +1,40 @@
-"""State-based retrieval (decision #8) on one level graph, as query plans.
+"""State-based retrieval (decision #8) on one level graph, as query plans; filters and ranking in the queries.
 
-The four modes of ``StateBasedRetrieval``, with every filter and the ranking
-inside the queries so that only the top rows travel:
+The modes (scores of ``scoring.state``): ``find_related_unresolved``
+(blocked / in_progress memories matching the goal, by ``energy * goal
+match``; without a goal by ``energy * (0.5 + 0.5 * emotional similarity)``),
+``find_similar_state`` (emotion cosine above the threshold, energy within
+the tolerance), ``find_what_i_was_doing`` (in_progress, by ``energy / (1 +
+days / 30)``), ``find_resolution_patterns`` (resolved past states with a
+RESOLVED_BY link, by discovery energy then similarity, with the Decision /
+Action / Learning memories within two links of each resolution).  Matched
+memories are current, not quarantined, not entity hubs, and in the
+``recent`` scope created within ``recent_days``.
 
-``find_related_unresolved``
-    blocked / in_progress memories (any state when the caller lifts
-    ``include_only_unresolved``) whose goal matches the current goal,
-    ranked by ``energy * goal match``; without a goal, all of them, by
-    ``energy * (0.5 + 0.5 * emotional similarity)``.
-``find_similar_state``
-    memories whose emotion vector has a cosine above the threshold with the
-    current emotions and whose energy lies within ``energy_tolerance`` of
-    the current energy, ranked by ``cosine * (1 - |energy difference|)``.
-``find_what_i_was_doing``
-    in_progress memories, ranked by ``energy / (1 + days / 30)``.
-``find_resolution_patterns``
-    past *resolved* memories with a similar goal and emotions (cosine above
-    0.6) that have a RESOLVED_BY link, ranked by ``discovery_energy`` (their
-    energy when unset), then similarity; then the Decision / Action /
-    Learning memories within two links of each resolution.
+**Emotional similarity.**  FalkorDB has no similarity procedures: the cosine
+is Cypher arithmetic over ``emotion_canonical`` / ``emotion_values`` against
+one map parameter keyed by canonical name.  A memory naming one feeling
+twice ("excited 0.8, excitement 0.6") counts it once, at its strongest;
+doing that in Cypher triples the cost, so those rare rows get an upper bound
+in the query and their exact cosine in Python (:func:`_emotion_bound`,
+:func:`_verified`).  The ``emotion_canonical`` index narrows candidates to
+memories carrying one of :func:`necessary_emotions`.
 
-Shared by every mode: memories must be current (valid now and believed now,
-see ``temporal``), not quarantined and not entity hubs; with
-``temporal_scope="recent"`` the matched memories (not the resolutions and
-their neighbours, which are reached by links) must have been created within
-the last ``recent_days``.  The scores are those of ``scoring.state``.
-
-**Emotional similarity without ``gds``.**  FalkorDB has no similarity
-procedures, so the cosine is Cypher arithmetic over the arrays the store
-keeps (``emotion_canonical`` / ``emotion_values``): the current emotions are
-one map parameter keyed by canonical name and a memory's vector is read by
-canonical name, so the threshold and the order are computed inside the
-query and only the top rows travel.  A memory that names one feeling twice
-("excited 0.8, excitement 0.6") counts it once, at its strongest, as
-``scoring.emotions.canonical_vector`` does; doing that per row in Cypher
-triples the cost, so those rare rows (``list.dedup`` spots them) get an
-upper bound in the query and their exact cosine in Python
-(:func:`_emotion_bound`, :func:`_verified`): still exact, still bounded.
-``find_resolution_patterns`` keeps the same rule at its ``max_patterns``
-cut: rows come by (impact, bound), and more are fetched until
-``max_patterns`` exact rows reach the last row's key.
-Candidates are narrowed by indexes first: ``energy`` (the tolerance band)
-and ``emotion_canonical`` (a memory must carry one of the state's
-:func:`necessary_emotions`, written ``$s_0 IN n.emotion_canonical OR ...``
-so that the array index answers it).  The alternative, a bounded candidate
-fetch with the cosine in Python, is measured in ``benchmarks/state_speed.py``
-(slower, and it misses matches).
-
-**Partial goals by index.**  Substrings and shared words cannot use an
-index, so with a level's goal vocabulary (its distinct goals,
-:func:`goal_vocabulary`, cached by the retriever) the goals that match on
+**Partial goals by index.**  With a level's goal vocabulary
+(:func:`goal_vocabulary`, cached by the retriever) the goals that match on
 their own are listed in Python and the query asks ``n.goal IN $g_list OR
-$g_t0 IN n.concepts OR ...``: every partial match, through two indexes
-(:func:`matching_goals`).  Without a vocabulary the label is scanned.  The
-``goal`` index does not find a string with outer whitespace, which is why
-``MemoryNode`` strips it (goals stored before that keep it, and are missed).
-The normalisation in Cypher (:func:`_norm_goal`) is ``normalise_goal``'s:
-``toLower`` (which ``scoring.state.goal_lower`` reproduces), ``_``, ``-`` and
-ASCII whitespace as spaces, ``trim``.  A goal with nothing left once
-normalised is no goal (``StateQuery``).
+$g_t0 IN n.concepts OR ...`` (:func:`matching_goals`); without one the
+label is scanned.  :func:`_norm_goal` is ``normalise_goal`` in Cypher.
 
-**Energy bands.**  The scores of ``find_related_unresolved`` (without a goal
-vocabulary) and ``find_what_i_was_doing`` never exceed the memory's energy,
-so over all time the scan goes down the energy index in bands (``>= 0.75``,
-then down to the k-th score found, ...): once k memories score at least the
-band's floor, nothing below it can enter the top k.  Usually one band is
-read; the answer is the same as a full scan's.  In the recent scope the
-``created_at`` index bounds the scan, and one query does.
+**Days without datetime arithmetic.**  FalkorDB cannot subtract datetimes:
+a memory's age comes from its date components (:func:`_epoch_seconds`).
 
-**Days without datetime arithmetic.**  FalkorDB cannot subtract datetimes,
-so a memory's age comes from its date components: a table of month starts
-(a parameter) for recent years, days-from-civil arithmetic for any other.
-
-:func:`ensure_state_indexes` creates the range indexes on
-``emotion_canonical`` and ``concepts`` the first time a retriever meets a
-level (not waited for: the filters are right without them, only slower).
-
-Plans are generators of queries (see ``level_store``).  Values only ever travel as parameters;
-the only generated names are parameter names (``$s_0``, ``$g_t0``...).
+Values only ever travel as parameters; the only generated names are
+parameter names (``$s_0``, ``$g_t0``...).
 """
 
 from __future__ import annotations
 
-import calendar
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -106,6 +58,7 @@ from llama_consciousness.scoring.state import (
     unresolved_score,
 )
 from llama_consciousness.storage import records
+from llama_consciousness.storage.channels import links_among
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import (EDGE_TYPE, MAX_FETCH, NODE_LABEL, LevelPlans, Plan, Query,
                                                      create_missing, node_range_index)
@@ -114,9 +67,7 @@ from llama_consciousness.temporal import TemporalWindow, cypher_predicate, cyphe
 UNRESOLVED = ("blocked", "in_progress")
 RESOLUTION_DETAIL_TYPES = ("Decision", "Action", "Learning")
 STATE_INDEXES = ("emotion_canonical", "concepts")
-ENERGY_BAND = 0.25
 VERIFY_EXTRA = 16
-MONTH_TABLE_YEARS = 12
 _EPS = 1e-9
 
 
@@ -133,15 +84,10 @@ _EDGE_LIST = f"[r IN relationships(p) | {_EDGE_R}]"
 class StateQuery:
     """A state-based request resolved into query inputs (built once per retrieval).
 
-    ``emotions`` are canonical names -> intensities (zero intensities left
-    out) and ``emotion_norm`` their norm; ``goal_match`` is ``exact``,
-    ``partial`` or ``semantic`` (then ``goal_embedding`` is the embedded
-    goal, for levels whose vectors live in FalkorDB).
-
-    ``goal`` is kept stripped, and a goal with nothing left once normalised
-    ("___", "-") becomes None: it says nothing to match on (whatever the
-    strategy), so the mode runs as without a goal
-    (``scoring.state.effective_goal``).
+    ``emotions`` are canonical names -> non-zero intensities, ``emotion_norm``
+    their norm; ``goal_match`` is ``exact``, ``partial`` or ``semantic`` (then
+    ``goal_embedding`` is the embedded goal).  A goal with nothing left once
+    normalised ("___") becomes None (``scoring.state.effective_goal``).
     """
 
     mode: str
@@ -183,11 +129,9 @@ class StateQuery:
 class StateHit:
     """A memory that fits the state, with the numbers that made it fit.
 
-    ``role`` is ``state`` (matched by the state itself), ``resolution``
-    (what RESOLVED_BY a matched past state) or ``related`` (a Decision /
-    Action / Learning near a resolution); ``pattern_id`` names the matched
-    past state a resolution or related memory belongs to, ``path`` the
-    links from it (RESOLVED_BY, then the walk from the resolution).
+    ``role`` is ``state``, ``resolution`` (what RESOLVED_BY a matched past
+    state, ``pattern_id``) or ``related`` (a Decision / Action / Learning near
+    a resolution); ``path`` is the links from the past state.
     """
 
     node: MemoryNode
@@ -208,11 +152,7 @@ class StateHit:
 def _norm_goal(var: str) -> str:
     """``scoring.state.normalise_goal`` in Cypher: ``toLower``, each of ``GOAL_SPACES`` as a space, ``trim``.
 
-    ``trim`` strips spaces only, which is why tabs and newlines become
-    spaces first (inner ones too, as in Python).  The characters are the
-    parameters ``$g_sp0``... (:func:`_goal_params`).  ``toLower`` is
-    FalkorDB's one-to-one mapping, which ``scoring.state.goal_lower``
-    reproduces in Python.
+    ``trim`` strips spaces only, hence the replacements first (``$g_sp0``...).
     """
     text = f"toLower(coalesce({var}.goal, ''))"
     for i in range(len(GOAL_SPACES)):
@@ -233,12 +173,9 @@ def _partial_goal_score(var: str, ng: str) -> str:
 def necessary_emotions(emotions: dict[str, float], threshold: float) -> list[str]:
     """Emotions of which a memory must carry one for its cosine with ``emotions`` to exceed ``threshold``.
 
-    The cosine is at most the norm of the state's (unit) vector restricted to
-    the emotions the memory shares (Cauchy-Schwarz).  So a memory sharing
-    only emotions whose squared weights sum to at most threshold^2 cannot
-    pass; the strongest emotions, taken until what is left weighs no more
-    than that, are the ones of which at least one must be shared.  A state
-    with one dominant feeling thus only looks at memories that carry it.
+    The cosine is at most the norm of the state's unit vector restricted to
+    the shared emotions (Cauchy-Schwarz): sharing only emotions whose squared
+    weights sum to at most threshold^2 cannot pass.
     """
     total = sum(v * v for v in emotions.values())
     if total <= 0.0:
@@ -262,14 +199,9 @@ def _shares_emotion(names: Sequence[str], var: str = "n") -> tuple[str, dict[str
 def _emotion_bound(var: str = "n", out: str = "emo") -> str:
     """WITH clauses computing ``out``: the cosine of ``var``'s emotions with ``$e_vec``, or a bound of it.
 
-    For a vector whose canonical names are all different (nearly every
-    memory) this is the exact cosine.  When two names collapse into one
-    ("excited 0.8, excitement 0.6") the exact value counts that feeling once,
-    at its strongest; computing that per row in Cypher costs three times the
-    plain formula, so such rows get an upper bound instead (the plain
-    cosine x sqrt(number of names), capped at 1: the summed dot product is at
-    least the exact one, and the summed squares at most that many times the
-    exact ones) and are scored exactly in Python (:func:`_verified`).
+    Exact when the canonical names are all different; else an upper bound (the
+    plain cosine x sqrt(number of names), capped at 1), made exact in Python
+    (:func:`_verified`).
     """
     ec, ev, dot, nn = f"{var}_ec", f"{var}_ev", f"{var}_dot", f"{var}_nn"
     bound = f"{dot} * sqrt(toFloat(size({ec})))"
@@ -283,8 +215,8 @@ def _emotion_bound(var: str = "n", out: str = "emo") -> str:
     )
 
 
-def _civil_seconds(dt: str) -> str:
-    """Seconds since 1970 of a localdatetime expression (days-from-civil, any year)."""
+def _epoch_seconds(dt: str) -> str:
+    """Seconds since 1970 of a localdatetime expression (days-from-civil: FalkorDB cannot subtract datetimes)."""
     y = f"({dt}.year - CASE WHEN {dt}.month <= 2 THEN 1 ELSE 0 END)"
     return (
         f"(({y} / 400) * 146097 + ({y} % 400) * 365 + ({y} % 400) / 4 - ({y} % 400) / 100 "
@@ -293,37 +225,12 @@ def _civil_seconds(dt: str) -> str:
     )
 
 
-def _epoch_seconds(dt: str) -> str:
-    """Seconds since 1970 of a localdatetime expression (FalkorDB cannot subtract datetimes).
-
-    Months of ``$m_year0`` .. ``$m_year1`` come from the ``$m_base`` table
-    (seconds at the start of each month): half the work of the calendar
-    arithmetic, which serves the other years.
-    """
-    return (
-        f"CASE WHEN {dt}.year >= $m_year0 AND {dt}.year <= $m_year1 "
-        f"THEN $m_base[({dt}.year - $m_year0) * 12 + {dt}.month - 1] + ({dt}.day - 1) * 86400 "
-        f"+ {dt}.hour * 3600 + {dt}.minute * 60 + {dt}.second "
-        f"ELSE {_civil_seconds(dt)} END"
-    )
-
-
-def _month_params(now: datetime) -> dict[str, Any]:
-    """The month table of :func:`_epoch_seconds`: the ``MONTH_TABLE_YEARS`` years up to ``now``'s next."""
-    last = now.year + 1
-    first = last - MONTH_TABLE_YEARS + 1
-    base = [calendar.timegm((year, month, 1, 0, 0, 0)) for year in range(first, last + 1) for month in range(1, 13)]
-    return {"m_year0": first, "m_year1": last, "m_base": base}
-
-
 def _anchor_filter(q: StateQuery, var: str, prefix: str) -> tuple[str, dict[str, Any], str]:
     """Current, not quarantined, not an entity hub, and within the temporal scope.
 
     Returns the predicate, its parameters and a ``WITH`` clause to start the
-    query with: the times are parsed once there (``localdatetime($p) AS
-    p_v``) instead of once per memory and comparison, a quarter of the
-    cost of a scan.  The predicate is ``MemoryFilter``'s, with those
-    variables in place of ``localdatetime($p)``.
+    query with, where the times are parsed once (``localdatetime($p) AS
+    p_v``) instead of per memory: a quarter of the cost of a scan.
     """
     pred = MemoryFilter(q.window).cypher(var, prefix)
     text, params = pred.text, dict(pred.params)
@@ -375,19 +282,17 @@ def _top(hits: dict[str, StateHit], k: int) -> list[StateHit]:
     return sorted(hits.values(), key=lambda h: (-h.score, h.node.node_id))[:k]
 
 
-# -- sources and bands ----------------------------------------------------------------
+# -- sources ----------------------------------------------------------------
 
 Head = Callable[[str], str]
 
 
 def matching_goals(q: StateQuery) -> list[str] | None:
-    """The goals of ``q.goal_vocabulary`` that match the current goal partially on their own.
+    """The goals of ``q.goal_vocabulary`` that match the current goal partially on their own (None without one).
 
-    A memory matches partially through its goal, its concepts, or both; if
-    none of the goal's terms is among its concepts, its goal alone must
-    match.  So "goal in this list, or a goal term in the concepts" finds
-    every partial match, and both halves are answered by range indexes
-    (``goal``, ``concepts``).  None without a vocabulary.
+    A memory matches partially through its goal or its concepts, so "goal in
+    this list, or a goal term in the concepts" finds every partial match,
+    both halves through range indexes (``goal``, ``concepts``).
     """
     if q.goal_vocabulary is None or q.goal is None:
         return None
@@ -395,11 +300,7 @@ def matching_goals(q: StateQuery) -> list[str] | None:
 
 
 def _goal_stage(q: StateQuery, var: str = "n") -> tuple[str, str]:
-    """(extra WHERE, WITH computing ``goal_score``) of exact and partial matching, and of no goal.
-
-    Partial matching with a goal vocabulary narrows the memories by index
-    first (:func:`matching_goals`); the score is computed in the query either way.
-    """
+    """(extra WHERE, WITH computing ``goal_score``) of exact and partial matching, and of no goal."""
     if q.goal is None:
         return "", "WITH *, null AS goal_score "
     if q.goal_match == "exact":
@@ -415,37 +316,31 @@ def _goal_stage(q: StateQuery, var: str = "n") -> tuple[str, str]:
 
 
 def _sources(q: StateQuery, candidates: Sequence[tuple[str, float]] | None, bind: str = ""
-             ) -> list[tuple[Head, str, dict[str, Any], bool]]:
-    """Where the memories of a query come from: (head given the filters, goal WITH, params, scan?).
+             ) -> list[tuple[Head, str, dict[str, Any]]]:
+    """Where the memories of a query come from: (head given the filters, goal WITH, params).
 
-    Exact and partial goals (and no goal) scan the label with the filters on
-    the MATCH, so that range indexes (goal, resolution_state, energy,
-    emotion_canonical) bound the scan; ``scan`` marks them (energy bands
-    apply).  A semantic goal has two sources, merged by the caller: the
-    exact goal (index) and the memories nearest to the embedded goal (vector
-    index, or ``candidates`` found in Postgres) with a cosine of at least
-    the threshold.
+    Exact, partial and no goal scan the label, range indexes bounding the
+    scan.  A semantic goal has two sources, merged by the caller: the exact
+    goal, and the memories nearest to the embedded goal (vector index, or
+    ``candidates`` from Postgres).
     """
     if q.goal is None or q.goal_match != "semantic":
         extra, goal_with = _goal_stage(q)
-        # energy bands pay off on scans the indexes do not narrow (see _banded)
-        scan = q.goal is None or (q.goal_match == "partial" and q.goal_vocabulary is None)
-        return [(lambda f, extra=extra: f"{bind}MATCH (n:{NODE_LABEL}) WHERE {f}{extra} WITH n, null AS v_sim ",
-                 goal_with, {}, scan)]
+        return [(lambda f: f"{bind}MATCH (n:{NODE_LABEL}) WHERE {f}{extra} WITH n, null AS v_sim ", goal_with, {})]
     goal_with = "WITH *, CASE WHEN n.goal = $g_goal THEN 1.0 ELSE v_sim END AS goal_score "
-    out: list[tuple[Head, str, dict[str, Any], bool]] = [
+    out: list[tuple[Head, str, dict[str, Any]]] = [
         (lambda f: f"{bind}MATCH (n:{NODE_LABEL}) WHERE n.goal = $g_goal AND {f} WITH n, 1.0 AS v_sim ",
-         goal_with, {}, False)]
+         goal_with, {})]
     if candidates is not None:
         out.append((lambda f: (f"{bind}UNWIND $v_cands AS cand MATCH (n:{NODE_LABEL} {{node_id: cand.id}}) "
                                f"WHERE cand.sim >= $v_min AND {f} WITH n, cand.sim AS v_sim "),
-                    goal_with, {"v_cands": [{"id": i, "sim": float(s)} for i, s in candidates]}, False))
+                    goal_with, {"v_cands": [{"id": i, "sim": float(s)} for i, s in candidates]}))
     elif q.goal_embedding is not None:
         out.append((lambda f: (f"{bind}CALL db.idx.vector.queryNodes('{NODE_LABEL}', 'embedding', $v_fetch, "
                                "vecf32($v_q)) YIELD node AS n, score AS v_dist "
                                f"WHERE 1.0 - v_dist >= $v_min AND {f} WITH n, 1.0 - v_dist AS v_sim "),
                     goal_with, {"v_q": records.wire_vector(q.goal_embedding),
-                                "v_fetch": int(min(max(q.semantic_fetch, 1), MAX_FETCH))}, False))
+                                "v_fetch": int(min(max(q.semantic_fetch, 1), MAX_FETCH))}))
     return out
 
 
@@ -455,11 +350,9 @@ Rescore = Callable[[StateHit], "StateHit | None"]
 def _verified(cypher: str, params: dict[str, Any], k: int, rescore: Rescore | None) -> Plan:
     """The top k of a query that returns hits by ``score`` DESC under ``LIMIT $lim``.
 
-    Without ``rescore`` the query's scores are exact: one query for k rows.
-    With it, they are upper bounds (see :func:`_emotion_bound`) and
-    ``rescore`` gives the exact hit (None: below the threshold).  More rows
-    are fetched until k exact scores reach the lowest bound fetched: no row
-    left behind can then do better.
+    With ``rescore`` the scores are upper bounds (:func:`_emotion_bound`) and
+    ``rescore`` gives the exact hit (None: below the threshold); more rows are
+    fetched until k exact scores reach the lowest bound fetched.
     """
     if rescore is None:
         return _hits((yield Query(cypher, {**params, "lim": int(k)}, read_only=True)))
@@ -476,33 +369,6 @@ def _verified(cypher: str, params: dict[str, Any], k: int, rescore: Rescore | No
             break
         limit = min(max(limit * 4, limit + VERIFY_EXTRA), MAX_FETCH)
     return sorted(exact, key=lambda h: (-h.score, h.node.node_id))[:k]
-
-
-def _banded(make: Callable[[str], str], params: dict[str, Any], k: int, rescore: Rescore | None = None) -> Plan:
-    """Top-k hits of a query whose scores never exceed the memory's energy, read in energy bands.
-
-    ``make(band)`` is the query with ``band`` (a predicate over
-    ``n.energy``) added to its filters.  Bands go down from 1.0: after a
-    band whose floor is f, if k hits score >= f nothing lower can enter;
-    if k hits were found but the k-th scores s < f, one more band [s, f)
-    settles it; else the next band is ENERGY_BAND lower.
-    """
-    cypher = make("n.energy >= $b_lo AND n.energy < $b_hi")
-    hits: dict[str, StateHit] = {}
-    high, low = 2.0, 1.0 - ENERGY_BAND
-    while True:
-        band = {"b_lo": max(0.0, low) - (_EPS if low <= 0 else 0.0), "b_hi": high}
-        _merge(hits, (yield from _verified(cypher, {**params, **band}, k, rescore)))
-        if low <= 0.0:
-            break
-        top = _top(hits, k)
-        kth = top[-1].score if len(top) >= k else None
-        if kth is not None and kth >= low:
-            break
-        high, low = low, (kth if kth is not None else low - ENERGY_BAND)
-        if low < _EPS:
-            low = 0.0
-    return _top(hits, k)
 
 
 # -- the modes --------------------------------------------------------------------
@@ -535,15 +401,11 @@ def related_unresolved(plans: LevelPlans, q: StateQuery, k: int,
     else:
         score, emo = "WITH *, n.energy * goal_score AS score ", "null"
     hits: dict[str, StateHit] = {}
-    for head, goal_with, extra, scan in _sources(q, candidates, bind):
-        def make(band: str, head: Head = head, goal_with: str = goal_with) -> str:
-            return (head(f"n.resolution_state IN $states AND {band}{where}") + f"{goal_with}{score}"
-                    f"WITH n, score, goal_score, {emo} AS emo ORDER BY score DESC, n.node_id LIMIT $lim "
-                    f"RETURN {_NODE_N}, score, goal_score, emo, null AS days")
-        if scan and q.since is None:
-            _merge(hits, (yield from _banded(lambda band: make(band + " AND "), {**params, **extra}, k, rescore)))
-        else:
-            _merge(hits, (yield from _verified(make(""), {**params, **extra}, k, rescore)))
+    for head, goal_with, extra in _sources(q, candidates, bind):
+        cypher = (head(f"n.resolution_state IN $states AND {where}") + f"{goal_with}{score}"
+                  f"WITH n, score, goal_score, {emo} AS emo ORDER BY score DESC, n.node_id LIMIT $lim "
+                  f"RETURN {_NODE_N}, score, goal_score, emo, null AS days")
+        _merge(hits, (yield from _verified(cypher, {**params, **extra}, k, rescore)))
     return _top(hits, k)
 
 
@@ -551,9 +413,7 @@ def similar_state(plans: LevelPlans, q: StateQuery, k: int) -> Plan:
     """Past moments that felt like now: cosine above the threshold, energy within the tolerance.
 
     One query: the energy index bounds the band, the emotion index the
-    memories that can pass (:func:`necessary_emotions`).  (Reading the band
-    in rings around the current energy, nearest first, was measured slower:
-    more queries and more rows than it saves.)
+    memories that can pass (:func:`necessary_emotions`).
     """
     if k <= 0 or not q.emotions:
         return []
@@ -589,21 +449,15 @@ def what_i_was_doing(plans: LevelPlans, q: StateQuery, k: int) -> Plan:
     if k <= 0:
         return []
     where, params, bind = _anchor_filter(q, "n", "a_")
-    params.update({"now_s": epoch_seconds(q.now), "horizon": float(RECENCY_HORIZON_DAYS),
-                   **_month_params(q.now)})
-
-    def make(band: str) -> str:
-        return (
-            f"{bind}MATCH (n:{NODE_LABEL}) WHERE n.resolution_state = 'in_progress' AND {band} AND {where} "
-            f"WITH n, n.created_at AS dt WITH n, ($now_s - ({_epoch_seconds('dt')})) / 86400.0 AS days "
-            "WITH n, CASE WHEN days < 0.0 THEN 0.0 ELSE days END AS days "
-            "WITH n, days, n.energy / (1.0 + days / $horizon) AS score ORDER BY score DESC, n.node_id LIMIT $lim "
-            f"RETURN {_NODE_N}, score, null AS goal_score, null AS emo, days"
-        )
-
-    if q.since is not None:  # the created_at index bounds the scan already
-        return (yield from _verified(make("true"), params, k, None))
-    return (yield from _banded(make, params, k))
+    params.update({"now_s": epoch_seconds(q.now), "horizon": float(RECENCY_HORIZON_DAYS)})
+    cypher = (
+        f"{bind}MATCH (n:{NODE_LABEL}) WHERE n.resolution_state = 'in_progress' AND {where} "
+        f"WITH n, n.created_at AS dt WITH n, ($now_s - ({_epoch_seconds('dt')})) / 86400.0 AS days "
+        "WITH n, CASE WHEN days < 0.0 THEN 0.0 ELSE days END AS days "
+        "WITH n, days, n.energy / (1.0 + days / $horizon) AS score ORDER BY score DESC, n.node_id LIMIT $lim "
+        f"RETURN {_NODE_N}, score, null AS goal_score, null AS emo, days"
+    )
+    return (yield from _verified(cypher, params, k, None))
 
 
 def _impact(node: MemoryNode) -> float:
@@ -615,10 +469,9 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
                         candidates: Sequence[tuple[str, float]] | None = None) -> Plan:
     """How similar situations were resolved: past states, their resolutions, and what surrounds those.
 
-    Returns hits in pattern order: each past state, then what RESOLVED_BY it,
+    Hits in pattern order, at most ``k``: each past state, what RESOLVED_BY it,
     then the Decision / Action / Learning memories within two links of the
-    resolution (paths that go back through the past state do not count: they
-    describe the blockage, not its resolution); at most ``k`` in all.
+    resolution (not through the past state: that is the blockage).
     """
     if k <= 0 or max_patterns <= 0 or (q.goal is None and not q.emotions):
         return []
@@ -638,7 +491,7 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
     else:
         emo_where, emo_with = "", "WITH *, null AS emo "
     anchors: dict[str, tuple[StateHit, list[Any]]] = {}
-    for head, goal_with, extra, _scan in _sources(q, candidates, bind):
+    for head, goal_with, extra in _sources(q, candidates, bind):
         cypher = (
             head(f"n.resolution_state = 'resolved'{emo_where} AND {where}") + f"{goal_with}{emo_with}"
             "WITH n, goal_score, emo, coalesce(goal_score, 1.0) * coalesce(emo, 1.0) AS sim "
@@ -748,28 +601,16 @@ def state_plan(plans: LevelPlans, q: StateQuery, k: int, *, max_patterns: int = 
 
 def relationships_among(plans: LevelPlans, node_ids: Sequence[str], q: StateQuery) -> Plan:
     """The current links between the given memories (what the energy feedback reads)."""
-    if len(node_ids) < 2:
-        return []
-    link = cypher_predicate(q.window, "r", "fr_")
-    rows = yield Query(
-        f"MATCH (s:{NODE_LABEL})-[r:{EDGE_TYPE}]->(t:{NODE_LABEL}) "
-        f"WHERE s.node_id IN $ids AND t.node_id IN $ids AND {link.text} RETURN {_EDGE_R}",
-        {**link.params, "ids": list(node_ids)},
-        read_only=True,
-    )
-    return [records.edge_from_props(r[0]) for r in rows]
+    found = yield from links_among(plans, node_ids, MemoryFilter(q.window))
+    return [rel for rel, _ in found]
 
 
 def ensure_state_indexes(plans: LevelPlans) -> Plan:
-    """Create the range indexes on ``emotion_canonical`` and ``concepts`` if missing (not waited for).
+    """Create the range indexes on ``emotion_canonical`` and ``concepts`` if missing; the properties indexed.
 
-    The filters are correct without them, only slower; FalkorDB builds them
-    in the background and queries use them once operational.  Returns the
-    properties whose index was created.  Graphs written by this version get
-    them from ``level_store.NODE_RANGE_INDEXES``; this is for older graphs.
-    Safe when other processes create them (or the whole schema) at the same
-    moment: an index the server says exists already is done
-    (``level_store.create_missing``).
+    For graphs older than ``level_store.NODE_RANGE_INDEXES``; not waited for
+    (the filters are right without them, only slower).  Safe against other
+    writers creating them at once (``level_store.create_missing``).
     """
 
     def missing() -> Plan:

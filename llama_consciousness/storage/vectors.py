@@ -1,10 +1,5 @@
-"""Where a level keeps its vectors: one interface, two implementations.
-
-A level's memories and links always live in its FalkorDB graph.  Its
-vectors live either on the memory nodes under FalkorDB's HNSW index
-(:class:`GraphVectors`, the default) or in Postgres with pgvector
-(:class:`PostgresVectors`).  Callers ask the level's ``LevelVectors`` and
-never test which one they hold.
+"""Where a level keeps its vectors: on the memory nodes under FalkorDB's HNSW index (:class:`GraphVectors`,
+the default) or in Postgres with pgvector (:class:`PostgresVectors`); memories and links are always in the graph.
 """
 
 from __future__ import annotations

@@ -29,7 +29,11 @@ from llama_consciousness.postprocessors.traversal_paths import (
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode, RetrievalIntention, StateBasedRetrieval
 from llama_consciousness.schema.graph import TraversalGraph
 from llama_consciousness.scoring.traversal import generate_traversal_paths, graph_density, semantic_coherence
-from llama_consciousness.storage.neighbourhood import connectors, embeddings
+from llama_consciousness.storage import records
+from llama_consciousness.storage.channels import links_of_ids
+from llama_consciousness.storage.level_store import Query
+from llama_consciousness.storage.neighbourhood import Connector, embeddings
+from llama_consciousness.temporal import cypher_predicate
 
 from graph_builders import _small_graph, gnode
 from concurrency import at_once
@@ -286,6 +290,24 @@ def test_every_call_reads_the_graphs_afresh(memory, citizen, pipeline_story, mon
     assert len(calls) == 3
 
 
+def connectors(plans, node_ids, memory_filter, limit=10, *, min_links=2):
+    """The server's own ranking of connectors: what ``neighbourhood.choose_connectors`` must agree with."""
+    if len(node_ids) < min_links or limit <= 0:
+        return []
+    pred = memory_filter.cypher("c", "fc_")
+    link = cypher_predicate(memory_filter.window, "r", "fr_")
+    rows = yield Query(
+        links_of_ids(link.text) + "WITH c, s, head(relationships(p)) AS r "
+        "WITH c, count(DISTINCT s) AS linked, sum(coalesce(r.energy, 0.0)) AS energy "
+        f"WHERE linked >= $min_links AND NOT c.node_id IN $ids AND {pred.text} "
+        "WITH c, linked, energy ORDER BY linked DESC, energy DESC, c.node_id ASC LIMIT $limit "
+        f"RETURN {records.node_projection('c')}, linked, energy",
+        {**pred.params, **link.params, "ids": list(node_ids), "min_links": min_links, "limit": limit},
+        read_only=True,
+    )
+    return [Connector(records.node_from_props(props), int(linked), float(energy)) for props, linked, energy in rows]
+
+
 def test_neighbourhood_plans(memory, citizen, pipeline_story):
     from llama_consciousness.storage.filters import MemoryFilter
 
@@ -376,7 +398,7 @@ def test_path_coherence_comes_from_the_stored_vectors(memory, citizen, pipeline_
 
 def test_neighbourhood_equals_connectors_then_links_with_their_cosines(memory, citizen, pipeline_story):
     from llama_consciousness.scoring.traversal import _vector_cosine
-    from llama_consciousness.storage.channels import relationships_among
+    from llama_consciousness.storage.channels import links_among
     from llama_consciousness.storage.filters import MemoryFilter
     from llama_consciousness.storage.neighbourhood import neighbourhood
 
@@ -386,7 +408,8 @@ def test_neighbourhood_equals_connectors_then_links_with_their_cosines(memory, c
                                  (MemoryFilter(), 0), (MemoryFilter(), 1)):
         merged = store.run(neighbourhood(store.plans, ids, memory_filter, limit))
         found = store.run(connectors(store.plans, ids, memory_filter, limit)) if limit else []
-        links = store.run(relationships_among(store.plans, ids + [c.node.node_id for c in found], memory_filter))
+        among = ids + [c.node.node_id for c in found]
+        links = [r for r, _ in store.run(links_among(store.plans, among, memory_filter))]
         assert merged.connectors == found
         assert sorted(r.edge_id for r in merged.relationships) == sorted(r.edge_id for r in links)
         assert {r.edge_id: r for r in merged.relationships} == {r.edge_id: r for r in links}

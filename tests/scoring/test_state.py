@@ -1,8 +1,7 @@
 """The scoring functions of state-based retrieval, and the Cypher side they must agree with.
 
 ``llama_consciousness.storage.state_queries`` computes in Cypher what these
-functions compute in Python: its month table and its emotion pre-filter are
-checked here against them.
+functions compute in Python: its emotion pre-filter is checked here against them.
 """
 
 from __future__ import annotations
@@ -36,9 +35,6 @@ def test_scoring_functions_and_their_cypher_agree() -> None:
     assert st.pattern_similarity(None, 0.9) == 0.9 and st.pattern_similarity(0.4, None) == 0.4
     vector, norm = st.emotion_query({"excited": 0.8, "excitement": 0.6, "Cautious": 0.3})
     assert vector == {"excitement": 0.8, "caution": 0.3} and norm == pytest.approx((0.64 + 0.09) ** 0.5)
-    # the month table of the recency query covers the years around now
-    params = sq._month_params(utcnow())
-    assert params["m_year1"] == utcnow().year + 1 and len(params["m_base"]) == 12 * sq.MONTH_TABLE_YEARS
 
 
 def test_necessary_emotions_never_drop_a_memory_above_the_threshold() -> None:

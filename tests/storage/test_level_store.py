@@ -155,7 +155,7 @@ def test_a_field_cleared_on_update_is_removed(fresh_graph):
 
 
 def test_bulk_vectors_arrive_as_their_seven_decimals(fresh_graph):
-    """Upserts send vectors as scaled integers; the server must store the same float32."""
+    """Upserts send vectors rounded to seven decimals; the server must store the same float32."""
     import numpy as np
 
     from llama_consciousness.storage import records
@@ -166,7 +166,6 @@ def test_bulk_vectors_arrive_as_their_seven_decimals(fresh_graph):
     store.upsert([mk("v", vec, created_at=at(0))])
     expected = np.round(np.asarray(vec, dtype=np.float64), records.VECTOR_DECIMALS).astype(np.float32)
     assert np.array_equal(np.asarray(raw_nodes(store)["v"]["embedding"], dtype=np.float32), expected)
-    assert (np.asarray(records.scaled_vector(vec)) / records.VECTOR_SCALE).tolist() == records.wire_vector(vec)
 
 
 def test_a_new_embedding_replaces_the_stored_one(fresh_graph):
@@ -508,25 +507,6 @@ def test_vector_search_returns_k_when_orphans_outnumber_live_vectors(fresh_graph
     assert len({h.node.node_id for h in everything}) == 100
     # more than there is: every live node, once
     assert len({h.node.node_id for h in store.vector_search(vectors["w0"], 500, TemporalWindow())}) == 100
-
-
-def test_vector_rows_become_the_same_hits(fresh_graph):
-    """``vector_rows`` + ``vector_hits`` is ``vector_search``, repeats and refetches included."""
-    from llama_consciousness.storage.level_store import vector_hits
-
-    store = fresh_graph("N2", dimension=8)
-    rng = random.Random(11)
-    vectors = {f"r{i}": unit(rng, 8) for i in range(60)}
-    store.upsert([mk(i, v, created_at=at(0)) for i, v in vectors.items()])
-    for i in list(vectors)[:30]:  # orphans in the index: pages with repeats and refetches
-        store.upsert([mk(i, unit(rng, 8), created_at=at(0), description="moved")])
-    window = TemporalWindow()
-    for query_id in ("r0", "r7", "r45"):
-        rows = store.run(store.plans.vector_rows(vectors[query_id], 40, window))
-        hits = vector_hits(rows, 40)
-        assert [(h.node, h.similarity) for h in hits] == [
-            (h.node, h.similarity) for h in store.vector_search(vectors[query_id], 40, window)]
-    assert store.run(store.plans.vector_rows(vectors["r0"], 0, window)) == []
 
 
 def test_vector_search_honours_window_and_filters(fresh_graph):

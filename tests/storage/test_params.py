@@ -150,4 +150,4 @@ def test_a_memory_row_hash_is_stable_across_releases() -> None:
                       embedding=[math.sin(i) / 3 for i in range(16)])
     row = records.node_row(node)
     assert row["hash"] == "6b5f601554a77765f5ab1799614940bfcb9a0e10888cdca5257bfab8e363a469"
-    assert row["embedding"] == [round(math.sin(i) / 3 * 10**7) for i in range(16)]
+    assert row["embedding"] == records.wire_vector([math.sin(i) / 3 for i in range(16)])
