@@ -19,6 +19,11 @@ from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
 
 
+_CHOICES = {"on_invalid": ("raise", "drop"), "on_bad_line": ("raise", "skip"),
+            "injection": ("flag", "quarantine", "drop", "off"), "duplicates": ("link", "skip", "off"),
+            "worker": ("auto", "on", "off")}
+
+
 @dataclass(frozen=True)
 class IngestOptions:
     """How ``ingest`` treats the records it is given.
@@ -49,8 +54,10 @@ class IngestOptions:
     worker: Literal["auto", "on", "off"] = "auto"
 
     def __post_init__(self) -> None:
-        if self.worker not in ("auto", "on", "off"):
-            raise ValueError(f"worker must be 'auto', 'on' or 'off', not {self.worker!r}")
+        # A value that would otherwise be read as another (``on_invalid="skip"`` as drop) is refused.
+        for name, choices in _CHOICES.items():
+            if (value := getattr(self, name)) not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, not {value!r}")
         if self.chunk_size < 1 or self.batch_size < 1:
             raise ValueError("chunk_size and batch_size must be at least 1")
 

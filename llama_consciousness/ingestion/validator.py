@@ -1,19 +1,13 @@
 """``ConsciousnessMetadataValidator``: the three tiers, applied while ingesting.
 
-A memory or relationship with a missing or invalid REQUIRED field is
-rejected with an error that lists the fields (mode ``raise``), or skipped
-and recorded in the report (mode ``drop``).  Missing IMPORTANT fields are
-warnings.  Every item that passes gets its ``metadata_completeness``, which
-retrieval later uses to rank incomplete memories lower.
-
-Text that is not valid Unicode (a lone UTF-16 surrogate such as ``\\ud800``,
-from a broken ``\\u`` escape or a bad decoder) is an error of the field
-that holds it: it cannot be embedded, stored or shown, so it is refused
-here rather than crashing a later step.
-
-Defaults are the models' own (resolution_state ``in_progress``,
-energy_transfer_coefficient 0.5, created_at = ingestion time, valid_at =
-created_at), so a record that passes here is exactly what will be written.
+A record with a missing or invalid REQUIRED field is rejected with an error
+listing the fields (mode ``raise``) or skipped and reported (``drop``);
+missing IMPORTANT fields are warnings.  Every record that passes gets its
+``metadata_completeness``, which retrieval uses to rank incomplete memories
+lower.  Text that is not valid Unicode (a lone surrogate such as
+``\\ud800``) is an error of its field: it cannot be embedded, stored or
+shown.  Defaults are the models' own, so a record that passes is exactly
+what will be written.
 """
 
 from __future__ import annotations
@@ -55,9 +49,8 @@ class MemoryValidationError(ConsciousnessError, ValueError):
 class RelationshipError(MemoryValidationError, StorageError):
     """A relationship that cannot be written: its graph cannot be told, or an endpoint exists nowhere.
 
-    Raised (mode ``raise``) before anything of the call is written.  It is
-    a ``MemoryValidationError`` (a rejected record, with its line) and a
-    ``StorageError`` (what the writer raised for the same problems before).
+    Raised (mode ``raise``) before anything of the call is written; also a
+    ``StorageError``, what the writer raises for the same problems.
     """
 
 
@@ -143,16 +136,19 @@ def _where(path: tuple[Any, ...]) -> str:
     return out
 
 
-def _pydantic_reasons(exc: ValidationError) -> list[str]:
+def pydantic_reasons(exc: ValidationError) -> list[str]:
     return [f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}" for e in exc.errors()]
 
 
-def _check(node: BaseNode) -> tuple[list[str], list[str], float, Any]:
-    """(errors, warnings, completeness) of one memory or relationship node, and the model it built
-    (None if it could not be built).
+def record_id(node: Any) -> str:
+    """How a record is named in errors and reports (a relationship by its edge id when it has one)."""
+    return str((node.metadata.get("edge_id") if is_relationship(node) else None) or node.node_id)
 
-    A relationship's model carries its completeness, as the writer would
-    read it from the node after this validator (``validated_relationship``).
+
+def _check(node: BaseNode) -> tuple[list[str], list[str], float, Any]:
+    """(errors, warnings, completeness) of one memory or relationship node, and the model it built (or None).
+
+    A relationship's model carries its completeness, as the writer would read it after this validator.
     """
     relationship = is_relationship(node)
     broken = surrogate_reasons("" if relationship else node.get_content(metadata_mode="none"), node.metadata)
@@ -183,7 +179,7 @@ def _check(node: BaseNode) -> tuple[list[str], list[str], float, Any]:
         else:
             model = text_node_to_memory(node, fields)
     except ValidationError as exc:
-        errors.extend(r for r in _pydantic_reasons(exc) if not any(r.split(":")[0] in e for e in errors))
+        errors.extend(r for r in pydantic_reasons(exc) if not any(r.split(":")[0] in e for e in errors))
     return errors, list(tiers.warnings), tiers.metadata_completeness, model
 
 
@@ -193,8 +189,6 @@ class ConsciousnessMetadataValidator(ReportingTransform):
     mode: Literal["raise", "drop"] = Field(
         default="raise", description="raise: the first invalid item stops ingestion; drop: skip and report it"
     )
-
-
     _relationships: dict[int, Any] = PrivateAttr(default_factory=dict)
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
@@ -203,17 +197,15 @@ class ConsciousnessMetadataValidator(ReportingTransform):
         kept: list[BaseNode] = []
         for node in nodes:
             errors, warnings, completeness, model = _check(node)
-            item_id = (node.metadata.get("edge_id") if is_relationship(node) else None) or node.node_id
-            line = node.metadata.get(LINE_KEY)
+            item_id, line = record_id(node), node.metadata.get(LINE_KEY)
             if errors:
                 if self.mode == "raise":
-                    raise MemoryValidationError(str(item_id), errors, line)
-                self._report.reject(printable(str(item_id)), "validation", errors, line)
+                    raise MemoryValidationError(item_id, errors, line)
+                self._report.reject(printable(item_id), "validation", errors, line)
                 continue
             node.metadata["metadata_completeness"] = round(completeness, 6)
             if warnings:
-                key = str(item_id)
-                self._report.warnings.extend([(key, warning) for warning in warnings])
+                self._report.warnings.extend([(item_id, warning) for warning in warnings])
                 node.metadata["lc_warnings"] = warnings
             if is_relationship(node):
                 self._relationships[id(node)] = (node, model)
@@ -221,13 +213,10 @@ class ConsciousnessMetadataValidator(ReportingTransform):
         return kept
 
     def validated_relationship(self, node: BaseNode) -> ConsciousnessRelationship | None:
-        """The model this validator built for a relationship node of its last call (None for any other node).
+        """The model (not a copy: do not change it) built for a relationship node of the last call, else None.
 
-        The model itself, not a copy: read it, do not change it.
-
-        Why: the ingestion worker turns each relationship into its row right
-        after the pure steps, which leave relationships alone; reading the
-        model validation built saves building it twice.
+        Why: the ingestion worker makes each relationship's row right after
+        the pure steps, which leave relationships alone: no second build.
         """
         entry = self._relationships.get(id(node))
         if entry is None or entry[0] is not node:
