@@ -1,22 +1,14 @@
 """``ConsciousnessGraphWriter``: the last step of an ingestion pipeline.
 
-It turns the pipeline's ``TextNode``s into stored memories and
-relationships, and does the work that needs the level graph:
-
-* **supersession**: a memory that ``supersedes`` another, or that is a new
-  version of the same base identity (``scoring.identity``), expires the
-  older version (``expired_at``; ``invalid_at`` too when reality changed),
-  records why, and is linked to it with SUPERSEDES.  Nothing is deleted.
-  When no reason is given it is inferred: a new version valid from a later
-  time means reality changed; one valid from the same time or earlier means
-  the old belief was false;
-* **entities**: names found by ``EntityExtractor`` become entity memories,
-  matched fuzzily against the level's existing people, tools and concepts
-  (``Luca`` meets ``person_luca``) instead of duplicated, and linked from
-  the memory with MENTIONS, so graph traversal can start from a name;
-* **embedding** in batches with the memory's embedding model;
-* **one transaction per batch**: a batch lands whole or not at all, and
-  since writes are idempotent a rerun after a failure completes the work.
+It writes the pipeline's ``TextNode``s as memories and relationships, and
+does the work that needs the level graph: **supersession** (a memory that
+``supersedes`` another, or a new version of the same base identity, expires
+the older one, records why, and links to it with SUPERSEDES; nothing is
+deleted; without a reason, a later ``valid_at`` means reality changed, else
+the old belief was false); **entities** (names found by ``EntityExtractor``
+are matched fuzzily against the level's people, tools and concepts, or
+created, and linked with MENTIONS); **embedding** in batches; and **one
+transaction per batch**, so a rerun after a failure completes the work.
 """
 
 from __future__ import annotations
@@ -51,29 +43,20 @@ ENTITIES_KEY = "lc_entities"
 _SLUG = re.compile(r"[^a-z0-9]+")
 
 
-def _node_id_limit() -> int:
-    for constraint in MemoryNode.model_fields["node_id"].metadata:
-        if getattr(constraint, "max_length", None):
-            return int(constraint.max_length)
-    return 256
-
-
 #: The longest node id the schema accepts (``MemoryNode.node_id``): entity ids are kept within it.
-ENTITY_ID_MAX_CHARS = _node_id_limit()
-#: Hex digits of the key's SHA-256 that end an entity id too long to be written whole.
-#: Why 16: 64 bits, so two distinct long names collide with odds of about
-#: 1 in 10^19 per pair, and 7 + 16 + 1 characters leave 232 for the readable slug.
+ENTITY_ID_MAX_CHARS = next(int(c.max_length) for c in MemoryNode.model_fields["node_id"].metadata
+                           if getattr(c, "max_length", None))
+#: Hex digits of the key's SHA-256 that end an entity id too long to be written whole: 64 bits,
+#: so two long names collide with odds of 1 in 10^19, and 232 characters are left for the slug.
 _ENTITY_ID_DIGEST_CHARS = 16
 
 
 def entity_node_id(key: str) -> str:
-    """A stable id for an entity created from a name key (same name, same id).
+    """A stable id for an entity created from a name key: ``"entity_" + slug of the key``.
 
-    ``"entity_" + slug of the key``; when that is longer than the schema's
-    limit (:data:`ENTITY_ID_MAX_CHARS`), the slug is cut and the SHA-256 of
-    the whole key is appended, so the id still fits, stays deterministic and
-    differs between keys that differ after the cut.  Ids that fit are
-    unchanged.
+    An id over :data:`ENTITY_ID_MAX_CHARS` has its slug cut and the key's
+    SHA-256 appended, so it fits, stays deterministic and differs between
+    keys that differ after the cut.
     """
     node_id = "entity_" + (_SLUG.sub("_", key).strip("_") or "unnamed")
     if len(node_id) <= ENTITY_ID_MAX_CHARS:
@@ -105,10 +88,8 @@ def _derived_link(
 ) -> ConsciousnessRelationship:
     """A relationship the writer adds (SUPERSEDES, MENTIONS, DUPLICATE_OF).
 
-    Its consciousness metadata is the source memory's own, so that derived
-    links carry the goal, mindstate and feeling of the moment they came
-    from; its times follow the memory (defaulted times stay defaulted, so a
-    rerun keeps them).
+    It carries the source memory's goal, mindstate and feeling, and its
+    times (defaulted times stay defaulted, so a rerun keeps them).
     """
     data: dict[str, Any] = {
         "source_id": source.node_id,
@@ -140,10 +121,9 @@ GraphKey = tuple[str, "str | None"]
 def source_homes(found: Sequence[GraphKey], citizen_id: Any) -> list[GraphKey]:
     """The graphs a relationship without a level may go to: those of its source memory.
 
-    ``found`` are the graphs (``home_key``) that hold a memory with the
-    relationship's source id in the records at hand.  Two or more mean the
-    relationship cannot be placed, unless its own ``citizen_id`` names one
-    of them (that citizen's N1 graph).
+    ``found`` are the graphs holding its source id among the records at
+    hand; two or more mean it cannot be placed, unless its own
+    ``citizen_id`` names one of them (that citizen's N1 graph).
     """
     if len(found) > 1 and citizen_id is not None:
         mine = [key for key in found if key == ("N1", citizen_id)]
@@ -165,11 +145,8 @@ def ambiguous_source(source_id: Any, keys: Sequence[GraphKey]) -> str:
 
 
 RELATIONSHIP_FACTOR = 4
-"""Relationships per unit of work, in memories' units (a transaction of ``batch_size``, a chunk of ``chunk_size``).
-
-Why: a relationship's row is a fraction of a memory's (no text, no vector)
-and each transaction and chunk costs a few round trips per level graph.
-"""
+"""Relationships per transaction or chunk, in memories' units: a relationship's row is a fraction of a
+memory's (no text, no vector), and each transaction and chunk costs a few round trips per graph."""
 
 
 class ConsciousnessGraphWriter(ReportingTransform):
@@ -188,21 +165,15 @@ class ConsciousnessGraphWriter(ReportingTransform):
     level_threads: int = Field(
         default=2, ge=1, le=16, description="level graphs written side by side (their server work overlaps)"
     )
-    memo: Any = Field(
-        default=None, exclude=True,
-        description="the run's DuplicateMemo (dedupe): in a level that held no memory when the run reached it, "
-                    "batches are written without first reading the stored hashes of their rows",
-    )
-    dropped: Any = Field(
-        default=None, exclude=True,
-        description="ids of memories the run did not write on purpose (dropped as an injection, skipped as a "
-                    "near-duplicate): a relationship to one is rejected and reported, also in mode raise",
-    )
-    prepared: dict[int, Any] = Field(
-        default_factory=dict, exclude=True,
-        description="relationships already validated and turned into rows (records.PreparedEdge), by id() of "
-                    "their node; the ingestion worker makes them (worker.prepare_edges), other nodes are read as usual",
-    )
+    memo: Any = Field(default=None, exclude=True, description=(
+        "the run's DuplicateMemo: a level that held no memory when the run reached it is written without "
+        "first reading the stored hashes of its rows"))
+    dropped: Any = Field(default=None, exclude=True, description=(
+        "ids of memories the run left out on purpose (an injection dropped, a near-duplicate skipped): "
+        "a relationship to one is rejected and reported, also in mode raise"))
+    prepared: dict[int, Any] = Field(default_factory=dict, exclude=True, description=(
+        "rows of relationships already validated (records.PreparedEdge, made by worker.prepare_edges), "
+        "by id() of their node"))
 
     # -- the transform -------------------------------------------------------
 
@@ -230,7 +201,6 @@ class ConsciousnessGraphWriter(ReportingTransform):
                     raise future.exception()
                 self._report.merge(future.result())
         return list(nodes)
-
 
     # -- steps ---------------------------------------------------------------
 
@@ -362,18 +332,10 @@ class ConsciousnessGraphWriter(ReportingTransform):
                     target = entity_node_id(key)
                     times = {k: getattr(memory, k) for k in ("created_at",) if k in memory.model_fields_set}
                     created[target] = MemoryNode(
-                        node_id=target,
-                        level=batch.level,
-                        citizen_id=batch.citizen_id,
-                        node_type=entity.get("entity_type") or "Entity",
-                        name=name,
-                        description="",
-                        energy=0.5,
-                        confidence=float(entity.get("confidence", 0.8)),
-                        resolution_state="resolved",
-                        is_entity=True,
-                        **times,
-                    )
+                        node_id=target, level=batch.level, citizen_id=batch.citizen_id, name=name,
+                        node_type=entity.get("entity_type") or "Entity", description="", energy=0.5,
+                        confidence=float(entity.get("confidence", 0.8)), resolution_state="resolved",
+                        is_entity=True, **times)
                     index.add(target, name)
                 matched[name] = target
                 if target != memory_id:
@@ -448,7 +410,11 @@ class ConsciousnessGraphWriter(ReportingTransform):
             result = store.upsert(to_write, chunk_links, chunk_changes, base_ids,
                                   derived={link.edge_id for link in chunk_links}, volatile=batch.volatile,
                                   check_stored=check_stored)
-            self._count(result, ids, report)
+            created, updated = ids.intersection(result.created_ids), ids.intersection(result.updated_ids)
+            report.inserted += len(created)  # entity nodes are counted apart
+            report.updated += len(updated)
+            report.unchanged += len(ids) - len(created) - len(updated)
+            report.superseded += result.superseded
             vectors = mem.vectors(batch.level)
             vectors.write(store.plans, to_write)
             if chunk_changes:  # expired versions must stop matching in the vector store too
@@ -462,13 +428,3 @@ class ConsciousnessGraphWriter(ReportingTransform):
             report.relationships_unchanged += result.edges_unchanged
         mem.bump_graph(store.plans.graph)
         return report
-
-    @staticmethod
-    def _count(result: Any, ids: set[str], report: IngestReport) -> None:
-        """Report the memories of one batch (entity nodes are counted apart)."""
-        created = ids.intersection(result.created_ids)
-        updated = ids.intersection(result.updated_ids)
-        report.inserted += len(created)
-        report.updated += len(updated)
-        report.unchanged += len(ids) - len(created) - len(updated)
-        report.superseded += result.superseded
