@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -162,9 +161,6 @@ class ConsciousnessGraphWriter(ReportingTransform):
     on_error: Literal["raise", "drop"] = Field(
         default="raise", description="what to do with a relationship to a memory that does not exist"
     )
-    level_threads: int = Field(
-        default=2, ge=1, le=16, description="level graphs written side by side (their server work overlaps)"
-    )
     memo: Any = Field(default=None, exclude=True, description=(
         "the run's DuplicateMemo: a level that held no memory when the run reached it is written without "
         "first reading the stored hashes of its rows"))
@@ -178,28 +174,11 @@ class ConsciousnessGraphWriter(ReportingTransform):
     # -- the transform -------------------------------------------------------
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        # One graph after another: ``ingest`` hands each graph's part to its own lane
+        # (``pipeline._by_graph``), where graphs are written side by side.
         self._report = IngestReport()
-        batches = list(self._split(nodes).values())
-        if self.level_threads == 1 or len(batches) < 2:
-            for batch in batches:
-                self._write_level(batch, self._report)
-            return list(nodes)
-        # Level graphs are independent: while one waits for the server to
-        # apply its batch, another builds its rows.  Reports are merged in
-        # level order; the first failure (in that order) is raised once the
-        # levels already started have finished, and levels not yet started
-        # are not written.
-        with ThreadPoolExecutor(max_workers=min(self.level_threads, len(batches)),
-                                thread_name_prefix="lc-level-writer") as pool:
-            futures = [pool.submit(self._write_level, batch, IngestReport()) for batch in batches]
-            wait(futures, return_when=FIRST_EXCEPTION)
-            for future in futures:
-                future.cancel()
-        for future in futures:
-            if not future.cancelled():
-                if future.exception() is not None:
-                    raise future.exception()
-                self._report.merge(future.result())
+        for batch in self._split(nodes).values():
+            self._write_level(batch, self._report)
         return list(nodes)
 
     # -- steps ---------------------------------------------------------------
