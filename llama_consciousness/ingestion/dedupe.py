@@ -29,7 +29,8 @@ from llama_index.core.schema import BaseNode
 from pydantic import Field, SkipValidation
 
 from llama_consciousness.blas import one_blas_thread
-from llama_consciousness.nodes import embedding_text, is_relationship, text_node_to_memory
+from llama_consciousness.ingestion.steps import embed_memories
+from llama_consciousness.nodes import is_relationship, text_node_to_memory
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.ingestion.writer import DUPLICATE_KEY
 from llama_consciousness.levels import home_key
@@ -127,7 +128,7 @@ class NearDuplicateFilter(ReportingTransform):
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         self._report = IngestReport()
         memories = [n for n in nodes if not is_relationship(n)]
-        self._embed(memories)
+        embed_memories(self.memory.embed_model, memories)
         groups: dict[tuple[str, str | None], list[BaseNode]] = {}
         versions: dict[str, _Version] = {}
         for node in memories:
@@ -141,15 +142,6 @@ class NearDuplicateFilter(ReportingTransform):
             for (level, citizen), group in groups.items():
                 dropped |= self._check_level(level, citizen, group, versions)
         return [n for n in nodes if n.node_id not in dropped]
-
-    def _embed(self, nodes: list[BaseNode]) -> None:
-        todo = [n for n in nodes if n.embedding is None]
-        if not todo:
-            return
-        texts = [embedding_text(n) for n in todo]
-        vectors = self.memory.embed_model.get_text_embedding_batch(texts)
-        for node, vector in zip(todo, vectors):
-            node.embedding = list(vector)
 
     def _check_level(self, level: str, citizen: str | None, group: list[BaseNode], versions: dict) -> set[str]:
         """Judge the memories of one level; returns the ids to drop.

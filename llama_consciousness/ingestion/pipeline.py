@@ -24,6 +24,7 @@ from typing import Any
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import BaseNode
 
+from llama_consciousness.embeddings import WordLlamaEmbedding
 from llama_consciousness.errors import LevelError
 from llama_consciousness.gcquiet import BULK_YOUNG_COLLECTION_THRESHOLD, fewer_collections
 from llama_consciousness.ingestion.dedupe import DuplicateMemo, NearDuplicateFilter
@@ -213,7 +214,8 @@ def _pipelined(
     worker = None
     if o.worker == "on" or (o.worker == "auto" and records is not None and records > WORKER_THRESHOLD):
         worker = workers.acquire()
-    embed_model = memory.embed_model if worker is not None and workers.ships_to_worker(memory.embed_model) else None
+    # The worker embeds with the bundled WordLlama (it reloads its own table); a remote model stays here.
+    embed_model = memory.embed_model if worker is not None and type(memory.embed_model) is WordLlamaEmbedding else None
     lookahead = WORKER_LOOKAHEAD if worker is not None else 0
     lanes = GraphLanes(STORE_THREADS)
     waiting: deque[_Pure | _Sent | _Failed] = deque()  # pure results, chunks sent, or failed

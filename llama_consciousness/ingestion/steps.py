@@ -8,15 +8,18 @@ here, and neither imports the other for them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.schema import BaseNode
 
 from llama_consciousness.ingestion.cognitive import AuthorityScorer, ConceptExtractor, SurfacesWhenInferrer
 from llama_consciousness.ingestion.entities import EntityExtractor
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
+from llama_consciousness.nodes import embedding_text, is_relationship
 
 
 _CHOICES = {"on_invalid": ("raise", "drop"), "on_bad_line": ("raise", "skip"),
@@ -80,6 +83,15 @@ def pure_steps(o: IngestOptions) -> list[Any]:
 
 def pure_pipeline(o: IngestOptions) -> IngestionPipeline:
     return IngestionPipeline(transformations=pure_steps(o), disable_cache=True)
+
+
+def embed_memories(embed_model: Any, nodes: Sequence[BaseNode]) -> None:
+    """Embed, in place, the memories among ``nodes`` without an embedding, from the text the store would embed."""
+    todo = [n for n in nodes if n.embedding is None and not is_relationship(n)]
+    if todo:
+        vectors = embed_model.get_text_embedding_batch([embedding_text(n) for n in todo])
+        for node, vector in zip(todo, vectors):
+            node.embedding = list(vector)
 
 
 def collect_reports(pipeline: IngestionPipeline, report: IngestReport) -> None:
