@@ -1,21 +1,12 @@
 """``NearDuplicateFilter``: the same memory twice is one memory.
 
-Chat logs and importers repeat themselves ("Sounds good!" after every
-plan).  A memory whose embedding has cosine similarity above the threshold
-(0.9 by default) with a current memory of its level, or with an earlier
-memory of the same batch, is either linked to it as DUPLICATE_OF
-(``action="link"``, the default: nothing is lost) or not written at all
-(``action="skip"``).
-
-Not duplicates: the same ``node_id`` (re-ingesting is an update, handled by
-the writer), versions of one belief (same base identity), which are
-supersessions, not repetitions, and entity nodes, which are names.
-
-Within one ingestion run, a chunk is also compared, exactly and in memory,
-with the memories the run kept from its earlier chunks (``DuplicateMemo``).
-
-The filter embeds the memories it checks and leaves the embedding on the
-node, so the writer does not embed them again.
+Chat logs and importers repeat themselves ("Sounds good!" after every plan).
+A memory whose embedding has cosine similarity above the threshold (0.9)
+with a current memory of its level, or an earlier one of the run, is linked
+to it as DUPLICATE_OF (``action="link"``: nothing is lost) or not written
+(``"skip"``).  Not duplicates: the same ``node_id`` (an update), versions of
+one base identity (supersessions), and entities (names).  The filter leaves
+its embeddings on the nodes, so the writer does not embed them again.
 """
 
 from __future__ import annotations
@@ -47,11 +38,10 @@ class _Version(NamedTuple):
 
 
 def _home(node: BaseNode) -> tuple[tuple[str, str | None], _Version]:
-    """A memory's (level, citizen) graph key and version fields, read from its metadata.
+    """A memory's graph key and version fields, read from its metadata.
 
-    Why not the whole model: a chunk's memories are parsed again by the
-    writer, and the filter needs three fields.  A memory whose home fields
-    are not valid is parsed, so that it fails with the model's own error.
+    Why not the model: the writer parses it again, and three fields are
+    needed here.  Invalid fields are parsed, to fail with the model's error.
     """
     meta = node.metadata
     node_id, level, citizen = meta.get("node_id", node.node_id), meta.get("level"), meta.get("citizen_id")
@@ -84,16 +74,13 @@ class _Judged:
 
 
 class DuplicateMemo:
-    """What one ingestion run has already judged, per level graph.
+    """What one ingestion run has already judged, per level graph (shared by its filters).
 
-    Shared by the filters of one run (one per chunk and graph).  It lets a
-    chunk be compared with the run's earlier memories exactly, in memory,
-    and it records whether each level graph held any current memory when
-    the run first reached it.  For a level that held none (a bulk load into
-    a new level), the run's own memories are all there is to compare with,
-    so the server's nearest-neighbour and stored-id lookups are skipped.
-    Memories that another process writes into such a level during the run
-    are therefore not compared with.
+    A chunk is compared with the run's earlier memories exactly, in memory.
+    For a level that held no current memory when the run reached it (a bulk
+    load), those are all there is, so the server's nearest-neighbour and
+    stored-id lookups are skipped (another process's writes there during
+    the run are not compared with).
     """
 
     def __init__(self) -> None:
@@ -115,9 +102,9 @@ class DuplicateMemo:
 class NearDuplicateFilter(ReportingTransform):
     """Link or skip memories nearly identical to one already in their level.
 
-    ``memo`` (a :class:`DuplicateMemo`) shares what earlier calls of the same
-    run kept; ``ConsciousnessMemory.ingest`` passes one per run.  Without it
-    each call compares its chunk with itself and with the stored memories.
+    ``memo`` (a :class:`DuplicateMemo`, one per ``ingest`` run) shares what
+    earlier calls kept; without it a call compares its chunk with itself
+    and with the stored memories.
     """
 
     memory: SkipValidation[MemoryReader] = Field(exclude=True, description="the ConsciousnessMemory to compare against")
@@ -146,10 +133,9 @@ class NearDuplicateFilter(ReportingTransform):
     def _check_level(self, level: str, citizen: str | None, group: list[BaseNode], versions: dict) -> set[str]:
         """Judge the memories of one level; returns the ids to drop.
 
-        A memory already stored under its id was judged when it was first
-        written: re-ingesting it keeps that judgement (otherwise the kept
-        original would now find its own duplicate in the store and link
-        back to it).  It still counts as "seen" for the new memories.
+        A memory stored under its id keeps the judgement of its first write
+        (else the kept original would find its own duplicate and link back
+        to it); it still counts as seen for the new memories.
         """
         store = self.memory.level(level, citizen)
         bases = {n.node_id: base_identity(versions[n.node_id], versions) for n in group}

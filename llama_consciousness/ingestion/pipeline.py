@@ -32,7 +32,9 @@ from llama_consciousness.ingestion.lanes import GraphLanes
 from llama_consciousness.ingestion.loader import check_memory_file, iter_json_objects
 from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.steps import IngestOptions, collect_reports, pure_steps
-from llama_consciousness.ingestion.validator import LINE_KEY, MemoryValidationError, RelationshipError, _check, record_id
+from llama_consciousness.ingestion.validator import (
+    LINE_KEY, MemoryValidationError, RelationshipError, _check, record_id,
+)
 from llama_consciousness.ingestion.writer import (
     RELATIONSHIP_FACTOR,
     ConsciousnessGraphWriter,
@@ -336,20 +338,14 @@ def _pipelined(
 def _by_graph(nodes: list[BaseNode]) -> dict[str | None, list[BaseNode]]:
     """A chunk cut by the level graph its records go to, in order; records with no or a bad level share a lane."""
     parts: dict[str | None, list[BaseNode]] = {}
-    keys: dict[tuple[Any, Any], str | None] = {}  # a chunk names a handful of graphs: each is checked once
+    names: dict[GraphKey | None, str | None] = {None: None}  # a chunk names a handful of graphs: each checked once
     for node in nodes:
-        metadata = node.metadata
-        level, citizen = metadata.get("level"), metadata.get("citizen_id")
-        place = (level, citizen) if type(level) is str and (citizen is None or type(citizen) is str) else None
-        key = keys.get(place, False) if place is not None else False
-        if key is False:
+        if (place := _raw_home(node.metadata)) not in names:
             try:
-                key = graph_name(str(level), citizen.strip() if isinstance(citizen, str) else citizen)
+                names[place] = graph_name(place[0], place[1] and place[1].strip())
             except (LevelError, ValueError):
-                key = None
-            if place is not None:
-                keys[place] = key
-        parts.setdefault(key, []).append(node)
+                names[place] = None
+        parts.setdefault(names[place], []).append(node)
     return parts
 
 

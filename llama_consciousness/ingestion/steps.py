@@ -1,15 +1,11 @@
-"""The ingestion options and the steps that read nothing but their records.
-
-These steps may run in the ingestion worker's process (``ingestion.worker``)
-as well as in the caller's (``ingestion.pipeline``): both import them from
-here, and neither imports the other for them.
-"""
+"""The ingestion options and the steps that read nothing but their records: they may run in the
+worker process (``ingestion.worker``) or in the caller's (``ingestion.pipeline``), both import them here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import BaseNode
@@ -20,12 +16,6 @@ from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
 from llama_consciousness.nodes import embedding_text, is_relationship
-
-
-_CHOICES = {"on_invalid": ("raise", "drop"), "on_bad_line": ("raise", "skip"),
-            "injection": ("flag", "quarantine", "drop", "off"), "duplicates": ("link", "skip", "off"),
-            "worker": ("auto", "on", "off")}
-
 
 @dataclass(frozen=True)
 class IngestOptions:
@@ -63,6 +53,10 @@ class IngestOptions:
                 raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, not {value!r}")
         if self.chunk_size < 1 or self.batch_size < 1:
             raise ValueError("chunk_size and batch_size must be at least 1")
+
+
+_CHOICES = {name: get_args(hint) for name, hint in get_type_hints(IngestOptions).items()
+            if get_origin(hint) is Literal}  # the values each Literal option accepts
 
 
 def pure_steps(o: IngestOptions) -> list[Any]:
