@@ -69,13 +69,9 @@ def _check_texts(texts: Sequence[str]) -> None:
     """
     for position, text in enumerate(texts):
         if not isinstance(text, str):
-            raise TypeError(
-                f"texts to embed must be str, got {type(text).__name__} at position {position}"
-            )
+            raise TypeError(f"texts to embed must be str, got {type(text).__name__} at position {position}")
         if not text.strip():
-            raise ValueError(
-                f"{_EMPTY_TEXT_MESSAGE} (input at position {position} is empty or whitespace only)"
-            )
+            raise ValueError(f"{_EMPTY_TEXT_MESSAGE} (input at position {position} is empty or whitespace only)")
         if not text.isascii() and (found := _SURROGATE.search(text)) is not None:
             # The tokenizer fails on it with an unrelated TypeError.
             raise ValueError(
@@ -204,25 +200,16 @@ class _EmbedThroughBatches:
 class WordLlamaEmbedding(_EmbedThroughBatches, BaseEmbedding):
     """Offline WordLlama embeddings; the package default (see module docs).
 
-    Vectors are L2-normalised so cosine similarity equals the dot product,
-    letting stores that only offer inner-product search rank correctly.
-    Queries and documents share one encoder because WordLlama is symmetric.
+    Vectors are L2-normalised, so cosine similarity is the dot product (for
+    stores with inner-product search only).  Queries and documents share one
+    encoder: WordLlama is symmetric.
     """
 
-    model_name: str = Field(
-        default=f"wordllama-{_WORDLLAMA_CONFIG}",
-        description="Name reported to LlamaIndex callbacks and instrumentation.",
-    )
+    model_name: str = Field(default=f"wordllama-{_WORDLLAMA_CONFIG}", description="Name reported to callbacks.")
     embed_batch_size: int = Field(
-        default=64,
-        gt=0,
-        le=2048,
-        description="Texts per batch; bounds peak memory of the token gather.",
+        default=64, gt=0, le=2048, description="Texts per batch; bounds peak memory of the token gather."
     )
-    dim: int = Field(
-        default=_WORDLLAMA_FILE_DIM,
-        description=f"Output dimension; one of {SUPPORTED_WORDLLAMA_DIMS}.",
-    )
+    dim: int = Field(default=_WORDLLAMA_FILE_DIM, description=f"Output size; one of {SUPPORTED_WORDLLAMA_DIMS}.")
 
     _loaded: _LoadedWordLlama = PrivateAttr()
 
@@ -230,11 +217,9 @@ class WordLlamaEmbedding(_EmbedThroughBatches, BaseEmbedding):
     @classmethod
     def _check_dim(cls, value: int) -> int:
         if value not in SUPPORTED_WORDLLAMA_DIMS:
-            raise ValueError(
-                f"WordLlama dim must be one of {', '.join(map(str, SUPPORTED_WORDLLAMA_DIMS))} "
-                f"(truncations of the {_WORDLLAMA_FILE_DIM}-d weights bundled with wordllama); "
-                f"got {value}"
-            )
+            dims = ", ".join(map(str, SUPPORTED_WORDLLAMA_DIMS))
+            raise ValueError(f"WordLlama dim must be one of {dims} (truncations of the {_WORDLLAMA_FILE_DIM}-d "
+                             f"weights bundled with wordllama); got {value}")
         return value
 
     def __init__(self, **data: Any) -> None:
@@ -276,11 +261,8 @@ class WordLlamaEmbedding(_EmbedThroughBatches, BaseEmbedding):
         encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
         encodings = encode(texts, add_special_tokens=False)
         lengths = [len(e.ids) for e in encodings]
-        for position, length in enumerate(lengths):
-            if length == 0:
-                raise ValueError(
-                    f"{_EMPTY_TEXT_MESSAGE} (input at position {position} produced no tokens)"
-                )
+        if 0 in lengths:
+            raise ValueError(f"{_EMPTY_TEXT_MESSAGE} (input at position {lengths.index(0)} produced no tokens)")
         ids = np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.int64,
                           count=sum(lengths))
         np.clip(ids, 0, loaded.matrix.shape[0] - 1, out=ids)
@@ -455,9 +437,7 @@ def resolve_embed_model(spec: Any = None) -> BaseEmbedding:
     source = f"${EMBED_MODEL_ENV_VAR}" if env_value else "spec"
     spec = env_value or ("wordllama" if spec is None else spec)
     if not isinstance(spec, str):
-        raise ValueError(
-            f"unsupported embed model {spec!r} ({type(spec).__name__}); accepted: {_ACCEPTED_FORMS}"
-        )
+        raise ValueError(f"unsupported embed model {spec!r} ({type(spec).__name__}); accepted: {_ACCEPTED_FORMS}")
 
     text = spec.strip()
     kind, _, arg = text.partition(":")

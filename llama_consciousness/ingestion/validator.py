@@ -20,11 +20,7 @@ from llama_index.core.schema import BaseNode
 from pydantic import Field, PrivateAttr, ValidationError
 
 from llama_consciousness.errors import ConsciousnessError, StorageError
-from llama_consciousness.nodes import (
-    is_relationship,
-    record_fields,
-    text_node_to_memory,
-)
+from llama_consciousness.nodes import is_relationship, record_fields, text_node_to_memory
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.schema import ConsciousnessRelationship
 from llama_consciousness.scoring.validation import validate_consciousness_link, validate_consciousness_node
@@ -64,12 +60,8 @@ def printable(text: str) -> str:
 
 def surrogate_reason(field: str, text: str) -> str | None:
     """Why ``text`` is refused, if it holds a lone surrogate (not valid Unicode); else None."""
-    if text.isascii():
-        return None
-    found = _SURROGATE.search(text)
-    if found is None:
-        return None
-    return (f"{field}: contains a lone surrogate (U+{ord(found.group()):04X}) at character {found.start() + 1}, "
+    found = None if text.isascii() else _SURROGATE.search(text)
+    return None if found is None else (f"{field}: contains a lone surrogate (U+{ord(found.group()):04X}) at character {found.start() + 1}, "
             "which is not valid Unicode text (a broken \\u escape or UTF-16 decoding?)")
 
 
@@ -92,10 +84,7 @@ def _plain_dict(value: dict) -> bool:
 
 def surrogate_reasons(text: str, metadata: Mapping[str, Any]) -> list[str]:
     """One reason per field (the text, then metadata, nested) holding a lone surrogate."""
-    reasons = []
-    reason = surrogate_reason("description", text)
-    if reason:
-        reasons.append(reason)
+    reasons = [reason] if (reason := surrogate_reason("description", text)) else []
     for key, value in metadata.items():
         # almost every field: an ASCII name, and a number, an ASCII text or a flat dict of those
         if type(key) is str and key.isascii():
@@ -105,8 +94,7 @@ def surrogate_reasons(text: str, metadata: Mapping[str, Any]) -> list[str]:
                     continue
             elif kind in _PLAIN or (kind is dict and _plain_dict(value)):
                 continue
-        reason = _nested_surrogate(key, value)
-        if reason:
+        if reason := _nested_surrogate(key, value):
             reasons.append(reason)
     return reasons
 
@@ -156,14 +144,12 @@ def _check(node: BaseNode) -> tuple[list[str], list[str], float, Any]:
         return broken, [], 0.0, None
     fields = record_fields(node.metadata)
     data = dict(fields)
+    data.setdefault("resolution_state", "in_progress")  # the spec's insertion defaults, judged (issue 3)
     if relationship:
-        # The spec's insertion defaults, applied before judging (issue 3).
-        data.setdefault("resolution_state", "in_progress")
         data.setdefault("energy_transfer_coefficient", 0.5)
         tiers = validate_consciousness_link(data)
     else:
         data.setdefault("node_id", node.node_id)
-        data.setdefault("resolution_state", "in_progress")
         tiers = validate_consciousness_node(data)
     errors = list(tiers.errors)
     model = None
@@ -219,7 +205,5 @@ class ConsciousnessMetadataValidator(ReportingTransform):
         the pure steps, which leave relationships alone: no second build.
         """
         entry = self._relationships.get(id(node))
-        if entry is None or entry[0] is not node:
-            return None
-        return entry[1]
+        return entry[1] if entry is not None and entry[0] is node else None
 
