@@ -77,10 +77,6 @@ class _LevelBatch:
     duplicates: dict[str, str] = field(default_factory=dict)  # memory id -> duplicate of
     volatile: dict[str, tuple[str, ...]] = field(default_factory=dict)  # memory id -> clock-derived fields
 
-    @property
-    def graph(self) -> str:
-        return graph_name(self.level, self.citizen_id)
-
 
 def _derived_link(
     source: MemoryNode, target_id: str, relation_type: str, formation_trigger: str, **overrides: Any
@@ -244,10 +240,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
             parent = m.supersedes
             base_ids[m.node_id] = stored_base.get(parent) if parent in stored_base else base_identity(m, known)
 
-        pairs: list[tuple[MemoryNode, MemoryNode]] = []
-        for m in memories:
-            if m.supersedes and m.supersedes in known:
-                pairs.append((known[m.supersedes], m))
+        pairs = [(known[m.supersedes], m) for m in memories if m.supersedes and m.supersedes in known]
         if self.auto_supersede:
             groups: dict[str, list[MemoryNode]] = {}
             for node_id, node in known.items():
@@ -268,17 +261,12 @@ class ConsciousnessGraphWriter(ReportingTransform):
         changes: list[Supersession] = []
         links: list[ConsciousnessRelationship] = []
         for old, new in pairs:
-            reason = new.supersede_reason or (
-                "reality_changed" if new.valid_at > old.valid_at else "discovered_false"
-            )
-            changes.append(
-                Supersession(old.node_id, new.node_id, expired_at=new.created_at, reason=reason,
-                             invalid_at=new.valid_at if reason == "reality_changed" else None)
-            )
-            links.append(
-                _derived_link(new, old.node_id, "SUPERSEDES", f"supersedes {old.node_id} ({reason})",
-                              energy=new.discovery_energy if new.discovery_energy is not None else new.energy)
-            )
+            reason = new.supersede_reason or ("reality_changed" if new.valid_at > old.valid_at else "discovered_false")
+            changes.append(Supersession(old.node_id, new.node_id, expired_at=new.created_at, reason=reason,
+                                        invalid_at=new.valid_at if reason == "reality_changed" else None))
+            energy = new.discovery_energy if new.discovery_energy is not None else new.energy
+            links.append(_derived_link(new, old.node_id, "SUPERSEDES", f"supersedes {old.node_id} ({reason})",
+                                       energy=energy))
         return changes, links, base_ids
 
     def _entity_links(
@@ -339,7 +327,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
             if not missing:
                 kept.append(rel)
                 continue
-            message = f"relationship {rel.edge_id!r} refers to missing memories {missing} in graph {batch.graph!r}"
+            graph = graph_name(batch.level, batch.citizen_id)
+            message = f"relationship {rel.edge_id!r} refers to missing memories {missing} in graph {graph!r}"
             gone = [i for i in missing if self.dropped and i in self.dropped]
             if gone:  # not an invalid record: the consequence of a drop the report already shows
                 message += f" (this ingestion did not write {gone}: dropped as a prompt injection or skipped as a near-duplicate)"
@@ -358,8 +347,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
             for m in batch.memories
             if m.node_id in batch.duplicates and batch.duplicates[m.node_id] != m.node_id
         ]
-        all_nodes = batch.memories + entity_nodes
-        new_ids = {n.node_id for n in all_nodes}
+        new_ids = {n.node_id for n in [*batch.memories, *entity_nodes]}
         batch.relationships, stored_endpoints = self._check_endpoints(store, batch, new_ids, report)
         report.entities += len(mention_links)
         # A bulk load into a new level: the hash reads before each write would find nothing.
@@ -367,10 +355,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
 
         # Memories (with their entities, expiries and derived links) in
         # batches; then the explicit relationships, once all endpoints exist.
-        extra_links: list[ConsciousnessRelationship | PreparedEdge] = [
-            *supersede_links, *mention_links, *duplicate_links]
         links_by_source: dict[str, list[ConsciousnessRelationship | PreparedEdge]] = {}
-        for link in extra_links:
+        for link in [*supersede_links, *mention_links, *duplicate_links]:
             links_by_source.setdefault(link.source_id, []).append(link)
         changes_by_new: dict[str, list[Supersession]] = {}
         for change in changes:
