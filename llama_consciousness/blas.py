@@ -1,14 +1,10 @@
 """One BLAS thread for the matrix products of an ingestion.
 
-Why: OpenBLAS splits a large product across every core, and its helper
-threads then busy-wait for the next call instead of sleeping, on a core
-that the worker process and the graph server need.  Measured on 10,000
-memories on 2 cores (the near-duplicate filter's 1,000 x 9,000 x 256
-products): the writing process used 7.7 CPU-seconds with numpy's default
-and 5.6 with one thread, and the run took 8.7 s instead of 9.8 s.
-
-Process-wide, so nested and concurrent blocks share one limit
-(``SharedSetting``).  Without a BLAS that ``threadpoolctl`` drives, nothing.
+Why: OpenBLAS's helper threads busy-wait after each product on a core the
+worker process and the graph server need.  On 10,000 memories on 2 cores
+(the near-duplicate filter's products) the writing process used 7.7
+CPU-seconds with numpy's default and 5.6 with one thread; the run took 8.7 s
+instead of 9.8 s.  Nested and concurrent blocks share one limit.
 """
 
 from __future__ import annotations
@@ -40,12 +36,8 @@ def _blas_controller() -> Any:
 
 @contextmanager
 def _in_control() -> Iterator[None]:
-    """Let this thread, and the next setter after it, set OpenBLAS's threads.
-
-    ``threadpoolctl`` silently ignores any thread but the first that set
-    OpenBLAS's pool; the first and last users here may be different lanes
-    (``force`` from any thread: why ``pyproject.toml`` asks for 3.8).
-    """
+    """Let this thread, and the next setter after it, set OpenBLAS's threads: ``threadpoolctl`` ignores any
+    but the first thread that set them, and our first and last users may be different lanes (3.8's ``force``)."""
     from threadpoolctl import OpenBLASController
 
     OpenBLASController.clear_controlling_thread(force=True)

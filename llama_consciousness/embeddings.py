@@ -1,14 +1,11 @@
 """Embedding models for llama-consciousness, with an offline default.
 
-WordLlama (``l2_supercat``) is the default because its 256-d weights and
-tokenizer ship inside the wheel and it is pure numpy: nothing is fetched, no
-key is needed, and every test can build a real index in milliseconds.  The
-price is quality (mean-pooled static token vectors are weak on paraphrase
-and negation, well below ``text-embedding-3-small``): use
-:class:`OpenAIEmbedding` (or any LlamaIndex ``BaseEmbedding``) for production
-recall.  :func:`resolve_embed_model` turns a short spec (``"wordllama:128"``,
-``"openai:text-embedding-3-large"``, or ``$LLAMA_CONSCIOUSNESS_EMBED_MODEL``)
-into a model; :func:`embedding_dimension` tells vector stores its size.
+WordLlama (``l2_supercat``) is the default: its weights and tokenizer ship
+in the wheel and it is pure numpy, so nothing is fetched and every test can
+build a real index.  It is weak on paraphrase and negation, well below
+``text-embedding-3-small``: use :class:`OpenAIEmbedding` (or any
+``BaseEmbedding``) for production recall.  :func:`resolve_embed_model` turns
+a short spec (``"wordllama:128"``, ``"openai:<model>"``) into a model.
 """
 
 from __future__ import annotations
@@ -61,12 +58,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _check_texts(texts: Sequence[str]) -> None:
-    """Refuse empty or whitespace-only inputs instead of inventing a vector.
-
-    Their vector would be zero (cosine undefined) or a meaningless blank
-    spot "similar" to every other blank chunk, turning a chunking bug into
-    wrong retrievals.  The OpenAI API rejects empty strings too.
-    """
+    """Refuse empty or blank inputs instead of inventing a vector: zero (cosine undefined) or one blank
+    spot "similar" to every other blank chunk would turn a chunking bug into wrong retrievals."""
     for position, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"texts to embed must be str, got {type(text).__name__} at position {position}")
@@ -102,13 +95,8 @@ def _wordllama_package_dir() -> Path:
 
 @dataclass(frozen=True)
 class _LoadedWordLlama:
-    """One loaded WordLlama table, shared by every embedding instance.
-
-    ``model`` is wordllama's own object (for its extras); we embed with
-    ``matrix`` and a private ``tokenizer`` without padding, because
-    wordllama's pads each batch to its longest text, so one long document
-    in a batch could cost gigabytes.
-    """
+    """One loaded WordLlama table, shared by every instance: ``model`` is wordllama's (for its extras);
+    we embed with ``matrix`` and a ``tokenizer`` without padding (one long text would pad a batch to GBs)."""
 
     model: Any
     matrix: np.ndarray
@@ -128,11 +116,7 @@ _MODEL_CACHE_LOCK = threading.Lock()
 
 
 def _load_wordllama(dim: int) -> _LoadedWordLlama:
-    """Load (once per process, also under concurrent first use) the bundled table truncated to ``dim``.
-
-    The key names the directory the files came from, so another
-    installation or test fixture never receives a stale table.
-    """
+    """Load (once per process and directory, also under concurrent first use) the table truncated to ``dim``."""
     package_dir = _wordllama_package_dir()
     key = (str(package_dir), _WORDLLAMA_CONFIG, _WORDLLAMA_FILE_DIM, dim)
     with _MODEL_CACHE_LOCK:
@@ -250,10 +234,9 @@ class WordLlamaEmbedding(_EmbedThroughBatches, BaseEmbedding):
     def _embed_batch(self, texts: List[str]) -> List[Embedding]:
         """Mean-pool token vectors as wordllama does, without padding.
 
-        Each text is summed on its own in float64: memory follows the total
-        token count, and batch and single calls agree bit for bit (a
-        ``reduceat`` over the batch costs four times as much).  The division
-        by token count is skipped: normalisation removes it.
+        Each text is summed on its own in float64: memory follows the token
+        count, batch and single calls agree bit for bit, and it costs a quarter
+        of a ``reduceat``.  No division by the count: normalisation removes it.
         """
         loaded = self._loaded
         tokenizer = loaded.tokenizer
@@ -286,13 +269,8 @@ class WordLlamaEmbedding(_EmbedThroughBatches, BaseEmbedding):
 
 
 class _ClientSlot:
-    """SDK clients built lazily, each with the settings it was built for.
-
-    Clients hold sockets and locks, which can be neither copied nor pickled,
-    so a copy starts empty and builds its own; a model whose key or
-    ``base_url`` changed (``model_copy(update=...)`` shares the slot) gets a
-    new client instead of talking to the old endpoint.
-    """
+    """SDK clients built lazily, each with the settings it was built for (a changed key or ``base_url``
+    gets a new client).  Clients cannot be copied or pickled: a copy starts empty."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -308,11 +286,9 @@ class _ClientSlot:
 class OpenAIEmbedding(_EmbedThroughBatches, BaseEmbedding):
     """Embeddings from the OpenAI API or any server that speaks its protocol.
 
-    Written against the ``openai`` SDK rather than ``llama-index-embeddings-openai``,
-    whose class keeps the key in a serialised field, reuses one async client
-    across event loops and retries for far longer than ``timeout``.  The key
-    is kept out of the pydantic fields, so ``to_dict``/``model_dump`` never
-    leak it.  Vectors are returned as the server sends them.
+    Not ``llama-index-embeddings-openai``, whose class serialises the key,
+    reuses one async client across event loops and retries far beyond
+    ``timeout``.  Here the key is no pydantic field, so dumps never leak it.
     """
 
     model_name: str = Field(
@@ -356,17 +332,11 @@ class OpenAIEmbedding(_EmbedThroughBatches, BaseEmbedding):
     @property
     def dimension(self) -> Optional[int]:
         """Known output size, or None for models this module has no table entry for."""
-        if self.dimensions is not None:
-            return self.dimensions
-        return OPENAI_EMBEDDING_DIMENSIONS.get(self.model_name)
+        return self.dimensions or OPENAI_EMBEDDING_DIMENSIONS.get(self.model_name)
 
     def _client(self, aio: bool = False) -> Any:
-        """The SDK client for the current settings; an async one per event loop.
-
-        An ``AsyncOpenAI`` pools connections bound to the loop that opened
-        them; reused after that loop closes (two ``asyncio.run`` calls) it
-        fails with "Event loop is closed".
-        """
+        """The SDK client for the current settings; an async one per event loop (its pool is bound to
+        the loop that opened it: reused after that loop closes, it fails with "Event loop is closed")."""
         loop = weakref.ref(asyncio.get_running_loop()) if aio else None
         settings = (self._api_key, self.base_url, self.timeout, self.max_retries, loop)
         slot = self._clients
@@ -422,10 +392,9 @@ class OpenAIEmbedding(_EmbedThroughBatches, BaseEmbedding):
 # -- Selection and introspection -------------------------------------------
 
 _ACCEPTED_FORMS = (
-    "None (uses $" + EMBED_MODEL_ENV_VAR + ", default 'wordllama'), a BaseEmbedding instance, "
-    "'wordllama', 'wordllama:<dim>' with dim in "
-    + "/".join(map(str, SUPPORTED_WORDLLAMA_DIMS))
-    + ", 'openai', 'openai:<model>' (e.g. 'openai:text-embedding-3-large')"
+    f"None (uses ${EMBED_MODEL_ENV_VAR}, default 'wordllama'), a BaseEmbedding instance, 'wordllama', "
+    f"'wordllama:<dim>' with dim in {'/'.join(map(str, SUPPORTED_WORDLLAMA_DIMS))}, 'openai', 'openai:<model>' "
+    "(e.g. 'openai:text-embedding-3-large')"
 )
 
 
@@ -450,42 +419,28 @@ def resolve_embed_model(spec: Any = None) -> BaseEmbedding:
 
 
 _PROBE_TEXT = "dimension probe"
-_PROBED_DIMENSIONS: Dict[int, Tuple[weakref.ref, int]] = {}
-# Re-entrant: the weakref callback below may run during garbage collection
-# triggered while this same thread already holds the lock.
-_PROBED_LOCK = threading.RLock()
+_PROBED_DIMENSIONS: Dict[int, int] = {}  # id of a live model -> its size (forgotten when it dies)
 
 
 def embedding_dimension(embed_model: BaseEmbedding) -> int:
     """Output size of ``embed_model``, needed to create vector indexes up front.
 
     Uses the model's ``dimension`` when it declares one; otherwise embeds a
-    probe text once per model (a paid API should not be called for this
-    again).  Keyed by ``id`` with a weak reference: pydantic models are not
-    hashable, so a ``WeakKeyDictionary`` cannot hold them.
+    probe text once per model (a paid API should not be called again).
+    Keyed by ``id``: pydantic models are not hashable.
     """
     declared = getattr(embed_model, "dimension", None)
     if callable(declared):
         declared = declared()
     if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0:
         return declared
-
     key = id(embed_model)
-    with _PROBED_LOCK:
-        entry = _PROBED_DIMENSIONS.get(key)
-        if entry is not None and entry[0]() is embed_model:
-            return entry[1]
-
+    if key in _PROBED_DIMENSIONS:
+        return _PROBED_DIMENSIONS[key]
     size = len(embed_model.get_text_embedding(_PROBE_TEXT))
     if size <= 0:
         raise ValueError(f"{type(embed_model).__name__} returned an empty probe embedding")
-
-    def _forget(_ref: weakref.ref, key: int = key) -> None:
-        with _PROBED_LOCK:
-            current = _PROBED_DIMENSIONS.get(key)
-            if current is not None and current[0] is _ref:
-                del _PROBED_DIMENSIONS[key]
-
-    with _PROBED_LOCK:
-        _PROBED_DIMENSIONS[key] = (weakref.ref(embed_model, _forget), size)
+    _PROBED_DIMENSIONS[key] = size
+    # Dropped when the model dies, before another object can take its id.
+    weakref.finalize(embed_model, _PROBED_DIMENSIONS.pop, key, None)
     return size

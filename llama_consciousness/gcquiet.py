@@ -1,18 +1,12 @@
 """Fewer garbage collections while a bulk operation builds many objects.
 
-Why: CPython's collector runs on the net number of new container objects,
-and an ingestion keeps many alive for a while (the parsed records, nodes,
-models and rows of the chunks in flight).  Young collections examine and
-promote them only for reference counting to free them later (2 of 9
-CPU-seconds on 10,000 memories), and full collections walk the whole heap
-(a third of the CPU on 4,000 memories).  Nothing they find is garbage that
-cannot wait: cycles are still collected, only less often.
-
-Retrievals leave the collector alone (the thresholds are process-wide); an
-application may wrap its own calls in ``with fewer_collections():``.  Only
-the thresholds change (no ``gc.freeze``), for the time of the block; nested
-and concurrent blocks share one raise, to the highest young threshold
-asked for by a block still inside, and the last exit restores them.
+Why: an ingestion keeps many container objects alive for a while (the
+chunks in flight); young collections examine and promote them only for
+reference counting to free them later (2 of 9 CPU-seconds on 10,000
+memories), full ones walk the whole heap (a third of the CPU on 4,000).
+Cycles are still collected, less often.  Only the thresholds change, for
+the block; nested and concurrent blocks share one raise (``SharedSetting``).
+Retrievals leave them alone: an application may use ``with fewer_collections():``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """``NearDuplicateFilter``: the same memory twice is one memory.
 
-Chat logs and importers repeat themselves ("Sounds good!" after every plan).
-A memory whose embedding has cosine similarity above the threshold (0.9)
-with a current memory of its level, or an earlier one of the run, is linked
-to it as DUPLICATE_OF (``action="link"``: nothing is lost) or not written
-(``"skip"``).  Not duplicates: the same ``node_id`` (an update), versions of
-one base identity (supersessions), and entities (names).  The filter leaves
-its embeddings on the nodes, so the writer does not embed them again.
+A memory whose embedding has cosine similarity above the threshold with a
+current memory of its level, or an earlier one of the run, is linked to it
+as DUPLICATE_OF (``"link"``) or not written (``"skip"``).  Not duplicates:
+the same ``node_id`` (an update), versions of one base identity, entities.
+Embeddings stay on the nodes, so the writer does not embed them again.
 """
 
 from __future__ import annotations
@@ -74,13 +72,11 @@ class _Judged:
 
 
 class DuplicateMemo:
-    """What one ingestion run has already judged, per level graph (shared by its filters).
+    """What one ingestion run has already judged, per level graph, to compare chunks with exactly.
 
-    A chunk is compared with the run's earlier memories exactly, in memory.
-    For a level that held no current memory when the run reached it (a bulk
-    load), those are all there is, so the server's nearest-neighbour and
-    stored-id lookups are skipped (another process's writes there during
-    the run are not compared with).
+    In a level that held no current memory when the run reached it (a bulk
+    load) that is all there is: the server's lookups are skipped (another
+    process's writes there during the run are not compared with).
     """
 
     def __init__(self) -> None:
@@ -100,12 +96,8 @@ class DuplicateMemo:
 
 
 class NearDuplicateFilter(ReportingTransform):
-    """Link or skip memories nearly identical to one already in their level.
-
-    ``memo`` (a :class:`DuplicateMemo`, one per ``ingest`` run) shares what
-    earlier calls kept; without it a call compares its chunk with itself
-    and with the stored memories.
-    """
+    """Link or skip memories nearly identical to one already in their level (or, given a
+    :class:`DuplicateMemo`, to one that earlier calls of the run kept)."""
 
     memory: SkipValidation[MemoryReader] = Field(exclude=True, description="the ConsciousnessMemory to compare against")
     threshold: float = Field(default=0.9, gt=0.0, le=1.0, description="cosine similarity above which two memories are one")

@@ -1,13 +1,9 @@
 """The memory file format (JSON Lines) and its reader.
 
-One JSON object per line: ``"kind": "relationship"`` for a relationship
-(the fields of :class:`ConsciousnessRelationship`), else a memory (those of
-:class:`MemoryNode`).  Blank lines and lines starting with ``#`` or ``//``
-are skipped; a byte order mark may start the file.  Times are ISO-8601
-(UTC without offset).  Errors name the file, line and field, for the person
-fixing the file.  A line that is not UTF-8, not JSON, or nested deeper than
-:data:`MAX_JSON_DEPTH` is a bad line like any other (refused, or skipped and
-reported), never a decoding or recursion error.
+One JSON object per line: a relationship (``"kind": "relationship"``) or a
+memory; ``#`` and ``//`` comments, blank lines and a byte order mark are
+skipped.  Errors name the file, line and field.  A line that is not UTF-8,
+not JSON, or too deep is a bad line like any other, never a crash.
 """
 
 from __future__ import annotations

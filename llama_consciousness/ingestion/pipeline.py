@@ -1,14 +1,9 @@
 """The default ingestion pipeline, and ``ingest``: a memory file into the level graphs.
 
-The pipeline is an ordinary LlamaIndex ``IngestionPipeline``; users who want
-another order or their own transforms build one from the same pieces:
-
-    validate -> scrub PII -> guard against injections -> concepts ->
-    surfaces_when -> authority -> entities -> near-duplicates -> write
-
-Validation comes first, so a bad record costs no work; scrubbing before
-anything that embeds or extracts, so secrets never reach a vector or an
-entity name.
+An ordinary LlamaIndex ``IngestionPipeline`` of: validate -> scrub PII -> guard against injections ->
+concepts -> surfaces_when -> authority -> entities -> near-duplicates -> write.  Validation comes first,
+so a bad record costs no work; scrubbing before anything that embeds or extracts, so secrets never
+reach a vector or an entity name.
 """
 
 from __future__ import annotations
@@ -36,11 +31,7 @@ from llama_consciousness.ingestion.validator import (
     LINE_KEY, MemoryValidationError, RelationshipError, _check, record_id,
 )
 from llama_consciousness.ingestion.writer import (
-    RELATIONSHIP_FACTOR,
-    ConsciousnessGraphWriter,
-    GraphKey,
-    ambiguous_source,
-    source_homes,
+    RELATIONSHIP_FACTOR, ConsciousnessGraphWriter, GraphKey, ambiguous_source, source_homes,
 )
 from llama_consciousness.levels import graph_name, home_key
 from llama_consciousness.nodes import is_relationship, memory_to_text_node, record_text_node, relationship_to_text_node
@@ -56,10 +47,8 @@ WORKER_THRESHOLD = 3000
 """Records above which ``worker="auto"`` runs the pure steps in a worker process."""
 
 STORE_THREADS = 6
-"""Threads serving the graph lanes: while some wait for the server, one runs Python.
-
-Measured on 2 cores (4,000 memories over six graphs): 2 threads 3.6 s, 3 threads 3.5 s, 6 threads 3.25 s.
-"""
+"""Threads serving the graph lanes: while some wait for the server, one runs Python (measured on 2 cores,
+4,000 memories over six graphs: 2 threads 3.6 s, 3 threads 3.5 s, 6 threads 3.25 s)."""
 
 STORE_DEPTH = 2
 """Chunks whose store steps may be under way at once."""
@@ -69,11 +58,8 @@ WORKER_LOOKAHEAD = 2
 
 
 def build_pipeline(memory: MemoryReader, options: IngestOptions | None = None) -> IngestionPipeline:
-    """The default ingestion pipeline writing into ``memory``.
-
-    Without LlamaIndex's cache, which would skip the writer for nodes it has
-    seen, in a store that may have changed since (writes are idempotent).
-    """
+    """The default ingestion pipeline writing into ``memory``; without LlamaIndex's cache, which would
+    skip the writer for nodes it has seen in a store that may have changed since."""
     o = options or IngestOptions()
     return IngestionPipeline(transformations=pure_steps(o) + _store_steps(memory, o), disable_cache=True)
 
@@ -119,11 +105,8 @@ def _raw_text_node(obj: dict[str, Any], line: int) -> BaseNode:
 
 
 class _Record:
-    """A parsed line as the TextNode it will be, not built yet: what validation reads of a node.
-
-    Why: the first pass of an all-or-nothing run reads every record before
-    the first write; the TextNodes are built later, while the store works.
-    """
+    """A parsed line as the TextNode it will be, not built yet (that waits until the store works):
+    what the first pass of an all-or-nothing run reads of every record before the first write."""
 
     __slots__ = ("node_id", "text", "metadata")
     embedding = None
@@ -193,22 +176,16 @@ def _pipelined(
 ) -> None:
     """Run every chunk through the default steps, pure and store steps side by side.
 
-    Pure steps run here or, for large inputs (``o.worker``), in a worker
-    process (``ingestion.worker``) holding up to ``WORKER_LOOKAHEAD`` chunks.
-    The store steps of a chunk are cut by level graph and queued on that
-    graph's lane (``ingestion.lanes``): in chunk order within a graph, so
-    every read sees the chunks before it; side by side across graphs, so one
-    graph's server work overlaps another's client work.  At most
-    ``STORE_DEPTH`` chunks are in the store at once.  A chunk may come ready
-    (a ``_Pure`` from ``_ready``) and skips the pure steps.  ``gate`` (the
-    first pass of an all-or-nothing run) runs once before the store gets its
-    first chunk: pure steps write nothing, so the first chunks may go
-    through them meanwhile.
+    Pure steps run here or, for large inputs, in the worker process.  A
+    chunk's store steps are cut by level graph and queued on that graph's
+    lane: in order within a graph, so every read sees the chunks before it;
+    side by side across graphs, so one's server work overlaps another's
+    client work.  A ready chunk (``_ready``) skips the pure steps.  ``gate``
+    (the first pass) runs once before the store gets its first chunk.
 
-    A failure stops the run: no further chunk is handed on, the lanes finish
-    what they hold (each batch is one transaction), and a rerun completes the
-    rest.  A failure of the worker itself (it died, or could not send an
-    error back) is not: its chunks, and all later ones, run here, with a warning.
+    A failure stops the run: the lanes finish what they hold (one
+    transaction per batch) and a rerun completes the rest.  A failure of the
+    worker itself is not: its chunks, and all later ones, run here.
     """
     from llama_consciousness.ingestion import worker as workers
     from llama_consciousness.ingestion.worker import IngestWorkerError
@@ -269,13 +246,8 @@ def _pipelined(
         worker, lookahead = None, 0
 
     def open_gate() -> None:
-        """Run ``gate`` once; with a worker, in a thread while this one reads the worker's answers.
-
-        Why: the worker blocks on each answer until it is read, so it runs the
-        pure steps of its chunks during the first pass only if someone reads
-        them meanwhile.  The first pass's error is raised at once; a chunk's
-        error in that chunk's turn.
-        """
+        """Run ``gate`` once; with a worker, in a thread while this one reads the worker's answers
+        (it blocks on each answer until read).  A chunk's error is raised in that chunk's turn."""
         nonlocal gate
         check, gate = gate, None
         if worker is None or not any(isinstance(entry, _Sent) for entry in waiting):
@@ -367,14 +339,12 @@ def ingest(
     *,
     progress: bool = False,
 ) -> IngestReport:
-    """Ingest a memory file (JSON Lines) or a sequence of records; returns the report.
+    """Ingest a memory file (JSON Lines, read in chunks) or a sequence of records; returns the report.
 
-    A file is read in chunks so large files stay out of memory.  With
-    ``on_bad_line="raise"`` the file is checked completely before the first
-    write, so a malformed line anywhere means nothing is ingested.  With
-    ``on_invalid="raise"`` (the default) every record of the call is
-    validated, and every relationship placed and its endpoints found (among
-    the call's memories, or stored), before the first write (``_first_pass``).
+    With ``on_bad_line="raise"`` a malformed line anywhere means nothing is
+    ingested; with ``on_invalid="raise"`` (the default) an invalid record
+    anywhere, or a relationship that cannot be placed or whose endpoint
+    exists nowhere, means nothing is written (``_first_pass``).
     """
     with fewer_collections(young=BULK_YOUNG_COLLECTION_THRESHOLD):  # see gcquiet: a third of this process's CPU otherwise
         return _ingest(memory, source, options, progress=progress)
@@ -401,12 +371,8 @@ def _raw_home(metadata: dict[str, Any]) -> GraphKey | None:
 
 
 def _place(node: BaseNode, homes: dict[str, dict[GraphKey, None]]) -> str | None:
-    """Give a relationship without a level the graph of its source memory in this call (in place).
-
-    Returns why it cannot be placed when its source is a memory of several
-    graphs of the call (two citizens who both have that id); a relationship
-    whose source is not in the call is left as it is.
-    """
+    """Give a relationship without a level the graph of its source memory in this call, in place; returns
+    why not when that source is a memory of several graphs here (two citizens with that id)."""
     metadata = node.metadata
     source = metadata.get("source_id")
     if metadata.get("level") is not None or type(source) is not str or source not in homes:
@@ -424,17 +390,12 @@ def _place(node: BaseNode, homes: dict[str, dict[GraphKey, None]]) -> str | None
 def _first_pass(memory: MemoryReader, nodes: Iterable[BaseNode | _Record]) -> _Checked:
     """Every record of the call checked before the first write (``on_invalid="raise"``: all or nothing).
 
-    Memories are validated (only their graphs are kept: ``nodes`` may be a
-    first read of a large file); relationships are placed, validated, and
-    their endpoints looked up among the call's memories of their graph, then
-    in that graph's store.  The first invalid record raises
-    ``MemoryValidationError`` (``RelationshipError`` for a relationship that
-    cannot be placed or points at a memory that exists nowhere).
-
-    The relationships come back with their models, from which ``_ready``
-    makes their rows (the pure steps leave relationships alone).  Sending
-    them through those steps in the worker instead would validate them
-    again, and its pipes cost about what making the rows here does.
+    Memories are validated (only their graphs are kept); relationships are
+    placed, validated, and their endpoints found among the call's memories
+    or in the store.  The first invalid record raises (``RelationshipError``
+    for placement and endpoints).  The relationships come back with their
+    models, for ``_ready`` to make their rows: through the worker they would
+    be validated again, and its pipes cost about what the rows do.
     """
     homes: dict[str, dict[GraphKey, None]] = {}  # memory id -> its graphs in this call
     relationships: list[BaseNode | _Record] = []

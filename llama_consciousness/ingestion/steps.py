@@ -21,17 +21,13 @@ from llama_consciousness.nodes import embedding_text, is_relationship
 class IngestOptions:
     """How ``ingest`` treats the records it is given.
 
-    ``on_invalid``: a record that fails validation stops the run (``raise``)
-    or is skipped and reported (``drop``).  ``on_bad_line``: a line that is
-    not JSON makes the whole file refused before anything is written
-    (``raise``: all or nothing) or is skipped and reported (``skip``: the
-    rest is ingested).  ``pii``, ``injection`` (``flag`` / ``quarantine`` /
-    ``drop`` / ``off``), ``duplicates`` (``link`` / ``skip`` / ``off``),
-    ``entities`` and ``concepts`` switch the transforms.  ``worker``: run
-    the pure steps of all chunks after the first in a second process
-    (``ingestion.worker``) while this one writes; ``auto`` does so for
-    inputs of more than ``WORKER_THRESHOLD`` records, where the start of
-    the process (about a second of imports, beside the first chunk) pays.
+    ``on_invalid``: an invalid record stops the run before anything is
+    written (``raise``) or is skipped and reported (``drop``); ``on_bad_line``
+    the same for a line that is not JSON.  ``pii``, ``injection``,
+    ``duplicates``, ``entities`` and ``concepts`` switch the transforms.
+    ``worker``: run the pure steps in a second process while this one
+    writes; ``auto`` for more than ``WORKER_THRESHOLD`` records, where its
+    start (about a second of imports) pays.
     """
 
     on_invalid: Literal["raise", "drop"] = "raise"

@@ -1,13 +1,9 @@
 """``ConsciousnessMetadataValidator``: the three tiers, applied while ingesting.
 
-A record with a missing or invalid REQUIRED field is rejected with an error
-listing the fields (mode ``raise``) or skipped and reported (``drop``);
-missing IMPORTANT fields are warnings.  Every record that passes gets its
-``metadata_completeness``, which retrieval uses to rank incomplete memories
-lower.  Text that is not valid Unicode (a lone surrogate such as
-``\\ud800``) is an error of its field: it cannot be embedded, stored or
-shown.  Defaults are the models' own, so a record that passes is exactly
-what will be written.
+A missing or invalid REQUIRED field is an error (raised, or the record
+dropped and reported), a missing IMPORTANT one a warning; records that pass
+get their ``metadata_completeness``.  A lone surrogate (``\\ud800``) is an
+error of its field: it cannot be embedded, stored or shown.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """The pure ingestion steps in a second process.
 
-Why: validation, PII scrubbing, the injection guard, concepts and entities
-read nothing but their records, yet in one process they share the
-interpreter lock with the writer.  A worker process runs them for the next
-chunks while this process writes the previous one.
-
-Not ``multiprocessing``: ``spawn`` re-imports the caller's ``__main__`` (a
-script without a ``__name__`` guard would run again), and ``fork`` is unsafe
-with threads and open connections.  The worker is a plain ``python -m
-llama_consciousness.ingestion.worker`` child on two pipes with
-``multiprocessing.connection`` framing.  Records travel as plain tuples
-(pickling ``TextNode``s costs more than the steps save); replies come in
-request order, a step's error as the exception itself.  If the worker fails,
-the pipeline runs its chunks here (``pipeline._pipelined``).
+Why: the steps that read nothing but their records would share the
+interpreter lock with the writer; a worker runs them for the next chunks
+while this process writes.  Not ``multiprocessing``: ``spawn`` re-runs a
+script without a ``__main__`` guard, ``fork`` is unsafe with threads and
+connections.  The child is ``python -m llama_consciousness.ingestion.worker``
+on two pipes; records travel as plain tuples (pickling ``TextNode``s costs
+more than the steps save), answers in order, a step's error as itself.
 """
 
 from __future__ import annotations
@@ -139,10 +133,7 @@ class PureStageWorker:
         return self._process.poll() is None
 
     def submit(self, options: Any, nodes: Sequence[BaseNode], embed_model: Any = None) -> int:
-        """Send one chunk (and the embedding model to use on it, if any); returns its ticket.
-
-        Its answer also carries the relationships' upsert rows (``prepare_edges``).
-        """
+        """Send one chunk (and the embedding model to use on it, if any); returns its ticket."""
         ticket = self._next
         self._next += 1
         try:
@@ -154,10 +145,7 @@ class PureStageWorker:
         return ticket
 
     def result(self, ticket: int) -> tuple[list[BaseNode], IngestReport, dict[int, Any]]:
-        """The answer to ``ticket``: the kept nodes, the report, prepared relationships by node position.
-
-        Answers come in order; earlier ones must have been read.
-        """
+        """The answer to ``ticket`` (earlier ones read first): kept nodes, report, prepared rows by position."""
         if not self._pending or self._pending[0] != ticket:
             raise ValueError(f"ticket {ticket} is not the next answer (pending: {list(self._pending)})")
         try:

@@ -1,14 +1,11 @@
-"""``ConsciousnessGraphWriter``: the last step of an ingestion pipeline.
+"""``ConsciousnessGraphWriter``: the last step of an ingestion pipeline, writing memories and relationships.
 
-It writes the pipeline's ``TextNode``s as memories and relationships, and
-does the work that needs the level graph: **supersession** (a memory that
-``supersedes`` another, or a new version of the same base identity, expires
-the older one, records why, and links to it with SUPERSEDES; nothing is
-deleted; without a reason, a later ``valid_at`` means reality changed, else
-the old belief was false); **entities** (names found by ``EntityExtractor``
-are matched fuzzily against the level's people, tools and concepts, or
-created, and linked with MENTIONS); **embedding** in batches; and **one
-transaction per batch**, so a rerun after a failure completes the work.
+**Supersession**: a memory that ``supersedes`` another, or a new version of
+its base identity, expires the older one (nothing is deleted) and links to
+it with SUPERSEDES; without a reason, a later ``valid_at`` means reality
+changed, else the old belief was false.  **Entities**: names are matched
+fuzzily against the level's, or created, and linked with MENTIONS.  One
+transaction per batch: a rerun after a failure completes the work.
 """
 
 from __future__ import annotations
