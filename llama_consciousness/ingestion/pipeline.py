@@ -34,7 +34,9 @@ from llama_consciousness.ingestion.writer import (
     RELATIONSHIP_FACTOR, ConsciousnessGraphWriter, GraphKey, ambiguous_source, source_homes,
 )
 from llama_consciousness.levels import graph_name, home_key
-from llama_consciousness.nodes import is_relationship, memory_to_text_node, record_text_node, relationship_to_text_node
+from llama_consciousness.nodes import (
+    is_relationship, memory_to_text_node, record_text_node, relationship_to_text_node,
+)
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage.reader import MemoryReader
 
@@ -176,16 +178,11 @@ def _pipelined(
 ) -> None:
     """Run every chunk through the default steps, pure and store steps side by side.
 
-    Pure steps run here or, for large inputs, in the worker process.  A
-    chunk's store steps are cut by level graph and queued on that graph's
-    lane: in order within a graph, so every read sees the chunks before it;
-    side by side across graphs, so one's server work overlaps another's
-    client work.  A ready chunk (``_ready``) skips the pure steps.  ``gate``
-    (the first pass) runs once before the store gets its first chunk.
-
-    A failure stops the run: the lanes finish what they hold (one
-    transaction per batch) and a rerun completes the rest.  A failure of the
-    worker itself is not: its chunks, and all later ones, run here.
+    Pure steps run here or in the worker process; a ready chunk (``_ready``)
+    skips them.  Store steps are queued per level graph on its lane: in order
+    within a graph, side by side across graphs.  ``gate`` (the first pass)
+    runs once before the store gets its first chunk.  A failure stops the run
+    (a rerun completes it); a failure of the worker moves its chunks here.
     """
     from llama_consciousness.ingestion import worker as workers
     from llama_consciousness.ingestion.worker import IngestWorkerError
@@ -194,7 +191,8 @@ def _pipelined(
     if o.worker == "on" or (o.worker == "auto" and records is not None and records > WORKER_THRESHOLD):
         worker = workers.acquire()
     # The worker embeds with the bundled WordLlama (it reloads its own table); a remote model stays here.
-    embed_model = memory.embed_model if worker is not None and type(memory.embed_model) is WordLlamaEmbedding else None
+    ships = worker is not None and type(memory.embed_model) is WordLlamaEmbedding
+    embed_model = memory.embed_model if ships else None
     lookahead = WORKER_LOOKAHEAD if worker is not None else 0
     lanes = GraphLanes(STORE_THREADS)
     waiting: deque[_Pure | _Sent | _Failed] = deque()  # pure results, chunks sent, or failed
@@ -224,7 +222,8 @@ def _pipelined(
             for node in out:
                 if matches := node.metadata.get("lc_injection_matches"):
                     state = "quarantined" if node.metadata.get("lc_quarantine") else "flagged"
-                    report.warn(node.node_id, f"{state} as a possible prompt injection: {', '.join(map(str, matches))}")
+                    matched = ", ".join(map(str, matches))
+                    report.warn(node.node_id, f"{state} as a possible prompt injection: {matched}")
 
     def pure(entry: _Pure | _Sent | _Failed) -> _Pure:
         if isinstance(entry, _Failed):
@@ -526,9 +525,7 @@ def _ingest(
     elif checked is not None:
         workload = checked.memories
 
-    def first_pass() -> _Checked | None:
-        """The first pass over the records held, once: run when the store is about to get its first
-        chunk, so that the worker runs the pure steps of the first chunks meanwhile."""
+    def first_pass() -> _Checked | None:  # once, when the store is about to get its first chunk
         nonlocal checked, everything
         if everything is not None:
             checked, everything = _first_pass(memory, everything), None

@@ -57,7 +57,9 @@ def printable(text: str) -> str:
 def surrogate_reason(field: str, text: str) -> str | None:
     """Why ``text`` is refused, if it holds a lone surrogate (not valid Unicode); else None."""
     found = None if text.isascii() else _SURROGATE.search(text)
-    return None if found is None else (f"{field}: contains a lone surrogate (U+{ord(found.group()):04X}) at character {found.start() + 1}, "
+    if found is None:
+        return None
+    return (f"{field}: contains a lone surrogate (U+{ord(found.group()):04X}) at character {found.start() + 1}, "
             "which is not valid Unicode text (a broken \\u escape or UTF-16 decoding?)")
 
 

@@ -19,7 +19,6 @@ import queue
 import subprocess
 import sys
 import threading
-from collections import deque
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -122,38 +121,36 @@ class PureStageWorker:
             os.close(from_child_w)
         self._requests = Connection(to_child_w, readable=False)
         self._replies = Connection(from_child_r, writable=False)
-        self._pending: deque[int] = deque()
-        self._next = 0
+        self._sent = self._read = 0  # chunks sent, answers read: the next answer is to ticket ``_read``
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return self._sent - self._read
 
     def alive(self) -> bool:
         return self._process.poll() is None
 
     def submit(self, options: Any, nodes: Sequence[BaseNode], embed_model: Any = None) -> int:
         """Send one chunk (and the embedding model to use on it, if any); returns its ticket."""
-        ticket = self._next
-        self._next += 1
+        ticket = self._sent
         try:
             message = pickle.dumps((ticket, options, embed_model, to_records(nodes)), protocol=pickle.HIGHEST_PROTOCOL)
             self._requests.send_bytes(message)
         except OSError as exc:
             raise IngestWorkerError(f"the ingestion worker is gone: {exc}") from exc
-        self._pending.append(ticket)
+        self._sent += 1
         return ticket
 
     def result(self, ticket: int) -> tuple[list[BaseNode], IngestReport, dict[int, Any]]:
         """The answer to ``ticket`` (earlier ones read first): kept nodes, report, prepared rows by position."""
-        if not self._pending or self._pending[0] != ticket:
-            raise ValueError(f"ticket {ticket} is not the next answer (pending: {list(self._pending)})")
+        if ticket != self._read or not self.pending:
+            pending = list(range(self._read, self._sent))
+            raise ValueError(f"ticket {ticket} is not the next answer (pending: {pending})")
         try:
             answer, status, payload, report = pickle.loads(self._replies.recv_bytes())
         except (EOFError, OSError) as exc:
-            code = self._process.poll()
-            raise IngestWorkerError(f"the ingestion worker died (exit code {code})") from exc
-        self._pending.popleft()
+            raise IngestWorkerError(f"the ingestion worker died (exit code {self._process.poll()})") from exc
+        self._read += 1
         if answer != ticket:
             raise IngestWorkerError(f"the ingestion worker answered {answer} instead of {ticket}")
         if status == "error":
@@ -168,7 +165,7 @@ class PureStageWorker:
                 conn.close()
             except OSError:
                 pass
-        if self._pending:
+        if self.pending:
             self._process.kill()
         try:
             self._process.wait(timeout=10)
