@@ -182,12 +182,8 @@ class _EmbedThroughBatches:
 
 
 class WordLlamaEmbedding(_EmbedThroughBatches, BaseEmbedding):
-    """Offline WordLlama embeddings; the package default (see module docs).
-
-    Vectors are L2-normalised, so cosine similarity is the dot product (for
-    stores with inner-product search only).  Queries and documents share one
-    encoder: WordLlama is symmetric.
-    """
+    """Offline WordLlama embeddings, the package default; L2-normalised, so cosine is the dot product
+    (for stores with inner-product search only)."""
 
     model_name: str = Field(default=f"wordllama-{_WORDLLAMA_CONFIG}", description="Name reported to callbacks.")
     embed_batch_size: int = Field(
@@ -232,12 +228,9 @@ class WordLlamaEmbedding(_EmbedThroughBatches, BaseEmbedding):
         return [vector for batch in self._batches(texts) for vector in self._embed_batch(batch)]
 
     def _embed_batch(self, texts: List[str]) -> List[Embedding]:
-        """Mean-pool token vectors as wordllama does, without padding.
-
-        Each text is summed on its own in float64: memory follows the token
-        count, batch and single calls agree bit for bit, and it costs a quarter
-        of a ``reduceat``.  No division by the count: normalisation removes it.
-        """
+        """Mean-pool token vectors as wordllama does, without padding: each text summed on its own in float64
+        (memory follows the token count, batch and single calls agree bit for bit, a quarter of a ``reduceat``'s
+        cost); no division by the count, which normalisation removes."""
         loaded = self._loaded
         tokenizer = loaded.tokenizer
         # ``encode_batch_fast`` gives the same ids without computing character offsets.
@@ -284,12 +277,8 @@ class _ClientSlot:
 
 
 class OpenAIEmbedding(_EmbedThroughBatches, BaseEmbedding):
-    """Embeddings from the OpenAI API or any server that speaks its protocol.
-
-    Not ``llama-index-embeddings-openai``, whose class serialises the key,
-    reuses one async client across event loops and retries far beyond
-    ``timeout``.  Here the key is no pydantic field, so dumps never leak it.
-    """
+    """Embeddings from the OpenAI API or a server that speaks it.  Not ``llama-index-embeddings-openai``,
+    which serialises the key, reuses one async client across event loops and retries far beyond ``timeout``."""
 
     model_name: str = Field(
         default="text-embedding-3-small", description="Embedding model identifier."
@@ -423,12 +412,8 @@ _PROBED_DIMENSIONS: Dict[int, int] = {}  # id of a live model -> its size (forgo
 
 
 def embedding_dimension(embed_model: BaseEmbedding) -> int:
-    """Output size of ``embed_model``, needed to create vector indexes up front.
-
-    Uses the model's ``dimension`` when it declares one; otherwise embeds a
-    probe text once per model (a paid API should not be called again).
-    Keyed by ``id``: pydantic models are not hashable.
-    """
+    """Output size of ``embed_model``, for vector indexes made up front: its ``dimension``, or a probe
+    embedded once per model (a paid API should not be called again), keyed by ``id`` (models are unhashable)."""
     declared = getattr(embed_model, "dimension", None)
     if callable(declared):
         declared = declared()

@@ -36,11 +36,8 @@ class _Version(NamedTuple):
 
 
 def _home(node: BaseNode) -> tuple[tuple[str, str | None], _Version]:
-    """A memory's graph key and version fields, read from its metadata.
-
-    Why not the model: the writer parses it again, and three fields are
-    needed here.  Invalid fields are parsed, to fail with the model's error.
-    """
+    """A memory's graph key and version fields, read from its metadata (the writer parses the model; three
+    fields are needed here).  Invalid fields are parsed, to fail with the model's error."""
     meta = node.metadata
     node_id, level, citizen = meta.get("node_id", node.node_id), meta.get("level"), meta.get("citizen_id")
     supersedes, extra = meta.get("supersedes"), meta.get("extra")
@@ -72,12 +69,8 @@ class _Judged:
 
 
 class DuplicateMemo:
-    """What one ingestion run has already judged, per level graph, to compare chunks with exactly.
-
-    In a level that held no current memory when the run reached it (a bulk
-    load) that is all there is: the server's lookups are skipped (another
-    process's writes there during the run are not compared with).
-    """
+    """What one ingestion run has already judged, per level graph, to compare chunks with exactly.  In a
+    level empty when the run reached it (a bulk load), the server's lookups are skipped."""
 
     def __init__(self) -> None:
         self._graphs: dict[tuple[str, str | None], _Judged] = {}
@@ -123,12 +116,8 @@ class NearDuplicateFilter(ReportingTransform):
         return [n for n in nodes if n.node_id not in dropped]
 
     def _check_level(self, level: str, citizen: str | None, group: list[BaseNode], versions: dict) -> set[str]:
-        """Judge the memories of one level; returns the ids to drop.
-
-        A memory stored under its id keeps the judgement of its first write
-        (else the kept original would find its own duplicate and link back
-        to it); it still counts as seen for the new memories.
-        """
+        """Judge the memories of one level; returns the ids to drop.  A memory stored under its id keeps the
+        judgement of its first write (else it would find its own duplicate and link back to it)."""
         store = self.memory.level(level, citizen)
         bases = {n.node_id: base_identity(versions[n.node_id], versions) for n in group}
         earlier = self.memo.judged((level, citizen), store) if self.memo is not None else None

@@ -98,11 +98,8 @@ def check_memory_file(path: str | os.PathLike[str]) -> Path:
 def iter_json_objects(
     path: str | os.PathLike[str], on_error: Callable[[MemoryFileError], None] | None = None
 ) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` of each record line, lazily; comments and blank lines are skipped.
-
-    A bad line (see ``_parse_line``) raises :class:`MemoryFileError`, or,
-    given ``on_error``, is handed to it and skipped.
-    """
+    """``(line number, object)`` of each record line, lazily; a bad line raises :class:`MemoryFileError`,
+    or, given ``on_error``, is handed to it and skipped."""
     name = str(path)
     with open(path, encoding="utf-8", errors="surrogateescape") as handle:
         for number, raw in enumerate(handle, start=1):
@@ -124,8 +121,9 @@ def iter_json_objects(
 def _parse_line(name: str, number: int, text: str) -> dict:
     """One line's object, or the error if it is not UTF-8, not JSON, too deep, or not an object of a known kind."""
     if not text.isascii() and (undecoded := _UNDECODED.search(text)) is not None:
-        raise MemoryFileError(name, number, f"not UTF-8: byte 0x{ord(undecoded.group()) - 0xDC00:02x} at column "
-                                            f"{undecoded.start() + 1} cannot be decoded (the file must be UTF-8 text)")
+        byte, column = ord(undecoded.group()) - 0xDC00, undecoded.start() + 1
+        raise MemoryFileError(name, number, f"not UTF-8: byte 0x{byte:02x} at column {column} cannot be decoded "
+                                            "(the file must be UTF-8 text)")
     try:
         obj = json.loads(text)
         # Only a line with more brackets than the limit can be nested deeper: most are never walked.

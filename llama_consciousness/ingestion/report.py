@@ -69,10 +69,8 @@ class IngestReport:
 
 
 class ReportingTransform(TransformComponent):
-    """A transform whose ``report`` records what its last call rejected, skipped or warned about.
-
-    The async path runs the sync one in a thread (CPU work or sync I/O): the event loop stays free.
-    """
+    """A transform whose ``report`` records what its last call rejected, skipped or warned about; async
+    runs the sync path in a thread, so the event loop stays free."""
 
     _report: IngestReport = PrivateAttr(default_factory=IngestReport)
 

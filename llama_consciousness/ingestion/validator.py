@@ -39,11 +39,8 @@ class MemoryValidationError(ConsciousnessError, ValueError):
 
 
 class RelationshipError(MemoryValidationError, StorageError):
-    """A relationship that cannot be written: its graph cannot be told, or an endpoint exists nowhere.
-
-    Raised (mode ``raise``) before anything of the call is written; also a
-    ``StorageError``, what the writer raises for the same problems.
-    """
+    """A relationship whose graph cannot be told, or an endpoint exists nowhere (raised before anything of
+    the call is written; also a ``StorageError``, as the writer raises for the same problems)."""
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -132,10 +129,8 @@ def record_id(node: Any) -> str:
 
 
 def _check(node: BaseNode) -> tuple[list[str], list[str], float, Any]:
-    """(errors, warnings, completeness) of one memory or relationship node, and the model it built (or None).
-
-    A relationship's model carries its completeness, as the writer would read it after this validator.
-    """
+    """(errors, warnings, completeness) of one memory or relationship node, and the model it built (or None;
+    a relationship's carries its completeness, as the writer would read it after this validator)."""
     relationship = is_relationship(node)
     broken = surrogate_reasons("" if relationship else node.get_content(metadata_mode="none"), node.metadata)
     if broken:  # such text cannot be embedded or stored: nothing more to judge
@@ -197,11 +192,8 @@ class ConsciousnessMetadataValidator(ReportingTransform):
         return kept
 
     def validated_relationship(self, node: BaseNode) -> ConsciousnessRelationship | None:
-        """The model (not a copy: do not change it) built for a relationship node of the last call, else None.
-
-        Why: the ingestion worker makes each relationship's row right after
-        the pure steps, which leave relationships alone: no second build.
-        """
+        """The model (not a copy: do not change it) built for a relationship node of the last call, else None:
+        the worker makes the row from it (the pure steps leave relationships alone)."""
         entry = self._relationships.get(id(node))
         return entry[1] if entry is not None and entry[0] is node else None
 

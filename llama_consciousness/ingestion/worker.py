@@ -47,11 +47,8 @@ _PLACEMENT = ("kind", "level", "citizen_id")
 
 
 def answer_records(nodes: Sequence[BaseNode], prepared: dict[int, Any]) -> list[Record]:
-    """``to_records`` of a chunk's kept nodes; a prepared relationship keeps only what places it and private keys.
-
-    Why: it is written from its row alone; its other fields would cross the
-    pipe twice, a third of a relationship chunk's reply.
-    """
+    """``to_records`` of a chunk's kept nodes; a prepared relationship keeps only what places it and private
+    keys (it is written from its row: its fields would cross twice, a third of a relationship chunk's reply)."""
     from llama_consciousness.nodes import PRIVATE_PREFIX
 
     records = to_records(nodes)
@@ -80,11 +77,8 @@ def run_pure(options: Any, nodes: list[BaseNode], pipeline: Any = None) -> tuple
 
 
 def prepare_edges(nodes: Sequence[BaseNode], validator: Any) -> dict[int, Any]:
-    """Upsert rows (``records.PreparedEdge``) for the relationships among ``nodes`` that have a level, by position.
-
-    The writer then skips the model and the row; one without a level is left
-    to it.  ``validator`` (the pipeline's first step) lends the models it built.
-    """
+    """Upsert rows (``records.PreparedEdge``) of the relationships with a level among ``nodes``, by position,
+    from the models ``validator`` built; the writer then skips the model and the row."""
     from llama_consciousness.nodes import is_relationship, text_node_to_relationship
     from llama_consciousness.storage.records import prepare_edge
 

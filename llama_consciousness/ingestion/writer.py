@@ -48,12 +48,8 @@ _ENTITY_ID_DIGEST_CHARS = 16
 
 
 def entity_node_id(key: str) -> str:
-    """A stable id for an entity created from a name key: ``"entity_" + slug of the key``.
-
-    An id over :data:`ENTITY_ID_MAX_CHARS` has its slug cut and the key's
-    SHA-256 appended, so it fits, stays deterministic and differs between
-    keys that differ after the cut.
-    """
+    """A stable id for an entity's name key: ``"entity_" + slug``; one too long has its slug cut and the
+    key's SHA-256 appended, so it fits, stays deterministic and differs between keys cut alike."""
     node_id = "entity_" + (_SLUG.sub("_", key).strip("_") or "unnamed")
     if len(node_id) <= ENTITY_ID_MAX_CHARS:
         return node_id
@@ -78,11 +74,8 @@ class _LevelBatch:
 def _derived_link(
     source: MemoryNode, target_id: str, relation_type: str, formation_trigger: str, **overrides: Any
 ) -> ConsciousnessRelationship:
-    """A relationship the writer adds (SUPERSEDES, MENTIONS, DUPLICATE_OF).
-
-    It carries the source memory's goal, mindstate and feeling, and its
-    times (defaulted times stay defaulted, so a rerun keeps them).
-    """
+    """A relationship the writer adds (SUPERSEDES, MENTIONS, DUPLICATE_OF), with the source memory's goal,
+    mindstate, feeling and times (defaulted times stay defaulted, so a rerun keeps them)."""
     data: dict[str, Any] = {
         "source_id": source.node_id,
         "target_id": target_id,
@@ -111,12 +104,8 @@ GraphKey = tuple[str, "str | None"]
 
 
 def source_homes(found: Sequence[GraphKey], citizen_id: Any) -> list[GraphKey]:
-    """The graphs a relationship without a level may go to: those of its source memory.
-
-    ``found`` are the graphs holding its source id among the records at
-    hand; two or more mean it cannot be placed, unless its own
-    ``citizen_id`` names one of them (that citizen's N1 graph).
-    """
+    """The graphs a relationship without a level may go to: those (``found``) holding its source memory
+    here; two or more mean it cannot be placed, unless its ``citizen_id`` names one (that N1 graph)."""
     if len(found) > 1 and citizen_id is not None:
         mine = [key for key in found if key == ("N1", citizen_id)]
         if mine:
@@ -258,7 +247,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
         changes: list[Supersession] = []
         links: list[ConsciousnessRelationship] = []
         for old, new in pairs:
-            reason = new.supersede_reason or ("reality_changed" if new.valid_at > old.valid_at else "discovered_false")
+            changed = new.valid_at > old.valid_at
+            reason = new.supersede_reason or ("reality_changed" if changed else "discovered_false")
             changes.append(Supersession(old.node_id, new.node_id, expired_at=new.created_at, reason=reason,
                                         invalid_at=new.valid_at if reason == "reality_changed" else None))
             energy = new.discovery_energy if new.discovery_energy is not None else new.energy
