@@ -424,7 +424,7 @@ def test_openai_copies_get_their_own_clients(server: FakeOpenAIServer) -> None:
 
 def test_openai_client_follows_changed_base_url(server: FakeOpenAIServer) -> None:
     model = OpenAIEmbedding(api_key="k", base_url="http://127.0.0.1:9/v1", max_retries=0)
-    model._sync_client()  # built for the dead endpoint
+    model._client()  # built for the dead endpoint
     moved = model.model_copy(update={"base_url": server.base_url})
     assert moved.get_text_embedding("c") == fake_vector("c")
 

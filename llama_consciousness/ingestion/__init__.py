@@ -7,19 +7,11 @@ entity extraction, near-duplicate detection, and the writer.
 
 from llama_consciousness.ingestion.cognitive import AuthorityScorer, ConceptExtractor, SurfacesWhenInferrer
 from llama_consciousness.ingestion.dedupe import DuplicateMemo, NearDuplicateFilter
-from llama_consciousness.ingestion.entities import (
-    Entity,
-    EntityExtractor,
-    LLMEntityExtractor,
-    OfflineEntityExtractor,
-)
+from llama_consciousness.ingestion.entities import Entity, EntityExtractor, LLMEntityExtractor, OfflineEntityExtractor
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.loader import MemoryFileError, demo_memory_file, iter_memory_file, read_memory_file
 from llama_consciousness.nodes import (
-    memory_to_text_node,
-    relationship_to_text_node,
-    text_node_to_memory,
-    text_node_to_relationship,
+    memory_to_text_node, relationship_to_text_node, text_node_to_memory, text_node_to_relationship,
 )
 from llama_consciousness.ingestion.pipeline import build_pipeline, ingest, to_text_nodes
 from llama_consciousness.ingestion.steps import IngestOptions

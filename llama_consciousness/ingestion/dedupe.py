@@ -1,21 +1,10 @@
 """``NearDuplicateFilter``: the same memory twice is one memory.
 
-Chat logs and importers repeat themselves ("Sounds good!" after every
-plan).  A memory whose embedding has cosine similarity above the threshold
-(0.9 by default) with a current memory of its level, or with an earlier
-memory of the same batch, is either linked to it as DUPLICATE_OF
-(``action="link"``, the default: nothing is lost) or not written at all
-(``action="skip"``).
-
-Not duplicates: the same ``node_id`` (re-ingesting is an update, handled by
-the writer), versions of one belief (same base identity), which are
-supersessions, not repetitions, and entity nodes, which are names.
-
-Within one ingestion run, a chunk is also compared, exactly and in memory,
-with the memories the run kept from its earlier chunks (``DuplicateMemo``).
-
-The filter embeds the memories it checks and leaves the embedding on the
-node, so the writer does not embed them again.
+A memory whose embedding has cosine similarity above the threshold with a
+current memory of its level, or an earlier one of the run, is linked to it
+as DUPLICATE_OF (``"link"``) or not written (``"skip"``).  Not duplicates:
+the same ``node_id`` (an update), versions of one base identity, entities.
+Embeddings stay on the nodes, so the writer does not embed them again.
 """
 
 from __future__ import annotations
@@ -29,7 +18,8 @@ from llama_index.core.schema import BaseNode
 from pydantic import Field, SkipValidation
 
 from llama_consciousness.blas import one_blas_thread
-from llama_consciousness.nodes import embedding_text, is_relationship, text_node_to_memory
+from llama_consciousness.ingestion.steps import embed_memories
+from llama_consciousness.nodes import is_relationship, text_node_to_memory
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.ingestion.writer import DUPLICATE_KEY
 from llama_consciousness.levels import home_key
@@ -46,12 +36,8 @@ class _Version(NamedTuple):
 
 
 def _home(node: BaseNode) -> tuple[tuple[str, str | None], _Version]:
-    """A memory's (level, citizen) graph key and version fields, read from its metadata.
-
-    Why not the whole model: a chunk's memories are parsed again by the
-    writer, and the filter needs three fields.  A memory whose home fields
-    are not valid is parsed, so that it fails with the model's own error.
-    """
+    """A memory's graph key and version fields, read from its metadata (the writer parses the model; three
+    fields are needed here).  Invalid fields are parsed, to fail with the model's error."""
     meta = node.metadata
     node_id, level, citizen = meta.get("node_id", node.node_id), meta.get("level"), meta.get("citizen_id")
     supersedes, extra = meta.get("supersedes"), meta.get("extra")
@@ -83,17 +69,8 @@ class _Judged:
 
 
 class DuplicateMemo:
-    """What one ingestion run has already judged, per level graph.
-
-    Shared by the filters of one run (one per chunk and graph).  It lets a
-    chunk be compared with the run's earlier memories exactly, in memory,
-    and it records whether each level graph held any current memory when
-    the run first reached it.  For a level that held none (a bulk load into
-    a new level), the run's own memories are all there is to compare with,
-    so the server's nearest-neighbour and stored-id lookups are skipped.
-    Memories that another process writes into such a level during the run
-    are therefore not compared with.
-    """
+    """What one ingestion run has already judged, per level graph, to compare chunks with exactly.  In a
+    level empty when the run reached it (a bulk load), the server's lookups are skipped."""
 
     def __init__(self) -> None:
         self._graphs: dict[tuple[str, str | None], _Judged] = {}
@@ -112,12 +89,8 @@ class DuplicateMemo:
 
 
 class NearDuplicateFilter(ReportingTransform):
-    """Link or skip memories nearly identical to one already in their level.
-
-    ``memo`` (a :class:`DuplicateMemo`) shares what earlier calls of the same
-    run kept; ``ConsciousnessMemory.ingest`` passes one per run.  Without it
-    each call compares its chunk with itself and with the stored memories.
-    """
+    """Link or skip memories nearly identical to one already in their level (or, given a
+    :class:`DuplicateMemo`, to one that earlier calls of the run kept)."""
 
     memory: SkipValidation[MemoryReader] = Field(exclude=True, description="the ConsciousnessMemory to compare against")
     threshold: float = Field(default=0.9, gt=0.0, le=1.0, description="cosine similarity above which two memories are one")
@@ -127,7 +100,7 @@ class NearDuplicateFilter(ReportingTransform):
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         self._report = IngestReport()
         memories = [n for n in nodes if not is_relationship(n)]
-        self._embed(memories)
+        embed_memories(self.memory.embed_model, memories)
         groups: dict[tuple[str, str | None], list[BaseNode]] = {}
         versions: dict[str, _Version] = {}
         for node in memories:
@@ -142,23 +115,9 @@ class NearDuplicateFilter(ReportingTransform):
                 dropped |= self._check_level(level, citizen, group, versions)
         return [n for n in nodes if n.node_id not in dropped]
 
-    def _embed(self, nodes: list[BaseNode]) -> None:
-        todo = [n for n in nodes if n.embedding is None]
-        if not todo:
-            return
-        texts = [embedding_text(n) for n in todo]
-        vectors = self.memory.embed_model.get_text_embedding_batch(texts)
-        for node, vector in zip(todo, vectors):
-            node.embedding = list(vector)
-
     def _check_level(self, level: str, citizen: str | None, group: list[BaseNode], versions: dict) -> set[str]:
-        """Judge the memories of one level; returns the ids to drop.
-
-        A memory already stored under its id was judged when it was first
-        written: re-ingesting it keeps that judgement (otherwise the kept
-        original would now find its own duplicate in the store and link
-        back to it).  It still counts as "seen" for the new memories.
-        """
+        """Judge the memories of one level; returns the ids to drop.  A memory stored under its id keeps the
+        judgement of its first write (else it would find its own duplicate and link back to it)."""
         store = self.memory.level(level, citizen)
         bases = {n.node_id: base_identity(versions[n.node_id], versions) for n in group}
         earlier = self.memo.judged((level, citizen), store) if self.memo is not None else None

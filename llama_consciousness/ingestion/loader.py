@@ -1,19 +1,9 @@
 """The memory file format (JSON Lines) and its reader.
 
-One JSON object per line.  A line with ``"kind": "relationship"`` is a
-relationship (the fields of :class:`ConsciousnessRelationship`); any other
-line (``"kind": "memory"`` or no kind) is a memory (the fields of
-:class:`MemoryNode`).  Blank lines and lines starting with ``#`` or ``//``
-are skipped, so files can carry comments.  Times are ISO-8601; a time
-without offset is UTC.
-
-Errors name the file and line, and the field that is wrong, because a
-memory file is usually written by hand or by another program and the
-person fixing it needs to find the line.  A line that is not UTF-8, not
-JSON, or JSON nested deeper than :data:`MAX_JSON_DEPTH` is a bad line like
-any other (refused, or skipped and reported): it never stops the reader
-with a decoding or recursion error.  A byte order mark before the first
-line is allowed.
+One JSON object per line: a relationship (``"kind": "relationship"``) or a
+memory; ``#`` and ``//`` comments, blank lines and a byte order mark are
+skipped.  Errors name the file, line and field.  A line that is not UTF-8,
+not JSON, or too deep is a bad line like any other, never a crash.
 """
 
 from __future__ import annotations
@@ -30,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from llama_consciousness.errors import ConsciousnessError
+from llama_consciousness.ingestion.validator import pydantic_reasons
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 
 
@@ -38,10 +29,9 @@ KINDS = {"memory": MemoryNode, "relationship": ConsciousnessRelationship}
 MAX_JSON_DEPTH = 64
 """Arrays and objects nested deeper than this in one line make it a bad line.
 
-Why: a record nests two or three levels (``emotion_vector``, ``extra``);
-Python's parser and every later step (pickling to the ingestion worker,
-storage) recurse, and a line nested thousands deep used to end the run with
-a ``RecursionError``.  64 leaves room for any ``extra`` a program writes.
+Why: the parser and later steps (pickling, storage) recurse, so a line
+nested thousands deep ended the run with a ``RecursionError``; a record
+nests two or three levels, and 64 leaves room for any ``extra``.
 """
 
 # Bytes that are not UTF-8 are read as these (``surrogateescape``): the
@@ -105,92 +95,53 @@ def check_memory_file(path: str | os.PathLike[str]) -> Path:
     return where
 
 
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "record"
-        parts.append(f"{where}: {err['msg']}")
-    return "; ".join(parts)
-
-
-def parse_record(obj: object, path: str = "<memory>", line: int = 0) -> MemoryNode | ConsciousnessRelationship:
-    """One decoded JSON object as a memory or a relationship."""
-    if not isinstance(obj, dict):
-        raise MemoryFileError(path, line, f"expected a JSON object, got {type(obj).__name__}")
-    data = dict(obj)
-    kind = data.pop("kind", "memory")
-    model = KINDS.get(kind) if _known_kind(kind) else None
-    if model is None:
-        raise MemoryFileError(path, line, f"unknown kind {kind!r}; expected 'memory' or 'relationship'")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise MemoryFileError(path, line, f"invalid {kind}: {_describe(exc)}") from None
-
-
 def iter_json_objects(
     path: str | os.PathLike[str], on_error: Callable[[MemoryFileError], None] | None = None
 ) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` of each record line, lazily.
-
-    Comments and blank lines are skipped.  A line that is not UTF-8, not a
-    JSON object, nested deeper than :data:`MAX_JSON_DEPTH` (or names an
-    unknown kind) raises :class:`MemoryFileError`, or, given ``on_error``,
-    is handed to it and skipped.
-    """
+    """``(line number, object)`` of each record line, lazily; a bad line raises :class:`MemoryFileError`,
+    or, given ``on_error``, is handed to it and skipped."""
     name = str(path)
     with open(path, encoding="utf-8", errors="surrogateescape") as handle:
         for number, raw in enumerate(handle, start=1):
             text = raw.strip()
             if number == 1 and text.startswith("\ufeff"):  # a byte order mark
                 text = text[1:].lstrip()
-            if not text or text.startswith("#") or text.startswith("//"):
+            if not text or text.startswith(("#", "//")):
                 continue
-            error = None
-            undecoded = None if text.isascii() else _UNDECODED.search(text)
-            if undecoded is not None:
-                byte = ord(undecoded.group()) - 0xDC00
-                error = MemoryFileError(name, number, f"not UTF-8: byte 0x{byte:02x} at column {undecoded.start() + 1} "
-                                                      "cannot be decoded (the file must be UTF-8 text)")
-            else:
-                error, obj = _decode(name, number, text)
-            if error is None:
-                if not isinstance(obj, dict):
-                    error = MemoryFileError(name, number, f"expected a JSON object, got {type(obj).__name__}")
-                elif not _known_kind(obj.get("kind", "memory")):
-                    error = MemoryFileError(
-                        name, number, f"unknown kind {obj.get('kind')!r}; expected 'memory' or 'relationship'"
-                    )
-            if error is None:
-                yield number, obj
-            elif on_error is None:
-                raise error
-            else:
+            try:
+                obj = _parse_line(name, number, text)
+            except MemoryFileError as error:
+                if on_error is None:
+                    raise
                 on_error(error)
+                continue
+            yield number, obj
 
 
-def _known_kind(kind: object) -> bool:
-    return type(kind) is str and kind in KINDS
-
-
-def _decode(name: str, number: int, text: str) -> tuple[MemoryFileError | None, object]:
-    """One line's JSON value, or the error that makes it a bad line."""
+def _parse_line(name: str, number: int, text: str) -> dict:
+    """One line's object, or the error if it is not UTF-8, not JSON, too deep, or not an object of a known kind."""
+    if not text.isascii() and (undecoded := _UNDECODED.search(text)) is not None:
+        byte, column = ord(undecoded.group()) - 0xDC00, undecoded.start() + 1
+        raise MemoryFileError(name, number, f"not UTF-8: byte 0x{byte:02x} at column {column} cannot be decoded "
+                                            "(the file must be UTF-8 text)")
     try:
         obj = json.loads(text)
+        # Only a line with more brackets than the limit can be nested deeper: most are never walked.
+        deep = text.count("[") + text.count("{") > MAX_JSON_DEPTH and _deeper_than(obj, MAX_JSON_DEPTH)
     except json.JSONDecodeError as exc:
-        return MemoryFileError(name, number, f"malformed JSON: {exc.msg} (column {exc.colno})"), None
+        raise MemoryFileError(name, number, f"malformed JSON: {exc.msg} (column {exc.colno})") from None
     except RecursionError:
-        return MemoryFileError(name, number, _too_deep_message()), None
+        deep = True
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
-        return MemoryFileError(name, number, f"malformed JSON: {exc}"), None
-    # Only a line with more brackets than the limit can be nested deeper: most are never walked.
-    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _deeper_than(obj, MAX_JSON_DEPTH):
-        return MemoryFileError(name, number, _too_deep_message()), None
-    return None, obj
-
-
-def _too_deep_message() -> str:
-    return f"JSON nested too deeply: more than {MAX_JSON_DEPTH} levels of arrays and objects"
+        raise MemoryFileError(name, number, f"malformed JSON: {exc}") from None
+    if deep:
+        raise MemoryFileError(name, number, f"JSON nested too deeply: more than {MAX_JSON_DEPTH} levels of arrays "
+                                            "and objects")
+    if not isinstance(obj, dict):
+        raise MemoryFileError(name, number, f"expected a JSON object, got {type(obj).__name__}")
+    if not (type(kind := obj.get("kind", "memory")) is str and kind in KINDS):
+        raise MemoryFileError(name, number, f"unknown kind {obj.get('kind')!r}; expected 'memory' or 'relationship'")
+    return obj
 
 
 def _deeper_than(value: object, limit: int) -> bool:
@@ -206,9 +157,15 @@ def _deeper_than(value: object, limit: int) -> bool:
 
 
 def iter_memory_file(path: str | os.PathLike[str]) -> Iterator[MemoryRecord]:
-    """Parse a memory file lazily, line by line (large files stay out of memory)."""
+    """Parse a memory file lazily, line by line (large files stay out of memory); the first bad line raises."""
     for number, obj in iter_json_objects(path):
-        yield MemoryRecord(number, parse_record(obj, str(path), number))
+        data = dict(obj)
+        kind = data.pop("kind", "memory")
+        try:
+            item = KINDS[kind].model_validate(data)
+        except ValidationError as exc:
+            raise MemoryFileError(str(path), number, f"invalid {kind}: {'; '.join(pydantic_reasons(exc))}") from None
+        yield MemoryRecord(number, item)
 
 
 def read_memory_file(

@@ -1,15 +1,11 @@
-"""What an ingestion did, for the person who ran it.
-
-Every transform that can reject, skip or warn records it here instead of
-logging and moving on, so that ``llama-consciousness ingest`` can end with
-one report and a program can assert on it.
-"""
+"""What an ingestion did: every transform that rejects, skips or warns records it here, not in a log,
+so that ``llama-consciousness ingest`` ends with one report and a program can assert on it."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from llama_index.core.schema import BaseNode, TransformComponent
@@ -49,11 +45,10 @@ class IngestReport:
         self.warnings.append((item_id, message))
 
     def merge(self, other: IngestReport) -> IngestReport:
-        for name in ("inserted", "updated", "unchanged", "relationships_inserted", "relationships_updated",
-                     "relationships_unchanged", "superseded", "duplicates", "entities"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.rejected.extend(other.rejected)
-        self.warnings.extend(other.warnings)
+        for name in (f.name for f in fields(self)):
+            total = getattr(self, name)
+            total += getattr(other, name)  # counts added, lists extended in place
+            setattr(self, name, total)
         return self
 
     def summary(self) -> str:
@@ -74,12 +69,8 @@ class IngestReport:
 
 
 class ReportingTransform(TransformComponent):
-    """A transform that records what it rejected, skipped or warned about.
-
-    ``report`` is the record of the last call.  The async path runs the sync
-    one in a worker thread: these transforms are CPU work or sync I/O, and
-    the event loop must stay free.
-    """
+    """A transform whose ``report`` records what its last call rejected, skipped or warned about; async
+    runs the sync path in a thread, so the event loop stays free."""
 
     _report: IngestReport = PrivateAttr(default_factory=IngestReport)
 

@@ -1,39 +1,33 @@
-"""The ingestion options and the steps that read nothing but their records.
-
-These steps may run in the ingestion worker's process (``ingestion.worker``)
-as well as in the caller's (``ingestion.pipeline``): both import them from
-here, and neither imports the other for them.
-"""
+"""The ingestion options and the steps that read nothing but their records: they may run in the
+worker process (``ingestion.worker``) or in the caller's (``ingestion.pipeline``), both import them here."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.schema import BaseNode
 
 from llama_consciousness.ingestion.cognitive import AuthorityScorer, ConceptExtractor, SurfacesWhenInferrer
 from llama_consciousness.ingestion.entities import EntityExtractor
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
-
+from llama_consciousness.nodes import embedding_text, is_relationship
 
 @dataclass(frozen=True)
 class IngestOptions:
     """How ``ingest`` treats the records it is given.
 
-    ``on_invalid``: a record that fails validation stops the run (``raise``)
-    or is skipped and reported (``drop``).  ``on_bad_line``: a line that is
-    not JSON makes the whole file refused before anything is written
-    (``raise``: all or nothing) or is skipped and reported (``skip``: the
-    rest is ingested).  ``pii``, ``injection`` (``flag`` / ``quarantine`` /
-    ``drop`` / ``off``), ``duplicates`` (``link`` / ``skip`` / ``off``),
-    ``entities`` and ``concepts`` switch the transforms.  ``worker``: run
-    the pure steps of all chunks after the first in a second process
-    (``ingestion.worker``) while this one writes; ``auto`` does so for
-    inputs of more than ``WORKER_THRESHOLD`` records, where the start of
-    the process (about a second of imports, beside the first chunk) pays.
+    ``on_invalid``: an invalid record stops the run before anything is
+    written (``raise``) or is skipped and reported (``drop``); ``on_bad_line``
+    the same for a line that is not JSON.  ``pii``, ``injection``,
+    ``duplicates``, ``entities`` and ``concepts`` switch the transforms.
+    ``worker``: run the pure steps in a second process while this one
+    writes; ``auto`` for more than ``WORKER_THRESHOLD`` records, where its
+    start (about a second of imports) pays.
     """
 
     on_invalid: Literal["raise", "drop"] = "raise"
@@ -49,10 +43,16 @@ class IngestOptions:
     worker: Literal["auto", "on", "off"] = "auto"
 
     def __post_init__(self) -> None:
-        if self.worker not in ("auto", "on", "off"):
-            raise ValueError(f"worker must be 'auto', 'on' or 'off', not {self.worker!r}")
+        # A value that would otherwise be read as another (``on_invalid="skip"`` as drop) is refused.
+        for name, choices in _CHOICES.items():
+            if (value := getattr(self, name)) not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, not {value!r}")
         if self.chunk_size < 1 or self.batch_size < 1:
             raise ValueError("chunk_size and batch_size must be at least 1")
+
+
+_CHOICES = {name: get_args(hint) for name, hint in get_type_hints(IngestOptions).items()
+            if get_origin(hint) is Literal}  # the values each Literal option accepts
 
 
 def pure_steps(o: IngestOptions) -> list[Any]:
@@ -73,6 +73,15 @@ def pure_steps(o: IngestOptions) -> list[Any]:
 
 def pure_pipeline(o: IngestOptions) -> IngestionPipeline:
     return IngestionPipeline(transformations=pure_steps(o), disable_cache=True)
+
+
+def embed_memories(embed_model: Any, nodes: Sequence[BaseNode]) -> None:
+    """Embed, in place, the memories among ``nodes`` without an embedding, from the text the store would embed."""
+    todo = [n for n in nodes if n.embedding is None and not is_relationship(n)]
+    if todo:
+        vectors = embed_model.get_text_embedding_batch([embedding_text(n) for n in todo])
+        for node, vector in zip(todo, vectors):
+            node.embedding = list(vector)
 
 
 def collect_reports(pipeline: IngestionPipeline, report: IngestReport) -> None:

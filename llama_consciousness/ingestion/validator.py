@@ -1,19 +1,9 @@
 """``ConsciousnessMetadataValidator``: the three tiers, applied while ingesting.
 
-A memory or relationship with a missing or invalid REQUIRED field is
-rejected with an error that lists the fields (mode ``raise``), or skipped
-and recorded in the report (mode ``drop``).  Missing IMPORTANT fields are
-warnings.  Every item that passes gets its ``metadata_completeness``, which
-retrieval later uses to rank incomplete memories lower.
-
-Text that is not valid Unicode (a lone UTF-16 surrogate such as ``\\ud800``,
-from a broken ``\\u`` escape or a bad decoder) is an error of the field
-that holds it: it cannot be embedded, stored or shown, so it is refused
-here rather than crashing a later step.
-
-Defaults are the models' own (resolution_state ``in_progress``,
-energy_transfer_coefficient 0.5, created_at = ingestion time, valid_at =
-created_at), so a record that passes here is exactly what will be written.
+A missing or invalid REQUIRED field is an error (raised, or the record
+dropped and reported), a missing IMPORTANT one a warning; records that pass
+get their ``metadata_completeness``.  A lone surrogate (``\\ud800``) is an
+error of its field: it cannot be embedded, stored or shown.
 """
 
 from __future__ import annotations
@@ -26,11 +16,7 @@ from llama_index.core.schema import BaseNode
 from pydantic import Field, PrivateAttr, ValidationError
 
 from llama_consciousness.errors import ConsciousnessError, StorageError
-from llama_consciousness.nodes import (
-    is_relationship,
-    record_fields,
-    text_node_to_memory,
-)
+from llama_consciousness.nodes import is_relationship, record_fields, text_node_to_memory
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.schema import ConsciousnessRelationship
 from llama_consciousness.scoring.validation import validate_consciousness_link, validate_consciousness_node
@@ -53,12 +39,8 @@ class MemoryValidationError(ConsciousnessError, ValueError):
 
 
 class RelationshipError(MemoryValidationError, StorageError):
-    """A relationship that cannot be written: its graph cannot be told, or an endpoint exists nowhere.
-
-    Raised (mode ``raise``) before anything of the call is written.  It is
-    a ``MemoryValidationError`` (a rejected record, with its line) and a
-    ``StorageError`` (what the writer raised for the same problems before).
-    """
+    """A relationship whose graph cannot be told, or an endpoint exists nowhere (raised before anything of
+    the call is written; also a ``StorageError``, as the writer raises for the same problems)."""
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -71,9 +53,7 @@ def printable(text: str) -> str:
 
 def surrogate_reason(field: str, text: str) -> str | None:
     """Why ``text`` is refused, if it holds a lone surrogate (not valid Unicode); else None."""
-    if text.isascii():
-        return None
-    found = _SURROGATE.search(text)
+    found = None if text.isascii() else _SURROGATE.search(text)
     if found is None:
         return None
     return (f"{field}: contains a lone surrogate (U+{ord(found.group()):04X}) at character {found.start() + 1}, "
@@ -99,10 +79,7 @@ def _plain_dict(value: dict) -> bool:
 
 def surrogate_reasons(text: str, metadata: Mapping[str, Any]) -> list[str]:
     """One reason per field (the text, then metadata, nested) holding a lone surrogate."""
-    reasons = []
-    reason = surrogate_reason("description", text)
-    if reason:
-        reasons.append(reason)
+    reasons = [reason] if (reason := surrogate_reason("description", text)) else []
     for key, value in metadata.items():
         # almost every field: an ASCII name, and a number, an ASCII text or a flat dict of those
         if type(key) is str and key.isascii():
@@ -112,8 +89,7 @@ def surrogate_reasons(text: str, metadata: Mapping[str, Any]) -> list[str]:
                     continue
             elif kind in _PLAIN or (kind is dict and _plain_dict(value)):
                 continue
-        reason = _nested_surrogate(key, value)
-        if reason:
+        if reason := _nested_surrogate(key, value):
             reasons.append(reason)
     return reasons
 
@@ -143,31 +119,30 @@ def _where(path: tuple[Any, ...]) -> str:
     return out
 
 
-def _pydantic_reasons(exc: ValidationError) -> list[str]:
+def pydantic_reasons(exc: ValidationError) -> list[str]:
     return [f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}" for e in exc.errors()]
 
 
-def _check(node: BaseNode) -> tuple[list[str], list[str], float, Any]:
-    """(errors, warnings, completeness) of one memory or relationship node, and the model it built
-    (None if it could not be built).
+def record_id(node: Any) -> str:
+    """How a record is named in errors and reports (a relationship by its edge id when it has one)."""
+    return str((node.metadata.get("edge_id") if is_relationship(node) else None) or node.node_id)
 
-    A relationship's model carries its completeness, as the writer would
-    read it from the node after this validator (``validated_relationship``).
-    """
+
+def _check(node: BaseNode) -> tuple[list[str], list[str], float, Any]:
+    """(errors, warnings, completeness) of one memory or relationship node, and the model it built (or None;
+    a relationship's carries its completeness, as the writer would read it after this validator)."""
     relationship = is_relationship(node)
     broken = surrogate_reasons("" if relationship else node.get_content(metadata_mode="none"), node.metadata)
     if broken:  # such text cannot be embedded or stored: nothing more to judge
         return broken, [], 0.0, None
     fields = record_fields(node.metadata)
     data = dict(fields)
+    data.setdefault("resolution_state", "in_progress")  # the spec's insertion defaults, judged (issue 3)
     if relationship:
-        # The spec's insertion defaults, applied before judging (issue 3).
-        data.setdefault("resolution_state", "in_progress")
         data.setdefault("energy_transfer_coefficient", 0.5)
         tiers = validate_consciousness_link(data)
     else:
         data.setdefault("node_id", node.node_id)
-        data.setdefault("resolution_state", "in_progress")
         tiers = validate_consciousness_node(data)
     errors = list(tiers.errors)
     model = None
@@ -183,7 +158,7 @@ def _check(node: BaseNode) -> tuple[list[str], list[str], float, Any]:
         else:
             model = text_node_to_memory(node, fields)
     except ValidationError as exc:
-        errors.extend(r for r in _pydantic_reasons(exc) if not any(r.split(":")[0] in e for e in errors))
+        errors.extend(r for r in pydantic_reasons(exc) if not any(r.split(":")[0] in e for e in errors))
     return errors, list(tiers.warnings), tiers.metadata_completeness, model
 
 
@@ -193,8 +168,6 @@ class ConsciousnessMetadataValidator(ReportingTransform):
     mode: Literal["raise", "drop"] = Field(
         default="raise", description="raise: the first invalid item stops ingestion; drop: skip and report it"
     )
-
-
     _relationships: dict[int, Any] = PrivateAttr(default_factory=dict)
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
@@ -203,17 +176,15 @@ class ConsciousnessMetadataValidator(ReportingTransform):
         kept: list[BaseNode] = []
         for node in nodes:
             errors, warnings, completeness, model = _check(node)
-            item_id = (node.metadata.get("edge_id") if is_relationship(node) else None) or node.node_id
-            line = node.metadata.get(LINE_KEY)
+            item_id, line = record_id(node), node.metadata.get(LINE_KEY)
             if errors:
                 if self.mode == "raise":
-                    raise MemoryValidationError(str(item_id), errors, line)
-                self._report.reject(printable(str(item_id)), "validation", errors, line)
+                    raise MemoryValidationError(item_id, errors, line)
+                self._report.reject(printable(item_id), "validation", errors, line)
                 continue
             node.metadata["metadata_completeness"] = round(completeness, 6)
             if warnings:
-                key = str(item_id)
-                self._report.warnings.extend([(key, warning) for warning in warnings])
+                self._report.warnings.extend([(item_id, warning) for warning in warnings])
                 node.metadata["lc_warnings"] = warnings
             if is_relationship(node):
                 self._relationships[id(node)] = (node, model)
@@ -221,16 +192,8 @@ class ConsciousnessMetadataValidator(ReportingTransform):
         return kept
 
     def validated_relationship(self, node: BaseNode) -> ConsciousnessRelationship | None:
-        """The model this validator built for a relationship node of its last call (None for any other node).
-
-        The model itself, not a copy: read it, do not change it.
-
-        Why: the ingestion worker turns each relationship into its row right
-        after the pure steps, which leave relationships alone; reading the
-        model validation built saves building it twice.
-        """
+        """The model (not a copy: do not change it) built for a relationship node of the last call, else None:
+        the worker makes the row from it (the pure steps leave relationships alone)."""
         entry = self._relationships.get(id(node))
-        if entry is None or entry[0] is not node:
-            return None
-        return entry[1]
+        return entry[1] if entry is not None and entry[0] is node else None
 

@@ -1,25 +1,12 @@
 """The pure ingestion steps in a second process.
 
-Why: validation, PII scrubbing, the injection guard, concepts and entity
-extraction read nothing but their own records, yet in one process they
-share the interpreter lock with the writer, so a large ingestion used one
-core for all of its Python work.  A worker process runs those steps for
-the next chunks while this process writes the previous one.
-
-Why not ``multiprocessing``: its ``spawn`` start re-imports the caller's
-``__main__``, so a user's script without an ``if __name__ == "__main__"``
-guard would run again in the worker (and refuse to start it); ``fork``
-is unsafe in a process with threads and open server connections.  The
-worker is a plain ``python -m llama_consciousness.ingestion.worker`` child
-talking over two pipes with ``multiprocessing.connection`` framing; it
-imports only this package.
-
-Records travel as plain ``(node_id, text, metadata, embedding)`` tuples:
-pickling ``TextNode`` objects costs more than the steps save.  Replies come
-back in request order; an error in a step comes back as the exception
-itself, raised here for the chunk that failed.  If the worker itself fails
-(it dies, or an error cannot cross back), the pipeline runs its chunks in
-its own process instead (``pipeline._pipelined``).
+Why: the steps that read nothing but their records would share the
+interpreter lock with the writer; a worker runs them for the next chunks
+while this process writes.  Not ``multiprocessing``: ``spawn`` re-runs a
+script without a ``__main__`` guard, ``fork`` is unsafe with threads and
+connections.  The child is ``python -m llama_consciousness.ingestion.worker``
+on two pipes; records travel as plain tuples (pickling ``TextNode``s costs
+more than the steps save), answers in order, a step's error as itself.
 """
 
 from __future__ import annotations
@@ -32,7 +19,6 @@ import queue
 import subprocess
 import sys
 import threading
-from collections import deque
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -57,28 +43,18 @@ def to_records(nodes: Sequence[BaseNode]) -> list[Record]:
     return [(n.node_id, n.get_content(metadata_mode=MetadataMode.NONE), n.metadata, n.embedding) for n in nodes]
 
 
-_PLACEMENT = ("level", "citizen_id")
+_PLACEMENT = ("kind", "level", "citizen_id")
 
 
 def answer_records(nodes: Sequence[BaseNode], prepared: dict[int, Any]) -> list[Record]:
-    """``to_records`` of a chunk's kept nodes, with its prepared relationships slimmed.
-
-    Why: a relationship whose row the worker made (``prepare_edges``) is
-    written from that row alone; this process reads of its node only what
-    places it (kind, level, citizen) and the package's private keys.  Its
-    other fields would cross the pipe twice, in the node and in the row: a
-    third of a relationship chunk's reply.
-    """
-    from llama_consciousness.nodes import KIND_KEY, PRIVATE_PREFIX
+    """``to_records`` of a chunk's kept nodes; a prepared relationship keeps only what places it and private
+    keys (it is written from its row: its fields would cross twice, a third of a relationship chunk's reply)."""
+    from llama_consciousness.nodes import PRIVATE_PREFIX
 
     records = to_records(nodes)
     for position in prepared:
         node_id, text, metadata, embedding = records[position]
-        slim = {k: v for k, v in metadata.items() if k.startswith(PRIVATE_PREFIX)}
-        slim[KIND_KEY] = metadata[KIND_KEY]
-        for key in _PLACEMENT:
-            if key in metadata:
-                slim[key] = metadata[key]
+        slim = {k: v for k, v in metadata.items() if k.startswith(PRIVATE_PREFIX) or k in _PLACEMENT}
         records[position] = (node_id, text, slim, embedding)
     return records
 
@@ -89,74 +65,29 @@ def from_records(records: Sequence[Record]) -> list[BaseNode]:
     return [record_text_node(node_id, text, metadata, embedding) for node_id, text, metadata, embedding in records]
 
 
-def run_pure(
-    options: Any, nodes: list[BaseNode], pipelines: dict[Any, Any] | None = None, embed_model: Any = None
-) -> tuple[list[BaseNode], IngestReport]:
-    """The pure steps of ``options`` on ``nodes``: (the nodes they keep, what they reported).
-
-    With ``embed_model``, the memories that pass are embedded here too, so
-    that the store steps find their vectors ready.  (``prepare_edges`` is
-    the worker's further step for relationships.)
-    """
+def run_pure(options: Any, nodes: list[BaseNode], pipeline: Any = None) -> tuple[list[BaseNode], IngestReport]:
+    """The pure steps of ``options`` (or ``pipeline``, built from them) on ``nodes``: the nodes kept, the report."""
     from llama_consciousness.ingestion.steps import collect_reports, pure_pipeline
 
-    pipeline = pipelines.get(options) if pipelines is not None else None
-    if pipeline is None:
-        pipeline = pure_pipeline(options)
-        if pipelines is not None:
-            pipelines[options] = pipeline
+    pipeline = pure_pipeline(options) if pipeline is None else pipeline
     report = IngestReport()
     out = pipeline.run(nodes=nodes)
     collect_reports(pipeline, report)
-    if embed_model is not None:
-        embed_memories(embed_model, out)
     return out, report
 
 
-def prepare_edges(nodes: Sequence[BaseNode], validator: Any = None) -> dict[int, Any]:
-    """Upsert rows for the placed relationships among ``nodes``, by position (``records.PreparedEdge``).
-
-    The worker makes them for the writer, which then skips the model and
-    the row (see ``PreparedEdge``).  A relationship whose level is not known
-    yet (the writer finds it from its source memory) is left to the writer.
-    ``validator`` (the pipeline's ``ConsciousnessMetadataValidator``) lends
-    the models it built, which the later pure steps leave as they are.
-    """
+def prepare_edges(nodes: Sequence[BaseNode], validator: Any) -> dict[int, Any]:
+    """Upsert rows (``records.PreparedEdge``) of the relationships with a level among ``nodes``, by position,
+    from the models ``validator`` built; the writer then skips the model and the row."""
     from llama_consciousness.nodes import is_relationship, text_node_to_relationship
     from llama_consciousness.storage.records import prepare_edge
 
     out: dict[int, Any] = {}
     for position, node in enumerate(nodes):
         if is_relationship(node) and node.metadata.get("level") is not None:
-            model = validator.validated_relationship(node) if validator is not None else None
+            model = validator.validated_relationship(node)
             out[position] = prepare_edge(model if model is not None else text_node_to_relationship(node))
     return out
-
-
-def embed_memories(embed_model: Any, nodes: Sequence[BaseNode]) -> None:
-    """Embed, in place, the memories among ``nodes`` that have no embedding yet.
-
-    The text is the one the store steps would embed (``memory_text`` of the
-    validated memory), so the vectors are the same wherever they are made.
-    """
-    from llama_consciousness.nodes import embedding_text, is_relationship
-
-    todo = [n for n in nodes if n.embedding is None and not is_relationship(n)]
-    if todo:
-        vectors = embed_model.get_text_embedding_batch([embedding_text(n) for n in todo])
-        for node, vector in zip(todo, vectors):
-            node.embedding = list(vector)
-
-
-def ships_to_worker(embed_model: Any) -> bool:
-    """Whether the worker can embed with this model: an offline model that pickles small.
-
-    The bundled WordLlama reloads its table from the worker's own installation;
-    a remote model (OpenAI) is left to this process, with its client and key.
-    """
-    from llama_consciousness.embeddings import WordLlamaEmbedding
-
-    return type(embed_model) is WordLlamaEmbedding
 
 
 class PureStageWorker:
@@ -184,44 +115,36 @@ class PureStageWorker:
             os.close(from_child_w)
         self._requests = Connection(to_child_w, readable=False)
         self._replies = Connection(from_child_r, writable=False)
-        self._pending: deque[int] = deque()
-        self._next = 0
+        self._sent = self._read = 0  # chunks sent, answers read: the next answer is to ticket ``_read``
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return self._sent - self._read
 
     def alive(self) -> bool:
         return self._process.poll() is None
 
     def submit(self, options: Any, nodes: Sequence[BaseNode], embed_model: Any = None) -> int:
-        """Send one chunk (and the embedding model to use on it, if any); returns its ticket.
-
-        Its answer also carries the relationships' upsert rows (``prepare_edges``).
-        """
-        ticket = self._next
-        self._next += 1
+        """Send one chunk (and the embedding model to use on it, if any); returns its ticket."""
+        ticket = self._sent
         try:
             message = pickle.dumps((ticket, options, embed_model, to_records(nodes)), protocol=pickle.HIGHEST_PROTOCOL)
             self._requests.send_bytes(message)
         except OSError as exc:
             raise IngestWorkerError(f"the ingestion worker is gone: {exc}") from exc
-        self._pending.append(ticket)
+        self._sent += 1
         return ticket
 
     def result(self, ticket: int) -> tuple[list[BaseNode], IngestReport, dict[int, Any]]:
-        """The answer to ``ticket``: the kept nodes, the report, prepared relationships by node position.
-
-        Answers come in order; earlier ones must have been read.
-        """
-        if not self._pending or self._pending[0] != ticket:
-            raise ValueError(f"ticket {ticket} is not the next answer (pending: {list(self._pending)})")
+        """The answer to ``ticket`` (earlier ones read first): kept nodes, report, prepared rows by position."""
+        if ticket != self._read or not self.pending:
+            pending = list(range(self._read, self._sent))
+            raise ValueError(f"ticket {ticket} is not the next answer (pending: {pending})")
         try:
             answer, status, payload, report = pickle.loads(self._replies.recv_bytes())
         except (EOFError, OSError) as exc:
-            code = self._process.poll()
-            raise IngestWorkerError(f"the ingestion worker died (exit code {code})") from exc
-        self._pending.popleft()
+            raise IngestWorkerError(f"the ingestion worker died (exit code {self._process.poll()})") from exc
+        self._read += 1
         if answer != ticket:
             raise IngestWorkerError(f"the ingestion worker answered {answer} instead of {ticket}")
         if status == "error":
@@ -236,7 +159,7 @@ class PureStageWorker:
                 conn.close()
             except OSError:
                 pass
-        if self._pending:
+        if self.pending:
             self._process.kill()
         try:
             self._process.wait(timeout=10)
@@ -311,16 +234,19 @@ def _serve(requests: Connection, replies: Connection) -> None:
             inbox.put(None)
 
     threading.Thread(target=read, daemon=True).start()
-    from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
+    from llama_consciousness.ingestion.steps import embed_memories, pure_pipeline
 
     pipelines: dict[Any, Any] = {}
     while (message := inbox.get()) is not None:
         ticket, options, embed_model, records = pickle.loads(message)
         try:
-            out, report = run_pure(options, from_records(records), pipelines, embed_model)
-            validator = next((t for t in pipelines[options].transformations
-                              if isinstance(t, ConsciousnessMetadataValidator)), None)
-            prepared = prepare_edges(out, validator)
+            if options not in pipelines:
+                pipelines[options] = pure_pipeline(options)
+            pipeline = pipelines[options]
+            out, report = run_pure(options, from_records(records), pipeline)
+            if embed_model is not None:  # the memories that pass: the store steps find their vectors ready
+                embed_memories(embed_model, out)
+            prepared = prepare_edges(out, pipeline.transformations[0])  # the validator
             answer = (ticket, "ok", (answer_records(out, prepared), prepared), report)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
             answer = (ticket, "error", _picklable(exc), None)

@@ -1,22 +1,11 @@
-"""``ConsciousnessGraphWriter``: the last step of an ingestion pipeline.
+"""``ConsciousnessGraphWriter``: the last step of an ingestion pipeline, writing memories and relationships.
 
-It turns the pipeline's ``TextNode``s into stored memories and
-relationships, and does the work that needs the level graph:
-
-* **supersession**: a memory that ``supersedes`` another, or that is a new
-  version of the same base identity (``scoring.identity``), expires the
-  older version (``expired_at``; ``invalid_at`` too when reality changed),
-  records why, and is linked to it with SUPERSEDES.  Nothing is deleted.
-  When no reason is given it is inferred: a new version valid from a later
-  time means reality changed; one valid from the same time or earlier means
-  the old belief was false;
-* **entities**: names found by ``EntityExtractor`` become entity memories,
-  matched fuzzily against the level's existing people, tools and concepts
-  (``Luca`` meets ``person_luca``) instead of duplicated, and linked from
-  the memory with MENTIONS, so graph traversal can start from a name;
-* **embedding** in batches with the memory's embedding model;
-* **one transaction per batch**: a batch lands whole or not at all, and
-  since writes are idempotent a rerun after a failure completes the work.
+**Supersession**: a memory that ``supersedes`` another, or a new version of
+its base identity, expires the older one (nothing is deleted) and links to
+it with SUPERSEDES; without a reason, a later ``valid_at`` means reality
+changed, else the old belief was false.  **Entities**: names are matched
+fuzzily against the level's, or created, and linked with MENTIONS.  One
+transaction per batch: a rerun after a failure completes the work.
 """
 
 from __future__ import annotations
@@ -24,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -51,30 +39,17 @@ ENTITIES_KEY = "lc_entities"
 _SLUG = re.compile(r"[^a-z0-9]+")
 
 
-def _node_id_limit() -> int:
-    for constraint in MemoryNode.model_fields["node_id"].metadata:
-        if getattr(constraint, "max_length", None):
-            return int(constraint.max_length)
-    return 256
-
-
 #: The longest node id the schema accepts (``MemoryNode.node_id``): entity ids are kept within it.
-ENTITY_ID_MAX_CHARS = _node_id_limit()
-#: Hex digits of the key's SHA-256 that end an entity id too long to be written whole.
-#: Why 16: 64 bits, so two distinct long names collide with odds of about
-#: 1 in 10^19 per pair, and 7 + 16 + 1 characters leave 232 for the readable slug.
+ENTITY_ID_MAX_CHARS = next(int(c.max_length) for c in MemoryNode.model_fields["node_id"].metadata
+                           if getattr(c, "max_length", None))
+#: Hex digits of the key's SHA-256 that end an entity id too long to be written whole: 64 bits,
+#: so two long names collide with odds of 1 in 10^19, and 232 characters are left for the slug.
 _ENTITY_ID_DIGEST_CHARS = 16
 
 
 def entity_node_id(key: str) -> str:
-    """A stable id for an entity created from a name key (same name, same id).
-
-    ``"entity_" + slug of the key``; when that is longer than the schema's
-    limit (:data:`ENTITY_ID_MAX_CHARS`), the slug is cut and the SHA-256 of
-    the whole key is appended, so the id still fits, stays deterministic and
-    differs between keys that differ after the cut.  Ids that fit are
-    unchanged.
-    """
+    """A stable id for an entity's name key: ``"entity_" + slug``; one too long has its slug cut and the
+    key's SHA-256 appended, so it fits, stays deterministic and differs between keys cut alike."""
     node_id = "entity_" + (_SLUG.sub("_", key).strip("_") or "unnamed")
     if len(node_id) <= ENTITY_ID_MAX_CHARS:
         return node_id
@@ -95,21 +70,12 @@ class _LevelBatch:
     duplicates: dict[str, str] = field(default_factory=dict)  # memory id -> duplicate of
     volatile: dict[str, tuple[str, ...]] = field(default_factory=dict)  # memory id -> clock-derived fields
 
-    @property
-    def graph(self) -> str:
-        return graph_name(self.level, self.citizen_id)
-
 
 def _derived_link(
     source: MemoryNode, target_id: str, relation_type: str, formation_trigger: str, **overrides: Any
 ) -> ConsciousnessRelationship:
-    """A relationship the writer adds (SUPERSEDES, MENTIONS, DUPLICATE_OF).
-
-    Its consciousness metadata is the source memory's own, so that derived
-    links carry the goal, mindstate and feeling of the moment they came
-    from; its times follow the memory (defaulted times stay defaulted, so a
-    rerun keeps them).
-    """
+    """A relationship the writer adds (SUPERSEDES, MENTIONS, DUPLICATE_OF), with the source memory's goal,
+    mindstate, feeling and times (defaulted times stay defaulted, so a rerun keeps them)."""
     data: dict[str, Any] = {
         "source_id": source.node_id,
         "target_id": target_id,
@@ -138,13 +104,8 @@ GraphKey = tuple[str, "str | None"]
 
 
 def source_homes(found: Sequence[GraphKey], citizen_id: Any) -> list[GraphKey]:
-    """The graphs a relationship without a level may go to: those of its source memory.
-
-    ``found`` are the graphs (``home_key``) that hold a memory with the
-    relationship's source id in the records at hand.  Two or more mean the
-    relationship cannot be placed, unless its own ``citizen_id`` names one
-    of them (that citizen's N1 graph).
-    """
+    """The graphs a relationship without a level may go to: those (``found``) holding its source memory
+    here; two or more mean it cannot be placed, unless its ``citizen_id`` names one (that N1 graph)."""
     if len(found) > 1 and citizen_id is not None:
         mine = [key for key in found if key == ("N1", citizen_id)]
         if mine:
@@ -165,11 +126,8 @@ def ambiguous_source(source_id: Any, keys: Sequence[GraphKey]) -> str:
 
 
 RELATIONSHIP_FACTOR = 4
-"""Relationships per unit of work, in memories' units (a transaction of ``batch_size``, a chunk of ``chunk_size``).
-
-Why: a relationship's row is a fraction of a memory's (no text, no vector)
-and each transaction and chunk costs a few round trips per level graph.
-"""
+"""Relationships per transaction or chunk, in memories' units: a relationship's row is a fraction of a
+memory's (no text, no vector), and each transaction and chunk costs a few round trips per graph."""
 
 
 class ConsciousnessGraphWriter(ReportingTransform):
@@ -185,52 +143,25 @@ class ConsciousnessGraphWriter(ReportingTransform):
     on_error: Literal["raise", "drop"] = Field(
         default="raise", description="what to do with a relationship to a memory that does not exist"
     )
-    level_threads: int = Field(
-        default=2, ge=1, le=16, description="level graphs written side by side (their server work overlaps)"
-    )
-    memo: Any = Field(
-        default=None, exclude=True,
-        description="the run's DuplicateMemo (dedupe): in a level that held no memory when the run reached it, "
-                    "batches are written without first reading the stored hashes of their rows",
-    )
-    dropped: Any = Field(
-        default=None, exclude=True,
-        description="ids of memories the run did not write on purpose (dropped as an injection, skipped as a "
-                    "near-duplicate): a relationship to one is rejected and reported, also in mode raise",
-    )
-    prepared: dict[int, Any] = Field(
-        default_factory=dict, exclude=True,
-        description="relationships already validated and turned into rows (records.PreparedEdge), by id() of "
-                    "their node; the ingestion worker makes them (worker.prepare_edges), other nodes are read as usual",
-    )
+    memo: Any = Field(default=None, exclude=True, description=(
+        "the run's DuplicateMemo: a level that held no memory when the run reached it is written without "
+        "first reading the stored hashes of its rows"))
+    dropped: Any = Field(default=None, exclude=True, description=(
+        "ids of memories the run left out on purpose (an injection dropped, a near-duplicate skipped): "
+        "a relationship to one is rejected and reported, also in mode raise"))
+    prepared: dict[int, Any] = Field(default_factory=dict, exclude=True, description=(
+        "rows of relationships already validated (records.PreparedEdge, made by worker.prepare_edges), "
+        "by id() of their node"))
 
     # -- the transform -------------------------------------------------------
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        # One graph after another: ``ingest`` hands each graph's part to its own lane
+        # (``pipeline._by_graph``), where graphs are written side by side.
         self._report = IngestReport()
-        batches = list(self._split(nodes).values())
-        if self.level_threads == 1 or len(batches) < 2:
-            for batch in batches:
-                self._write_level(batch, self._report)
-            return list(nodes)
-        # Level graphs are independent: while one waits for the server to
-        # apply its batch, another builds its rows.  Reports are merged in
-        # level order; the first failure (in that order) is raised once the
-        # levels already started have finished, and levels not yet started
-        # are not written.
-        with ThreadPoolExecutor(max_workers=min(self.level_threads, len(batches)),
-                                thread_name_prefix="lc-level-writer") as pool:
-            futures = [pool.submit(self._write_level, batch, IngestReport()) for batch in batches]
-            wait(futures, return_when=FIRST_EXCEPTION)
-            for future in futures:
-                future.cancel()
-        for future in futures:
-            if not future.cancelled():
-                if future.exception() is not None:
-                    raise future.exception()
-                self._report.merge(future.result())
+        for batch in self._split(nodes).values():
+            self._write_level(batch, self._report)
         return list(nodes)
-
 
     # -- steps ---------------------------------------------------------------
 
@@ -295,10 +226,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
             parent = m.supersedes
             base_ids[m.node_id] = stored_base.get(parent) if parent in stored_base else base_identity(m, known)
 
-        pairs: list[tuple[MemoryNode, MemoryNode]] = []
-        for m in memories:
-            if m.supersedes and m.supersedes in known:
-                pairs.append((known[m.supersedes], m))
+        pairs = [(known[m.supersedes], m) for m in memories if m.supersedes and m.supersedes in known]
         if self.auto_supersede:
             groups: dict[str, list[MemoryNode]] = {}
             for node_id, node in known.items():
@@ -319,17 +247,13 @@ class ConsciousnessGraphWriter(ReportingTransform):
         changes: list[Supersession] = []
         links: list[ConsciousnessRelationship] = []
         for old, new in pairs:
-            reason = new.supersede_reason or (
-                "reality_changed" if new.valid_at > old.valid_at else "discovered_false"
-            )
-            changes.append(
-                Supersession(old.node_id, new.node_id, expired_at=new.created_at, reason=reason,
-                             invalid_at=new.valid_at if reason == "reality_changed" else None)
-            )
-            links.append(
-                _derived_link(new, old.node_id, "SUPERSEDES", f"supersedes {old.node_id} ({reason})",
-                              energy=new.discovery_energy if new.discovery_energy is not None else new.energy)
-            )
+            changed = new.valid_at > old.valid_at
+            reason = new.supersede_reason or ("reality_changed" if changed else "discovered_false")
+            changes.append(Supersession(old.node_id, new.node_id, expired_at=new.created_at, reason=reason,
+                                        invalid_at=new.valid_at if reason == "reality_changed" else None))
+            energy = new.discovery_energy if new.discovery_energy is not None else new.energy
+            links.append(_derived_link(new, old.node_id, "SUPERSEDES", f"supersedes {old.node_id} ({reason})",
+                                       energy=energy))
         return changes, links, base_ids
 
     def _entity_links(
@@ -362,18 +286,10 @@ class ConsciousnessGraphWriter(ReportingTransform):
                     target = entity_node_id(key)
                     times = {k: getattr(memory, k) for k in ("created_at",) if k in memory.model_fields_set}
                     created[target] = MemoryNode(
-                        node_id=target,
-                        level=batch.level,
-                        citizen_id=batch.citizen_id,
-                        node_type=entity.get("entity_type") or "Entity",
-                        name=name,
-                        description="",
-                        energy=0.5,
-                        confidence=float(entity.get("confidence", 0.8)),
-                        resolution_state="resolved",
-                        is_entity=True,
-                        **times,
-                    )
+                        node_id=target, level=batch.level, citizen_id=batch.citizen_id, name=name,
+                        node_type=entity.get("entity_type") or "Entity", description="", energy=0.5,
+                        confidence=float(entity.get("confidence", 0.8)), resolution_state="resolved",
+                        is_entity=True, **times)
                     index.add(target, name)
                 matched[name] = target
                 if target != memory_id:
@@ -398,7 +314,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
             if not missing:
                 kept.append(rel)
                 continue
-            message = f"relationship {rel.edge_id!r} refers to missing memories {missing} in graph {batch.graph!r}"
+            graph = graph_name(batch.level, batch.citizen_id)
+            message = f"relationship {rel.edge_id!r} refers to missing memories {missing} in graph {graph!r}"
             gone = [i for i in missing if self.dropped and i in self.dropped]
             if gone:  # not an invalid record: the consequence of a drop the report already shows
                 message += f" (this ingestion did not write {gone}: dropped as a prompt injection or skipped as a near-duplicate)"
@@ -417,8 +334,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
             for m in batch.memories
             if m.node_id in batch.duplicates and batch.duplicates[m.node_id] != m.node_id
         ]
-        all_nodes = batch.memories + entity_nodes
-        new_ids = {n.node_id for n in all_nodes}
+        new_ids = {n.node_id for n in [*batch.memories, *entity_nodes]}
         batch.relationships, stored_endpoints = self._check_endpoints(store, batch, new_ids, report)
         report.entities += len(mention_links)
         # A bulk load into a new level: the hash reads before each write would find nothing.
@@ -426,10 +342,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
 
         # Memories (with their entities, expiries and derived links) in
         # batches; then the explicit relationships, once all endpoints exist.
-        extra_links: list[ConsciousnessRelationship | PreparedEdge] = [
-            *supersede_links, *mention_links, *duplicate_links]
         links_by_source: dict[str, list[ConsciousnessRelationship | PreparedEdge]] = {}
-        for link in extra_links:
+        for link in [*supersede_links, *mention_links, *duplicate_links]:
             links_by_source.setdefault(link.source_id, []).append(link)
         changes_by_new: dict[str, list[Supersession]] = {}
         for change in changes:
@@ -448,7 +362,11 @@ class ConsciousnessGraphWriter(ReportingTransform):
             result = store.upsert(to_write, chunk_links, chunk_changes, base_ids,
                                   derived={link.edge_id for link in chunk_links}, volatile=batch.volatile,
                                   check_stored=check_stored)
-            self._count(result, ids, report)
+            created, updated = ids.intersection(result.created_ids), ids.intersection(result.updated_ids)
+            report.inserted += len(created)  # entity nodes are counted apart
+            report.updated += len(updated)
+            report.unchanged += len(ids) - len(created) - len(updated)
+            report.superseded += result.superseded
             vectors = mem.vectors(batch.level)
             vectors.write(store.plans, to_write)
             if chunk_changes:  # expired versions must stop matching in the vector store too
@@ -462,13 +380,3 @@ class ConsciousnessGraphWriter(ReportingTransform):
             report.relationships_unchanged += result.edges_unchanged
         mem.bump_graph(store.plans.graph)
         return report
-
-    @staticmethod
-    def _count(result: Any, ids: set[str], report: IngestReport) -> None:
-        """Report the memories of one batch (entity nodes are counted apart)."""
-        created = ids.intersection(result.created_ids)
-        updated = ids.intersection(result.updated_ids)
-        report.inserted += len(created)
-        report.updated += len(updated)
-        report.unchanged += len(ids) - len(created) - len(updated)
-        report.superseded += result.superseded
