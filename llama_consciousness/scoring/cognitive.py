@@ -278,46 +278,26 @@ def infer_surfaces_when(
     """
     if max_patterns <= 0:
         return []
-    topical = [c.strip().lower() for c in concepts if c and c.strip().lower() not in _CUE_ONLY_WORDS]
-    topical = list(dict.fromkeys(topical))
-    if not topical:
+    topical = list(dict.fromkeys(c.strip().lower() for c in concepts
+                                 if c and c.strip().lower() not in _CUE_ONLY_WORDS))
+    if not topical or _CUE_WORDS.isdisjoint(tokenize(text)):  # three memories in four have no cue
         return []
-    if _CUE_WORDS.isdisjoint(tokenize(text)):  # three memories in four: skip the clause-aware tokens
-        return []
-    topical_set = set(topical)
     tokens = _tokens(text)
     triggers = _category_triggers(tokens)
-
     queues: list[list[str]] = []
     for category in SURFACE_CATEGORIES:
         positions = triggers[category.name]
         if not positions:
             continue
         templates = _question_templates(tokens) if category.name == "question" else category.templates
-        subjects = [topical[0]]
-        for position in positions if category.noun_cues else ():
-            if position > 0:
-                before = tokens[position - 1].word
-                if before in topical_set and before not in subjects:
-                    subjects.append(before)
-        # Keep subjects in concept order (most important first).
-        subjects.sort(key=topical.index)
+        before = {tokens[p - 1].word for p in positions if p > 0} if category.noun_cues else set()
+        # in concept order (most important first)
+        subjects = sorted({topical[0]} | before.intersection(topical), key=topical.index)
         queues.append([template.format(c=subject) for template in templates for subject in subjects])
-
-    result: list[str] = []
-    seen: set[str] = set()
-    per_round = 2
-    offset = 0
-    while len(result) < max_patterns and any(offset < len(queue) for queue in queues):
-        for queue in queues:
-            for pattern in queue[offset:offset + per_round]:
-                if pattern not in seen:
-                    seen.add(pattern)
-                    result.append(pattern)
-                    if len(result) >= max_patterns:
-                        return result
-        offset += per_round
-    return result
+    # Rounds of two patterns per category; duplicates dropped, first wins.
+    rounds = range(0, max(map(len, queues), default=0), 2)
+    ordered = (pattern for offset in rounds for queue in queues for pattern in queue[offset:offset + 2])
+    return list(dict.fromkeys(ordered))[:max_patterns]
 
 
 # Spec 004: authority = 0.35 importance + 0.25 usage + 0.20 creation freshness
