@@ -96,8 +96,7 @@ class Entity(BaseModel):
             data = dict(data)
             if isinstance(data.get("name"), str):
                 data["name"] = data["name"].strip()
-            if not data.get("key") and isinstance(data.get("name"), str):
-                data["key"] = normalize_entity_name(data["name"])
+                data["key"] = data.get("key") or normalize_entity_name(data["name"])
             if not data.get("key"):
                 raise ValueError(f"entity name {data.get('name')!r} has no letters or digits")
         return data
@@ -309,12 +308,8 @@ _NOT_UPPER = bytes(b for b in _ALL_BYTES if not chr(b).isascii() or not chr(b).i
 
 
 def _letter_counts(text: str) -> tuple[int, int]:
-    """(letters, upper-case letters) of ``text``.
-
-    ASCII text (nearly all) is counted by deleting the other bytes in one C
-    call; any other text by ``str.isalpha`` / ``str.isupper`` per character
-    (still C loops, a few times slower).
-    """
+    """(letters, upper-case letters) of ``text``: for ASCII text (nearly all), by deleting the other
+    bytes in one C call, a few times faster than ``str.isalpha`` / ``str.isupper`` per character."""
     if text.isascii():
         data = text.encode("ascii")
         return len(data.translate(None, _NOT_LETTERS)), len(data.translate(None, _NOT_UPPER))
@@ -389,9 +384,7 @@ class OfflineEntityExtractor:
         self._first_names = FIRST_NAMES | {key.split()[0] for key in people if key}
 
     def extract(self, text: str, concepts: Iterable[str] = ()) -> list[Entity]:
-        """Entities mentioned in ``text`` (plus ``concepts``: the memory's own
-        concept names, matched in the text or appended when absent; names
-        over the size caps are not entities)."""
+        """Entities mentioned in ``text``, plus the memory's ``concepts`` (matched, or appended when absent)."""
         concepts = [c for c in concepts if isinstance(c, str) and c.strip() and not _too_long(c.strip())]
         lexicon = self._lexicon
         if concepts:  # the lexicon's own entries win
@@ -484,11 +477,8 @@ class OfflineEntityExtractor:
     def _classify_run(
         self, text: str, tokens: list[_Tok], i: int, j: int, lexicon: Mapping[str, tuple[str, float]]
     ) -> list[_Mention]:
-        """The mention of the run ``tokens[i:j]`` (none, or one with its parts).
-
-        A run over the size caps is no mention: only its parts are, on their
-        own (when ``emit_parts``).
-        """
+        """The mention of the run ``tokens[i:j]`` (none, or one with its parts; only the parts of a run
+        over the size caps)."""
         run = tokens[i:j]
         first = run[0]
         # A sentence-initial capital is not evidence; drop a leading word
@@ -576,10 +566,9 @@ class OfflineEntityExtractor:
     def _resolve(self, text: str, mentions: list[_Mention]) -> list[Entity]:
         """Entities of the mentions: overlaps resolved, parts added, deduplicated by key.
 
-        Linear in the text and the mentions (a text may hold a million): a
-        mention overlaps an accepted one exactly when one of its characters
-        is taken, and a part lies in the accepted mention that starts last
-        at or before it, if in any (accepted mentions do not overlap).
+        Linear (a text may hold a million mentions): a mention overlaps an accepted
+        one exactly when one of its characters is taken, and a part lies in the
+        accepted mention that starts last at or before it, if in any.
         """
         order = sorted(mentions, key=lambda m: (-(m.end - m.start), _PRIORITY[m.source], m.start))
         accepted: list[_Mention] = []
@@ -692,9 +681,7 @@ def _parse_json_list(text: str) -> Optional[list[Any]]:
 
 
 def parse_entity_list(text: str) -> list[Any]:
-    """The JSON list in an LLM answer (code fences and surrounding prose are
-    tolerated; ``{"entities": [...]}`` is unwrapped).  Anything else -> ``[]``
-    and a warning."""
+    """The JSON list in an LLM answer (fences, prose and ``{"entities": [...]}`` tolerated), else ``[]``."""
     value = _parse_json_list(text)
     if value is None:
         logger.warning("entity extraction: the LLM answer holds no JSON list: %.200r", text)
@@ -743,17 +730,11 @@ def _known_block(names: Sequence[str], budget: int) -> str:
 class LLMEntityExtractor:
     """Entity extraction by a LlamaIndex ``LLM`` (``llm.complete`` / ``acomplete``).
 
-    The prompt carries ``schema`` and up to ``known_entities_budget``
-    characters of ``known_entities`` (the graph's names).  Names that match a
-    known entity (exactly by key, or fuzzily at ``match_threshold``) are
-    returned with the known spelling; type prefixes ("person_Luca") set the
-    type and are dropped from the displayed name.
-    Names over the size caps (:data:`MAX_ENTITY_CHARS`,
-    :data:`MAX_ENTITY_WORDS`) are dropped, as the offline rules drop them.
-
-    When the call raises, or the answer holds no JSON list, the ``fallback``
-    extractor (an :class:`OfflineEntityExtractor` by default) answers
-    instead, with a warning in the log.  An empty JSON list is a valid answer.
+    The prompt carries ``schema`` and up to ``known_entities_budget`` characters
+    of ``known_entities``.  Names matching a known entity (by key, or fuzzily at
+    ``match_threshold``) take its spelling; type prefixes ("person_Luca") set the
+    type.  Names over the size caps are dropped.  When the call raises or the
+    answer holds no JSON list (``[]`` is an answer), ``fallback`` answers instead.
     """
 
     def __init__(
