@@ -259,15 +259,9 @@ class _Mention:
 
 def _sentence_initial(text: str, start: int) -> bool:
     i = start - 1
-    while i >= 0:
-        ch = text[i]
-        if ch == "\n":
-            return True
-        if ch.isspace() or ch in _OPENERS:
-            i -= 1
-            continue
-        return ch in _SENTENCE_END
-    return True
+    while i >= 0 and text[i] != "\n" and (text[i].isspace() or text[i] in _OPENERS):
+        i -= 1
+    return i < 0 or text[i] == "\n" or text[i] in _SENTENCE_END
 
 
 def _classify(word: str, shouting: bool) -> str:
@@ -335,12 +329,10 @@ def _tokenize(text: str) -> list[_Tok]:
             elif word[-1] in "sS" and (end + 1 == size or not (text[end + 1].isalnum() or text[end + 1] == "_")):
                 possessive = True
         lower = word.casefold()
-        if word.isalpha() and word.islower():  # most words: what _classify answers first, without the call
-            kind = "stop" if lower in STOP_WORDS else "lower"
-        else:
-            kind = _classify(word, shouting)
-            if kind in ("cap", "acronym", "letter", "lower") and lower in STOP_WORDS:
-                kind = "stop"
+        # most words are lower case: what _classify answers first, without the call
+        kind = "lower" if word.isalpha() and word.islower() else _classify(word, shouting)
+        if kind in ("cap", "acronym", "letter", "lower") and lower in STOP_WORDS:
+            kind = "stop"
         # Only a capitalised word's position in its sentence matters (the run rules).
         initial = kind == "cap" and _sentence_initial(text, start)
         tokens.append(_Tok(word, start, end, lower, kind, possessive, initial))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -263,7 +264,7 @@ class PIIScrubber(MemoryTransform):
         return self._last_report
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        totals: dict[str, int] = {}
+        totals: Counter[str] = Counter()
         changed_nodes = 0
         memory_nodes = self.memories(nodes)
         plan = _plan(frozenset(self.kinds))
@@ -296,11 +297,9 @@ class PIIScrubber(MemoryTransform):
             if self.reset_embedding:
                 node.embedding = None
             recorded = dict(node.metadata.get(REDACTIONS_KEY) or {})
-            for kind, count in counts.items():
-                recorded[kind] = int(recorded.get(kind, 0)) + count
-                totals[kind] = totals.get(kind, 0) + count
-            node.metadata[REDACTIONS_KEY] = recorded
-        self._last_report = {"nodes": len(memory_nodes), "nodes_redacted": changed_nodes, "counts": totals}
+            node.metadata[REDACTIONS_KEY] = {**recorded, **{k: int(recorded.get(k, 0)) + n for k, n in counts.items()}}
+            totals.update(counts)
+        self._last_report = {"nodes": len(memory_nodes), "nodes_redacted": changed_nodes, "counts": dict(totals)}
         return nodes
 
 
