@@ -280,10 +280,8 @@ def _classify_by_rules(word: str, shouting: bool) -> str:
     first = word[0]
     if first.isdigit():
         return "num"
-    has_digit = any(c.isdigit() for c in word)
-    has_upper = any(c.isupper() for c in word)
     letters = [c for c in word if c.isalpha()]
-    if has_digit and letters and (has_upper or _LOWER_CODE.match(word)):
+    if letters and any(c.isdigit() for c in word) and (any(c.isupper() for c in word) or _LOWER_CODE.match(word)):
         return "code"
     if _CAMEL.search(word) and not _MC.match(word) and "_" not in word:
         return "camel"

@@ -68,10 +68,7 @@ def _tokens(text: str) -> list[_Token]:
         gap = lowered[previous_end:match.start()]
         # most gaps are one space, which never breaks a clause
         clause_start = index == 0 or (gap != " " and _CLAUSE_BREAK_RE.search(gap) is not None)
-        word = match.group()
-        if "\u2019" in word:
-            word = word.replace("\u2019", "'")
-        tokens.append(_Token(word, clause_start))
+        tokens.append(_Token(match.group().replace("\u2019", "'"), clause_start))
         previous_end = match.end()
     return tokens
 
