@@ -389,8 +389,6 @@ class OfflineEntityExtractor:
         """The entity names mentioned in a query, in order ("Luca", "V2", "Felix")."""
         return [entity.name for entity in self.extract(query)]
 
-    # -- detectors -------------------------------------------------------
-
     def _lexicon_mentions(
         self, text: str, tokens: list[_Tok], lexicon: Mapping[str, tuple[str, float]]
     ) -> list[_Mention]:
@@ -471,8 +469,7 @@ class OfflineEntityExtractor:
         over the size caps)."""
         run = tokens[i:j]
         first = run[0]
-        # A sentence-initial capital is not evidence; drop a leading word
-        # that has nothing else going for it when a name follows it.
+        # A sentence-initial capital is not evidence: drop it before a first name.
         if (first.kind == "cap" and first.initial and len(run) > 1 and run[1].kind == "cap"
                 and first.lower not in self._first_names and run[1].lower in self._first_names):
             i += 1
@@ -551,8 +548,6 @@ class OfflineEntityExtractor:
                 found.append(_Mention(start, start + len(stripped), entity_type, confidence, "quote"))
         return found
 
-    # -- resolution ------------------------------------------------------
-
     def _resolve(self, text: str, mentions: list[_Mention]) -> list[Entity]:
         """Entities of the mentions: overlaps resolved, parts added, deduplicated by key.
 
@@ -604,9 +599,6 @@ def _finish(entities: list[Entity], concepts: Sequence[str], limit: Optional[int
     return [entities[i] for i in sorted(ranked)]
 
 
-# --------------------------------------------------------------------------
-# LLM extraction
-
 _TYPE_WORDS: dict[str, str] = {
     **dict.fromkeys(("person", "people", "human", "citizen", "agent", "user"), "Person"),
     **dict.fromkeys(("organization", "organisation", "org", "company", "team", "institution"), "Organization"),
@@ -651,8 +643,7 @@ def _parse_json_list(text: str) -> Optional[list[Any]]:
     decoder = json.JSONDecoder()
     for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
         candidate = candidate.strip()
-        # RecursionError: brackets nested deeper than the decoder goes ("[[[[..."),
-        # an answer with no list to read like any other.
+        # RecursionError: brackets nested deeper than the decoder goes, no list like any other.
         try:
             found = _as_list(json.loads(candidate))
         except (ValueError, RecursionError):
