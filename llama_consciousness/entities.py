@@ -702,8 +702,8 @@ DEFAULT_SCHEMA = (
 def _known_block(names: Sequence[str], budget: int) -> str:
     if not names:
         return "(none)"
-    # every cost is positive, so the names within the budget are a prefix
-    out = [name for name, used in zip(names, itertools.accumulate(len(n) + 2 for n in names)) if used <= budget]
+    used = itertools.accumulate(len(name) + 2 for name in names)
+    out = [name for name, _ in itertools.takewhile(lambda pair: pair[1] <= budget, zip(names, used))]
     rest = len(names) - len(out)
     return ", ".join(out) + (f" (+{rest} more)" if rest else "")
 
