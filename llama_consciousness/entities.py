@@ -281,7 +281,8 @@ def _classify_by_rules(word: str, shouting: bool) -> str:
     if first.isdigit():
         return "num"
     letters = [c for c in word if c.isalpha()]
-    if letters and any(c.isdigit() for c in word) and (any(c.isupper() for c in word) or _LOWER_CODE.match(word)):
+    if letters and any(c.isdigit() for c in word) and (
+            any(c.isupper() for c in word) or _LOWER_CODE.match(word)):
         return "code"
     if _CAMEL.search(word) and not _MC.match(word) and "_" not in word:
         return "camel"
@@ -374,7 +375,7 @@ class OfflineEntityExtractor:
         self._first_names = FIRST_NAMES | {key.split()[0] for key in people if key}
 
     def extract(self, text: str, concepts: Iterable[str] = ()) -> list[Entity]:
-        """Entities mentioned in ``text``, plus the memory's ``concepts`` (matched, or appended when absent)."""
+        """Entities in ``text``, plus the memory's ``concepts`` (matched, or appended when absent)."""
         concepts = [c for c in concepts if isinstance(c, str) and c.strip() and not _too_long(c.strip())]
         lexicon = self._lexicon
         if concepts:  # the lexicon's own entries win

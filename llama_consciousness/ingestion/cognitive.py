@@ -36,7 +36,7 @@ __all__ = [
 
 
 class MemoryTransform(TransformComponent):
-    """A transform of memory nodes; relationship nodes (``metadata["kind"] == "relationship"``) pass through."""
+    """A transform of memory nodes: relationship nodes pass through untouched."""
 
     @classmethod
     def class_name(cls) -> str:

@@ -102,7 +102,7 @@ def _card(value: str) -> bool:
 
 
 def _secret(value: str) -> bool:
-    return len(value) >= 16 and re.search(r"\d", value) is not None and re.search(r"[A-Za-z]", value) is not None
+    return len(value) >= 16 and bool(re.search(r"\d", value)) and bool(re.search(r"[A-Za-z]", value))
 
 
 _SECRET_LABELS = (
@@ -297,9 +297,11 @@ class PIIScrubber(MemoryTransform):
             if self.reset_embedding:
                 node.embedding = None
             recorded = dict(node.metadata.get(REDACTIONS_KEY) or {})
-            node.metadata[REDACTIONS_KEY] = {**recorded, **{k: int(recorded.get(k, 0)) + n for k, n in counts.items()}}
+            recorded.update({kind: int(recorded.get(kind, 0)) + count for kind, count in counts.items()})
+            node.metadata[REDACTIONS_KEY] = recorded
             totals.update(counts)
-        self._last_report = {"nodes": len(memory_nodes), "nodes_redacted": changed_nodes, "counts": dict(totals)}
+        self._last_report = {"nodes": len(memory_nodes), "nodes_redacted": changed_nodes,
+                             "counts": dict(totals)}
         return nodes
 
 

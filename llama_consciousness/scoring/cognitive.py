@@ -176,7 +176,8 @@ def extract_concepts(
 
     def score(word: str) -> float:
         bonus = CONCEPT_TECHNICAL_BOOST if word in boost else CONCEPT_SHAPE_BOOST if tech_shape(word) else 0.0
-        return CONCEPT_FREQUENCY_WEIGHT * frequency[word] + CONCEPT_POSITION_WEIGHT * (1.0 - first[word] / n) + bonus
+        position = CONCEPT_POSITION_WEIGHT * (1.0 - first[word] / n)
+        return CONCEPT_FREQUENCY_WEIGHT * frequency[word] + position + bonus
 
     return sorted(frequency, key=lambda word: (-score(word), first[word], word))[:k]
 

@@ -130,7 +130,7 @@ def split_type_prefix(name: str) -> tuple[Optional[str], str]:
 
 
 def normalize_entity_name(name: str) -> str:
-    """The key entity names are compared by: "person_Luca" and "luca's" -> "luca"; "" without letters/digits."""
+    """The key names are compared by ("person_Luca", "luca's" -> "luca"); "" without letters or digits."""
     text = unicodedata.normalize("NFKC", name).casefold().translate(_APOSTROPHES)
     text = text.strip(_EDGE_PUNCT)
     text = _ARTICLE.sub("", text)
