@@ -1,74 +1,30 @@
 """Entities mentioned in memories and queries.
 
-Entities extracted from a memory become entity nodes of the graph linked to
-the memory by ``MENTIONS`` edges; entities extracted from a query are where
-graph traversal starts ("How does Luca's approach to V2 differ from
-Felix's?" -> Luca, V2, Felix).  Names are compared by
-:func:`~llama_consciousness.scoring.names.normalize_entity_name`, so the
-extractors only have to find mentions, not to spell them like the graph.
+Entities of a memory become graph nodes linked to it by ``MENTIONS`` edges;
+entities of a query are where graph traversal starts ("How does Luca's
+approach to V2 differ from Felix's?" -> Luca, V2, Felix).  Names are compared
+by :func:`~llama_consciousness.scoring.names.normalize_entity_name`, so the
+extractors only find mentions.  :class:`OfflineEntityExtractor` (rules, no
+model) runs on every query, so it must be fast; :class:`LLMEntityExtractor`
+asks a LlamaIndex ``LLM`` and falls back to the rules when that fails.
 
-* :class:`OfflineEntityExtractor` -- deterministic rules, pure Python, no
-  model.  It runs on every query, so it must be fast.
-* :class:`LLMEntityExtractor` -- asks a LlamaIndex ``LLM`` for a JSON list,
-  with the graph's entity names in the prompt; falls back to the offline
-  extractor when the call fails or the answer cannot be read.
-* the ingestion transform that writes ``metadata["lc_entities"]`` on every
-  memory ``TextNode`` is :class:`llama_consciousness.ingestion.entities.EntityExtractor`.
-
-Offline rules
--------------
-A mention is one of:
-
-* a **lexicon** entry found in the text, case-insensitively and by key
-  ("person_Luca" in ``known_people`` matches "luca's"): ``known_people``
-  (Person), ``vocabulary`` (Concept, or the type given in a mapping) and the
-  memory's ``concepts`` (Concept; those not found in the text are appended);
-* a **run** of capitalised words, CamelCase words (FalkorDB, LlamaIndex),
-  acronyms (LLM) and codes (V2, N1, S6, GPT-4; lower-case codes such as
-  "v2" too): "Microsoft GraphRAG", "Luca Rossi".  A number continues a
-  capitalised word ("Phase 3"); after a code, CamelCase word or acronym a
-  few lower-case head nouns continue the run ("V2 architecture", see
-  :data:`HEAD_NOUNS`); "of"/"van"/"de"... join two capitalised words.  Runs
-  stop at punctuation, line breaks, possessives and stop words.
-* a **quoted** term of at most six words ("...", “...”, '...', ‘...’).
-
-Capitalised stop words (:data:`STOP_WORDS`: "The", "When", "How", "What",
-"I", "We", weekdays, months...) are never entities, and a single capitalised
-word at the start of a sentence needs evidence (a known name, a possessive,
-a person cue) to count: its capital may be the sentence's.  Text that is
-mostly upper case is read as if it were lower case (only codes and CamelCase
-words count).
-
-A run is a **Person** when it starts with a known first name (a compact
-built-in list, :data:`FIRST_NAMES`, plus the first words of
-``known_people``), or when its plain capitalised words are preceded by a
-person cue ("asked", "with", "told", "by", ... :data:`PERSON_CUES_BEFORE`),
-followed by one ("said", "thinks", ...), or carry a possessive ("Felix's").
-A lower-case known first name counts too when it carries a possessive or a
-cue ("how does luca's approach..."), since queries are often typed in lower
-case.  A run is an **Organization** when it ends with a suffix such as
-"Inc" or "Labs" or is one well-known company name; a **Project** when it
-starts with "Phase", "Sprint", "Milestone", ...; a **Tool** when it holds a
-CamelCase word or a known tool; a **Concept** when it ends with a head noun;
-an **Entity** otherwise.
-
-Size caps
----------
-No entity name is longer than :data:`MAX_ENTITY_CHARS` characters or
-:data:`MAX_ENTITY_WORDS` words, whatever found it (a run, the lexicon, a
-quote, the memory's ``concepts``, an LLM).  A longer "mention" is a title, a
-shouted sentence or a blob (a hash, base64, minified code), not a name; the
-codes, CamelCase words and acronyms inside an over-long run are still kept
-as entities of their own.  The caps also bound the work spent on each
-mention, so extraction takes time linear in the length of the text, whatever
-its shape (one 10 MB token, or a million short mentions).
-
-Overlaps are resolved longest mention first (lexicon before run before quote
-on equal length).  The codes, CamelCase words, first names and lexicon
-entries inside a longer mention are kept as well ("V2 architecture" also
-yields "V2"), because graph traversal benefits from every starting point.
-Entities are returned in text order and deduplicated by key, keeping the
-first surface form.
+Offline rules.  A mention is a **lexicon** entry (``known_people``,
+``vocabulary``, the memory's ``concepts``) found by key; a **run** of
+capitalised words, CamelCase words, acronyms and codes ("Microsoft GraphRAG",
+"V2", "GPT-4"), continued by a number after a capitalised word ("Phase 3"), by
+a few head nouns after a code ("V2 architecture", :data:`HEAD_NOUNS`) and by
+"of"/"van"/"de" between capitalised words; or a **quoted** term of at most six
+words.  Stop words are never entities, and a lone capitalised word opening a
+sentence needs evidence (a known name, a possessive, a person cue).  Mostly
+upper-case text is read as lower case.  A run is a Person (a known first name,
+a person cue such as "asked"/"said", a possessive; also a lower-case first
+name with a possessive or cue, as queries are often typed in lower case), an
+Organization, a Project ("Phase ..."), a Tool (a CamelCase word or known
+tool), a Concept (ends with a head noun) or an Entity.  Overlaps are resolved
+longest first (lexicon, run, quote on equal length); codes, CamelCase words,
+first names and lexicon entries inside a longer mention are kept too, since
+traversal benefits from every starting point.  Entities come in text order,
+deduplicated by key.
 """
 
 from __future__ import annotations
@@ -107,21 +63,13 @@ ENTITY_TYPES: tuple[str, ...] = ("Person", "Organization", "Concept", "Tool", "P
 #: Metadata key the transform writes.
 ENTITIES_KEY = "lc_entities"
 
-#: The longest entity name, in characters (surface form, as in the text).
-#: Why 100: real names are far shorter ("International Business Machines
-#: Corporation" is 44, long official place names about 60, a long concept
-#: such as "retrieval augmented generation pipeline architecture" about
-#: 50); the quote rule already stops at 80.  A longer span is a title, a
-#: shouted sentence or a blob (hash, base64, minified code) that no query
-#: will name, and as a graph node it would be an id and an index entry of
-#: that size.  The cap also bounds the work per mention (keys, overlap
-#: checks), which keeps extraction linear in the length of the text.
+#: Size caps of an entity name, whatever found it.  Real names are far shorter
+#: (44 characters for "International Business Machines Corporation", 5 to 8
+#: words for "Ministry of Economic Affairs and Climate Policy"); a longer span
+#: is a title, a shouted sentence or a blob (hash, base64, minified code) that
+#: no query will name.  The caps also bound the work per mention, which keeps
+#: extraction linear in the length of the text, whatever its shape.
 MAX_ENTITY_CHARS = 100
-
-#: The most words (whitespace-separated) in an entity name.  Why 12: the
-#: longest real names ("Bill and Melinda Gates Foundation", "Ministry of
-#: Economic Affairs and Climate Policy") have 5 to 8 words; a run of more
-#: capitalised words is a title-case heading, not one thing.
 MAX_ENTITY_WORDS = 12
 
 
@@ -131,12 +79,7 @@ def _too_long(name: str) -> bool:
 
 
 class Entity(BaseModel):
-    """One entity mention.
-
-    ``key`` is :func:`normalize_entity_name` of ``name`` unless given;
-    ``span`` is ``(start, end)`` in the text the entity was extracted from,
-    when known.
-    """
+    """One entity mention: ``key`` defaults to the name's key, ``span`` is ``(start, end)`` in the text."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -153,8 +96,7 @@ class Entity(BaseModel):
             data = dict(data)
             if isinstance(data.get("name"), str):
                 data["name"] = data["name"].strip()
-            if not data.get("key") and isinstance(data.get("name"), str):
-                data["key"] = normalize_entity_name(data["name"])
+                data["key"] = data.get("key") or normalize_entity_name(data["name"])
             if not data.get("key"):
                 raise ValueError(f"entity name {data.get('name')!r} has no letters or digits")
         return data
@@ -165,9 +107,7 @@ class Entity(BaseModel):
                 "confidence": round(self.confidence, 3)}
 
 
-# --------------------------------------------------------------------------
-# Word lists (casefolded).  Compact on purpose: the lexicon arguments carry
-# the names a deployment actually knows.
+# Word lists (casefolded), compact on purpose: the lexicon arguments carry the names a deployment knows.
 
 #: Capitalised words that are never entities on their own.
 STOP_WORDS: frozenset[str] = frozenset("""
@@ -211,7 +151,7 @@ iris isaac isabel isabella ivan jack jacob james jan jane jasmine jason javier j
 jens jessica joan joanna joe johan johannes john jonas jonathan jorge jose joseph josh joshua
 juan julia julian julien juliette justin karen karim karl kate katherine kenji kevin klaus
 laura lars lea leo leon leonardo liam lila lily lin linda lisa lorenzo louis louise luca lucas
-lucia luciano luigi luis luke lukas maria marco marcus margaret maria marie marina mario marta
+lucia luciano luigi luis luke lukas marco marcus margaret maria marie marina mario marta
 martin mary mateo matteo matthew mattia maya mehmet mei mia michael michele michelle miguel
 mikhail milan mohamed mohammed nadia naomi natalia natalie nathan nicholas nick nicola nicolas
 nicole niklas nikolai nina noah noemi nora oliver olivia omar oscar pablo paolo patrick paul
@@ -292,9 +232,7 @@ def _cached_key(text: str) -> str:
 
 def _key(text: str) -> str:
     """:func:`normalize_entity_name`, cached for names (a long text is not kept in the cache)."""
-    if len(text) > 2 * MAX_ENTITY_CHARS:
-        return normalize_entity_name(text)
-    return _cached_key(text)
+    return normalize_entity_name(text) if len(text) > 2 * MAX_ENTITY_CHARS else _cached_key(text)
 
 
 @dataclass
@@ -321,15 +259,9 @@ class _Mention:
 
 def _sentence_initial(text: str, start: int) -> bool:
     i = start - 1
-    while i >= 0:
-        ch = text[i]
-        if ch == "\n":
-            return True
-        if ch.isspace() or ch in _OPENERS:
-            i -= 1
-            continue
-        return ch in _SENTENCE_END
-    return True
+    while i >= 0 and text[i] != "\n" and (text[i].isspace() or text[i] in _OPENERS):
+        i -= 1
+    return i < 0 or text[i] == "\n" or text[i] in _SENTENCE_END
 
 
 def _classify(word: str, shouting: bool) -> str:
@@ -348,10 +280,9 @@ def _classify_by_rules(word: str, shouting: bool) -> str:
     first = word[0]
     if first.isdigit():
         return "num"
-    has_digit = any(c.isdigit() for c in word)
-    has_upper = any(c.isupper() for c in word)
     letters = [c for c in word if c.isalpha()]
-    if has_digit and letters and (has_upper or _LOWER_CODE.match(word)):
+    if letters and any(c.isdigit() for c in word) and (
+            any(c.isupper() for c in word) or _LOWER_CODE.match(word)):
         return "code"
     if _CAMEL.search(word) and not _MC.match(word) and "_" not in word:
         return "camel"
@@ -370,12 +301,8 @@ _NOT_UPPER = bytes(b for b in _ALL_BYTES if not chr(b).isascii() or not chr(b).i
 
 
 def _letter_counts(text: str) -> tuple[int, int]:
-    """(letters, upper-case letters) of ``text``.
-
-    ASCII text (nearly all) is counted by deleting the other bytes in one C
-    call; any other text by ``str.isalpha`` / ``str.isupper`` per character
-    (still C loops, a few times slower).
-    """
+    """(letters, upper-case letters) of ``text``: for ASCII text (nearly all), by deleting the other
+    bytes in one C call, a few times faster than ``str.isalpha`` / ``str.isupper`` per character."""
     if text.isascii():
         data = text.encode("ascii")
         return len(data.translate(None, _NOT_LETTERS)), len(data.translate(None, _NOT_UPPER))
@@ -401,12 +328,10 @@ def _tokenize(text: str) -> list[_Tok]:
             elif word[-1] in "sS" and (end + 1 == size or not (text[end + 1].isalnum() or text[end + 1] == "_")):
                 possessive = True
         lower = word.casefold()
-        if word.isalpha() and word.islower():  # most words: what _classify answers first, without the call
-            kind = "stop" if lower in STOP_WORDS else "lower"
-        else:
-            kind = _classify(word, shouting)
-            if kind in ("cap", "acronym", "letter", "lower") and lower in STOP_WORDS:
-                kind = "stop"
+        # most words are lower case: what _classify answers first, without the call
+        kind = "lower" if word.isalpha() and word.islower() else _classify(word, shouting)
+        if kind in ("cap", "acronym", "letter", "lower") and lower in STOP_WORDS:
+            kind = "stop"
         # Only a capitalised word's position in its sentence matters (the run rules).
         initial = kind == "cap" and _sentence_initial(text, start)
         tokens.append(_Tok(word, start, end, lower, kind, possessive, initial))
@@ -418,23 +343,11 @@ def _adjacent(text: str, left: _Tok, right: _Tok) -> bool:
     return gap == " " or (0 < len(gap) <= 3 and gap.isspace() and "\n" not in gap)
 
 
-def _build_lexicon(
-    entries: Iterable[tuple[str, str, float]],
-) -> dict[str, tuple[str, float]]:
-    lexicon: dict[str, tuple[str, float]] = {}
-    for name, entity_type, confidence in entries:
-        key = _key(name)
-        if key and key not in lexicon:
-            lexicon[key] = (entity_type, confidence)
-    return lexicon
-
-
 class OfflineEntityExtractor:
     """Deterministic, model-free entity extraction (rules in the module docstring).
 
     ``known_people``: names (or ids such as "person_luca") of people;
     ``vocabulary``: concept names, or a mapping name -> entity type;
-    ``first_names``: replaces the built-in :data:`FIRST_NAMES`;
     ``emit_parts``: also return the codes, names and lexicon entries inside
     longer mentions; ``max_entities``: keep at most this many (the most
     confident, returned in text order).
@@ -445,69 +358,45 @@ class OfflineEntityExtractor:
         known_people: Iterable[str] = (),
         vocabulary: Union[Iterable[str], Mapping[str, str]] = (),
         *,
-        first_names: Optional[Iterable[str]] = None,
         emit_parts: bool = True,
         max_entities: Optional[int] = None,
     ) -> None:
         self.known_people = tuple(known_people)
         if isinstance(vocabulary, Mapping):
-            vocab_items = [(str(k), _coerce_type(v) or "Concept") for k, v in vocabulary.items()]
+            self.vocabulary = tuple((str(k), _coerce_type(v) or "Concept") for k, v in vocabulary.items())
         else:
-            vocab_items = [(str(k), "Concept") for k in vocabulary]
-        self.vocabulary = tuple(vocab_items)
+            self.vocabulary = tuple((str(k), "Concept") for k in vocabulary)
         self.emit_parts = emit_parts
         self.max_entities = max_entities
-        self._lexicon = _build_lexicon(
-            [(p, "Person", 0.95) for p in self.known_people] + [(n, t, 0.9) for n, t in vocab_items]
-        )
-        names = set(FIRST_NAMES if first_names is None else (n.casefold() for n in first_names))
-        for person in self.known_people:
-            key = _key(person)
-            if key:
-                names.add(key.split()[0])
-        self._first_names = frozenset(names)
-
-    # -- public API ------------------------------------------------------
+        entries = [(p, "Person", 0.95) for p in self.known_people] + [(n, t, 0.9) for n, t in self.vocabulary]
+        # reversed: the first entry of a key wins
+        self._lexicon = {key: (t, c) for name, t, c in reversed(entries) if (key := _key(name))}
+        people = (_key(person) for person in self.known_people)
+        self._first_names = FIRST_NAMES | {key.split()[0] for key in people if key}
 
     def extract(self, text: str, concepts: Iterable[str] = ()) -> list[Entity]:
-        """Entities mentioned in ``text`` (plus ``concepts``: the memory's own
-        concept names, matched in the text or appended when absent; names
-        over the size caps are not entities)."""
+        """Entities in ``text``, plus the memory's ``concepts`` (matched, or appended when absent)."""
         concepts = [c for c in concepts if isinstance(c, str) and c.strip() and not _too_long(c.strip())]
         lexicon = self._lexicon
-        if concepts:
-            lexicon = dict(lexicon)
-            for concept in concepts:
-                key = _key(concept)
-                if key and key not in lexicon:
-                    lexicon[key] = ("Concept", 0.9)
+        if concepts:  # the lexicon's own entries win
+            lexicon = {**{key: ("Concept", 0.9) for concept in concepts if (key := _key(concept))}, **lexicon}
         tokens = _tokenize(text) if text else []
         mentions = self._lexicon_mentions(text, tokens, lexicon)
         mentions += self._run_mentions(text, tokens, lexicon)
         mentions += self._quote_mentions(text, lexicon)
-        entities = self._resolve(text, mentions)
-        seen = {e.key for e in entities}
-        _add_concepts(entities, seen, concepts)
-        return _top(entities, self.max_entities)
+        return _finish(self._resolve(text, mentions), concepts, self.max_entities)
 
     def extract_query_entities(self, query: str) -> list[str]:
         """The entity names mentioned in a query, in order ("Luca", "V2", "Felix")."""
         return [entity.name for entity in self.extract(query)]
-
-    # -- detectors -------------------------------------------------------
 
     def _lexicon_mentions(
         self, text: str, tokens: list[_Tok], lexicon: Mapping[str, tuple[str, float]]
     ) -> list[_Mention]:
         if not lexicon or not tokens:
             return []
-        firsts: set[str] = set()
-        max_words = 1
-        for key in lexicon:
-            words = key.split()
-            firsts.add(words[0])
-            max_words = max(max_words, len(words))
-        max_words = min(max_words, 8)
+        firsts = {key.split()[0] for key in lexicon}
+        max_words = min(max(len(key.split()) for key in lexicon), 8)
         found: list[_Mention] = []
         for i, tok in enumerate(tokens):
             if tok.end - tok.start > MAX_ENTITY_CHARS:
@@ -516,20 +405,16 @@ class OfflineEntityExtractor:
             if not single or (single.split()[0] not in firsts and tok.lower not in firsts):
                 continue
             best: Optional[_Mention] = None
-            last = tokens[i]
             # The span grows one token at a time; the key of a span covers
             # every word of it, so "V2 architectures" finds "v2 architecture".
             for j in range(i, min(len(tokens), i + max_words)):
-                if j > i:
-                    if tokens[j].end - tok.start > MAX_ENTITY_CHARS:
-                        break
-                    if "\n" in text[tokens[j - 1].end:tokens[j].start]:
-                        break
-                    last = tokens[j]
-                span_key = _key(text[tok.start:last.end])
-                hit = lexicon.get(span_key)
+                end = tokens[j].end
+                if j > i and (end - tok.start > MAX_ENTITY_CHARS
+                              or "\n" in text[tokens[j - 1].end:tokens[j].start]):
+                    break
+                hit = lexicon.get(_key(text[tok.start:end]))
                 if hit is not None:
-                    best = _Mention(tok.start, last.end, hit[0], hit[1], "lexicon", part_ok=True)
+                    best = _Mention(tok.start, end, hit[0], hit[1], "lexicon", part_ok=True)
             if best is not None:
                 found.append(best)
         return found
@@ -581,15 +466,11 @@ class OfflineEntityExtractor:
     def _classify_run(
         self, text: str, tokens: list[_Tok], i: int, j: int, lexicon: Mapping[str, tuple[str, float]]
     ) -> list[_Mention]:
-        """The mention of the run ``tokens[i:j]`` (none, or one with its parts).
-
-        A run over the size caps is no mention: only its parts are, on their
-        own (when ``emit_parts``).
-        """
+        """The mention of the run ``tokens[i:j]`` (none, or one with its parts; only the parts of a run
+        over the size caps)."""
         run = tokens[i:j]
         first = run[0]
-        # A sentence-initial capital is not evidence; drop a leading word
-        # that has nothing else going for it when a name follows it.
+        # A sentence-initial capital is not evidence: drop it before a first name.
         if (first.kind == "cap" and first.initial and len(run) > 1 and run[1].kind == "cap"
                 and first.lower not in self._first_names and run[1].lower in self._first_names):
             i += 1
@@ -599,16 +480,14 @@ class OfflineEntityExtractor:
         last = run[-1]
         after = tokens[j] if j < len(tokens) else None
         plain = all(t.kind in ("cap", "letter") or t.lower in _CONNECTORS for t in run)
-        cue_before = before is not None and before.lower in PERSON_CUES_BEFORE and (
-            text[before.end:first.start] in (" ", ". ")
-        )
+        cue_before = (before is not None and before.lower in PERSON_CUES_BEFORE
+                      and text[before.end:first.start] in (" ", ". "))
         cue_after = after is not None and after.lower in PERSON_CUES_AFTER and _adjacent(text, last, after)
         start, end = first.start, last.end
         if end - start > MAX_ENTITY_CHARS or len(run) > MAX_ENTITY_WORDS or _too_long(text[start:end]):
             if not self.emit_parts:
                 return []
             return [p for p in self._run_parts(run, first, "Entity") if p.end - p.start <= MAX_ENTITY_CHARS]
-        lower_words = [t.lower for t in run]
         run_key = _key(text[start:end])
 
         entity_type, confidence = "Entity", 0.6
@@ -620,25 +499,20 @@ class OfflineEntityExtractor:
             entity_type, confidence = "Person", 0.7
         elif plain and len(run) <= 3 and last.possessive and first.kind == "cap":
             entity_type, confidence = "Person", 0.65
-        elif (lower_words[-1] in _ORG_SUFFIXES and len(run) > 1) or (
-            len(run) == 1 and first.lower in _KNOWN_ORGS
-        ):
+        elif (last.lower in _ORG_SUFFIXES and len(run) > 1) or (len(run) == 1 and first.lower in _KNOWN_ORGS):
             entity_type, confidence = "Organization", 0.7
-        elif lower_words[0] in _PROJECT_WORDS and len(run) > 1:
+        elif first.lower in _PROJECT_WORDS and len(run) > 1:
             entity_type, confidence = "Project", 0.7
-        elif any(t.kind == "camel" or t.lower in _KNOWN_TOOLS for t in run) or (
-            run_key.replace(" ", "") in _KNOWN_TOOLS
-        ):
+        elif (any(t.kind == "camel" or t.lower in _KNOWN_TOOLS for t in run)
+              or run_key.replace(" ", "") in _KNOWN_TOOLS):
             entity_type, confidence = "Tool", 0.75
         elif last.kind == "lower" and last.lower in HEAD_NOUNS:
             entity_type, confidence = "Concept", 0.7
         elif len(run) == 1 and first.kind in ("code", "acronym"):
             entity_type, confidence = "Entity", 0.75
-
-        evidence = entity_type != "Entity" or confidence > 0.6 or len(run) > 1
-        if first.kind == "cap" and first.initial and len(run) == 1 and not (
-            evidence or first.possessive
-        ):
+        # A lone sentence-initial capital without evidence: its capital may be the sentence's.
+        if (len(run) == 1 and first.kind == "cap" and first.initial and entity_type == "Entity"
+                and confidence <= 0.6 and not first.possessive):
             return []
         mention = _Mention(start, end, entity_type, confidence, "run")
         if len(run) > 1:
@@ -675,15 +549,12 @@ class OfflineEntityExtractor:
                 found.append(_Mention(start, start + len(stripped), entity_type, confidence, "quote"))
         return found
 
-    # -- resolution ------------------------------------------------------
-
     def _resolve(self, text: str, mentions: list[_Mention]) -> list[Entity]:
         """Entities of the mentions: overlaps resolved, parts added, deduplicated by key.
 
-        Linear in the text and the mentions (a text may hold a million): a
-        mention overlaps an accepted one exactly when one of its characters
-        is taken, and a part lies in the accepted mention that starts last
-        at or before it, if in any (accepted mentions do not overlap).
+        Linear (a text may hold a million mentions): a mention overlaps an accepted
+        one exactly when one of its characters is taken, and a part lies in the
+        accepted mention that starts last at or before it, if in any.
         """
         order = sorted(mentions, key=lambda m: (-(m.end - m.start), _PRIORITY[m.source], m.start))
         accepted: list[_Mention] = []
@@ -698,48 +569,36 @@ class OfflineEntityExtractor:
         if self.emit_parts:
             by_start = sorted(accepted, key=lambda m: m.start)
             starts = [m.start for m in by_start]
-            candidates = rejected + [p for m in accepted for p in m.parts]
-            parts = []
-            for c in candidates:
-                if not c.part_ok:
-                    continue
-                k = bisect.bisect_right(starts, c.start) - 1
-                if k >= 0 and c.end <= by_start[k].end and by_start[k] is not c:
-                    parts.append(c)
-            accepted += parts
+            accepted += [c for c in rejected + [p for m in accepted for p in m.parts]
+                         if c.part_ok and (k := bisect.bisect_right(starts, c.start) - 1) >= 0
+                         and c.end <= by_start[k].end and by_start[k] is not c]
         accepted.sort(key=lambda m: (m.start, -(m.end - m.start), _PRIORITY[m.source]))
         entities: list[Entity] = []
         seen: set[str] = set()
         for mention in accepted:
             name = text[mention.start:mention.end]
             key = _key(name)
-            if not key or key in seen:
-                continue
-            seen.add(key)
-            entities.append(Entity(name=name, entity_type=mention.entity_type, key=key,
-                                   span=(mention.start, mention.end), confidence=mention.confidence))
+            if key and key not in seen:
+                seen.add(key)
+                entities.append(Entity(name=name, entity_type=mention.entity_type, key=key,
+                                       span=(mention.start, mention.end), confidence=mention.confidence))
         return entities
 
 
-def _add_concepts(entities: list[Entity], seen: set[str], concepts: Sequence[str]) -> None:
-    """The memory's concepts the extraction did not find, appended as Concept entities (in place)."""
+def _finish(entities: list[Entity], concepts: Sequence[str], limit: Optional[int]) -> list[Entity]:
+    """``entities`` plus the memory's concepts they miss (as Concepts); at most ``limit``, the most
+    confident, kept in their order."""
+    seen = {entity.key for entity in entities}
     for concept in concepts:
         key = _key(concept)
         if key and key not in seen:
             seen.add(key)
             entities.append(Entity(name=concept.strip(), entity_type="Concept", key=key, confidence=0.9))
-
-
-def _top(entities: list[Entity], limit: Optional[int]) -> list[Entity]:
-    """At most ``limit`` entities: the most confident, kept in their order."""
     if limit is None or len(entities) <= limit:
         return entities
     ranked = sorted(range(len(entities)), key=lambda i: (-entities[i].confidence, i))[:max(limit, 0)]
     return [entities[i] for i in sorted(ranked)]
 
-
-# --------------------------------------------------------------------------
-# LLM extraction
 
 _TYPE_WORDS: dict[str, str] = {
     **dict.fromkeys(("person", "people", "human", "citizen", "agent", "user"), "Person"),
@@ -772,41 +631,39 @@ _MAX_DECODE_TRIES = 64
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*(.*?)```", re.DOTALL)
 
 
+def _as_list(value: Any) -> Optional[list[Any]]:
+    if isinstance(value, dict) and isinstance(value.get("entities"), list):
+        return value["entities"]
+    return value if isinstance(value, list) else None
+
+
 def _parse_json_list(text: str) -> Optional[list[Any]]:
     """The JSON list in an LLM answer, or None when there is none."""
     if not isinstance(text, str):
         return None
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     decoder = json.JSONDecoder()
-    for candidate in candidates:
+    for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
         candidate = candidate.strip()
-        # RecursionError: brackets nested deeper than the decoder goes ("[[[[..."),
-        # an answer with no list to read like any other.
+        # RecursionError: brackets nested deeper than the decoder goes, no list like any other.
         try:
-            value = json.loads(candidate)
+            found = _as_list(json.loads(candidate))
         except (ValueError, RecursionError):
-            value = None
-            # Leading or trailing prose: decode from each opening bracket (the
-            # first few: each try may read to the end, and prose holds few).
+            found = None
+            # Leading or trailing prose: decode from each opening bracket (the first few).
             for match in itertools.islice(re.finditer(r"[\[{]", candidate), _MAX_DECODE_TRIES):
                 try:
-                    value, _ = decoder.raw_decode(candidate, match.start())
+                    found = _as_list(decoder.raw_decode(candidate, match.start())[0])
                 except (ValueError, RecursionError):
                     continue
-                if isinstance(value, list) or (isinstance(value, dict) and isinstance(value.get("entities"), list)):
+                if found is not None:
                     break
-                value = None
-        if isinstance(value, dict) and isinstance(value.get("entities"), list):
-            value = value["entities"]
-        if isinstance(value, list):
-            return value
+        if found is not None:
+            return found
     return None
 
 
 def parse_entity_list(text: str) -> list[Any]:
-    """The JSON list in an LLM answer (code fences and surrounding prose are
-    tolerated; ``{"entities": [...]}`` is unwrapped).  Anything else -> ``[]``
-    and a warning."""
+    """The JSON list in an LLM answer (fences, prose and ``{"entities": [...]}`` tolerated), else ``[]``."""
     value = _parse_json_list(text)
     if value is None:
         logger.warning("entity extraction: the LLM answer holds no JSON list: %.200r", text)
@@ -846,14 +703,8 @@ DEFAULT_SCHEMA = (
 def _known_block(names: Sequence[str], budget: int) -> str:
     if not names:
         return "(none)"
-    out: list[str] = []
-    used = 0
-    for name in names:
-        cost = len(name) + 2
-        if used + cost > budget:
-            break
-        out.append(name)
-        used += cost
+    used = itertools.accumulate(len(name) + 2 for name in names)
+    out = [name for name, _ in itertools.takewhile(lambda pair: pair[1] <= budget, zip(names, used))]
     rest = len(names) - len(out)
     return ", ".join(out) + (f" (+{rest} more)" if rest else "")
 
@@ -861,17 +712,11 @@ def _known_block(names: Sequence[str], budget: int) -> str:
 class LLMEntityExtractor:
     """Entity extraction by a LlamaIndex ``LLM`` (``llm.complete`` / ``acomplete``).
 
-    The prompt carries ``schema`` and up to ``known_entities_budget``
-    characters of ``known_entities`` (the graph's names).  Names that match a
-    known entity (exactly by key, or fuzzily at ``match_threshold``) are
-    returned with the known spelling; type prefixes ("person_Luca") set the
-    type and are dropped from the displayed name.
-    Names over the size caps (:data:`MAX_ENTITY_CHARS`,
-    :data:`MAX_ENTITY_WORDS`) are dropped, as the offline rules drop them.
-
-    When the call raises, or the answer holds no JSON list, the ``fallback``
-    extractor (an :class:`OfflineEntityExtractor` by default) answers
-    instead, with a warning in the log.  An empty JSON list is a valid answer.
+    The prompt carries ``schema`` and up to ``known_entities_budget`` characters
+    of ``known_entities``.  Names matching a known entity (by key, or fuzzily at
+    ``match_threshold``) take its spelling; type prefixes ("person_Luca") set the
+    type.  Names over the size caps are dropped.  When the call raises or the
+    answer holds no JSON list (``[]`` is an answer), ``fallback`` answers instead.
     """
 
     def __init__(
@@ -895,8 +740,6 @@ class LLMEntityExtractor:
         self.prompt_template = prompt_template
         self.match_threshold = match_threshold
         self.max_entities = max_entities
-        self.known_entities: tuple[str, ...] = ()
-        self._index = EntityIndex()
         self.set_known_entities(known_entities)
 
     def set_known_entities(self, names: Sequence[str]) -> None:
@@ -915,22 +758,18 @@ class LLMEntityExtractor:
                 known_entities: Optional[Sequence[str]] = None) -> list[Entity]:
         prompt = self.build_prompt(text, known_entities)
         try:
-            answer = self.llm.complete(prompt).text
+            answer: Union[str, Exception] = self.llm.complete(prompt).text
         except Exception as exc:  # noqa: BLE001 -- any LLM failure degrades to the rules
-            logger.warning("entity extraction: LLM call failed (%s: %s); using offline rules",
-                           type(exc).__name__, exc)
-            return self.fallback.extract(text, concepts)
+            answer = exc
         return self._from_answer(text, answer, concepts, known_entities)
 
     async def aextract(self, text: str, concepts: Iterable[str] = (), *,
                        known_entities: Optional[Sequence[str]] = None) -> list[Entity]:
         prompt = self.build_prompt(text, known_entities)
         try:
-            answer = (await self.llm.acomplete(prompt)).text
+            answer: Union[str, Exception] = (await self.llm.acomplete(prompt)).text
         except Exception as exc:  # noqa: BLE001
-            logger.warning("entity extraction: LLM call failed (%s: %s); using offline rules",
-                           type(exc).__name__, exc)
-            return self.fallback.extract(text, concepts)
+            answer = exc
         return self._from_answer(text, answer, concepts, known_entities)
 
     def extract_query_entities(self, query: str) -> list[str]:
@@ -939,24 +778,24 @@ class LLMEntityExtractor:
     async def aextract_query_entities(self, query: str) -> list[str]:
         return [entity.name for entity in await self.aextract(query)]
 
-    def _from_answer(self, text: str, answer: str, concepts: Iterable[str],
+    def _from_answer(self, text: str, answer: Union[str, Exception], concepts: Iterable[str],
                      known_entities: Optional[Sequence[str]]) -> list[Entity]:
         concepts = [c for c in concepts if isinstance(c, str) and c.strip()]
+        if isinstance(answer, Exception):
+            logger.warning("entity extraction: LLM call failed (%s: %s); using offline rules",
+                           type(answer).__name__, answer)
+            return self.fallback.extract(text, concepts)
         items = _parse_json_list(answer)
         if items is None:
             logger.warning("entity extraction: the LLM answer holds no JSON list (%.200r); "
                            "using offline rules", answer)
             return self.fallback.extract(text, concepts)
         index = self._index if known_entities is None else EntityIndex((n, n) for n in known_entities)
-        entities: list[Entity] = []
-        seen: set[str] = set()
-        for item in items:
-            entity = self._to_entity(text, item, index)
-            if entity is not None and entity.key not in seen:
-                seen.add(entity.key)
-                entities.append(entity)
-        _add_concepts(entities, seen, concepts)
-        return _top(entities, self.max_entities)
+        entities: dict[str, Entity] = {}
+        for entity in (self._to_entity(text, item, index) for item in items):
+            if entity is not None:
+                entities.setdefault(entity.key, entity)
+        return _finish(list(entities.values()), concepts, self.max_entities)
 
     def _to_entity(self, text: str, item: Any, index: EntityIndex) -> Optional[Entity]:
         if isinstance(item, str):
@@ -970,7 +809,7 @@ class LLMEntityExtractor:
         if not isinstance(raw, str) or not raw.strip() or len(raw) > 200:
             return None
         prefix, rest = split_type_prefix(raw.strip())
-        entity_type = _coerce_type(type_name) or (_coerce_type(prefix) if prefix else None) or "Entity"
+        entity_type = _coerce_type(type_name) or _coerce_type(prefix) or "Entity"
         match = index.best(raw, self.match_threshold) if len(index) else None
         if match is not None:
             name, score = match.name, 0.9 if match.score >= 1.0 else 0.8 * match.score
@@ -979,13 +818,9 @@ class LLMEntityExtractor:
             score = 0.6
         if isinstance(confidence, (int, float)) and not isinstance(confidence, bool) and 0 <= confidence <= 1:
             score = float(confidence)
-        if _too_long(name):
-            return None
         key = _key(name)
-        if not key:
+        if not key or _too_long(name):
             return None
-        span = None
         found = re.search(re.escape(name), text, re.IGNORECASE)
-        if found is not None:
-            span = (found.start(), found.end())
-        return Entity(name=name, entity_type=entity_type, key=key, span=span, confidence=score)
+        return Entity(name=name, entity_type=entity_type, key=key, span=found.span() if found else None,
+                      confidence=score)

@@ -1,24 +1,10 @@
-"""Spec-004 cognitive fields as LlamaIndex ``TransformComponent``s.
+"""Spec-004 cognitive fields (concepts, surfaces_when, authority) as LlamaIndex ``TransformComponent``s.
 
-Put them in an ``IngestionPipeline`` before the writer (and after the guards
-of :mod:`llama_consciousness.ingestion.guards`, so that concepts are never
-extracted from a secret)::
-
-    IngestionPipeline(transformations=[
-        PIIScrubber(), InjectionGuard(),
-        ConceptExtractor(), SurfacesWhenInferrer(), AuthorityScorer(),
-        embed_model, writer,
-    ])
-
-Each transform works on memory ``TextNode``s as built by
-:func:`llama_consciousness.nodes.memory_to_text_node` (text =
-description, metadata = the MemoryNode fields by name) and leaves
-relationship nodes (``metadata["kind"] == "relationship"``) alone.  They only
-*fill* fields: a value the user gave is kept unless ``overwrite=True``, so a
-curated concept list is never replaced by a guessed one.
-
-The scoring itself lives in :mod:`llama_consciousness.scoring.cognitive`
-(pure functions); these classes only read and write node metadata.
+Run them after the guards of :mod:`llama_consciousness.ingestion.guards`, so that
+concepts are never extracted from a secret.  They only *fill* fields: a value the
+user gave is kept unless ``overwrite=True``, so a curated concept list is never
+replaced by a guessed one.  The scoring itself lives in
+:mod:`llama_consciousness.scoring.cognitive`.
 """
 
 from __future__ import annotations
@@ -48,52 +34,46 @@ __all__ = [
     "concept_source_text",
 ]
 
-_SECONDS_PER_DAY = 86_400.0
+
+class MemoryTransform(TransformComponent):
+    """A transform of memory nodes: relationship nodes pass through untouched."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return cls.__name__
+
+    @staticmethod
+    def memories(nodes: Sequence[BaseNode]) -> list[BaseNode]:
+        return [node for node in nodes if not is_relationship(node)]
 
 
-def _memory_nodes(nodes: Sequence[BaseNode]) -> list[BaseNode]:
-    return [node for node in nodes if not is_relationship(node)]
-
-
-def _description(node: BaseNode) -> str:
-    return node.get_content(metadata_mode="none") or ""
-
-
-# A taxonomy tag in front of a name ("intent.rule: ...", "world_fact: ..."):
-# a type label, not content.  Only dotted/underscored identifiers count, so
-# that "Docker: networking notes" keeps its subject.
+# A taxonomy tag in front of a name ("intent.rule: ...", "world_fact: ..."): a type
+# label, not content.  Only dotted/underscored identifiers count, so that "Docker:
+# networking notes" keeps its subject.
 _NAME_TAG = re.compile(r"^[a-z][a-z0-9]*[._][a-z0-9_.]*:\s+", re.IGNORECASE)
 
 
 def concept_source_text(node: BaseNode) -> str:
-    """The text concepts are extracted from: the memory's name, then its description.
+    """The memory's name, then its description: concepts are extracted from this.
 
-    The name states the subject, so it goes first.  But names are often the
-    description's opening cut short ("intent.rule: When debugging path
-    errors..."); repeating it would double-count exactly the words that the
-    position weight already favours, so a name (without its taxonomy tag and
-    trailing ellipsis) that the description already contains is skipped.
+    A name (without its taxonomy tag and ellipsis) that the description already
+    contains is skipped: it would double-count the words the position weight
+    already favours.
     """
     name = str(node.metadata.get("name") or "").strip()
-    description = _description(node).strip()
+    description = (node.get_content(metadata_mode="none") or "").strip()
     stem = _NAME_TAG.sub("", name).rstrip(".\u2026 ").strip()
     if not stem or stem.lower() in description.lower():
         return description
-    if not description:
-        return stem
-    return f"{stem}. {description}"
+    return f"{stem}. {description}" if description else stem
 
 
 def _is_empty(value: Any) -> bool:
     return value is None or (isinstance(value, (list, tuple, str)) and len(value) == 0)
 
 
-class ConceptExtractor(TransformComponent):
-    """Fills ``metadata["concepts"]`` with the top-``k`` key terms of name + description.
-
-    Empty (missing, ``None`` or ``[]``) concepts are filled; given ones are
-    kept unless ``overwrite`` is set.
-    """
+class ConceptExtractor(MemoryTransform):
+    """Fills empty ``metadata["concepts"]`` with the top-``k`` key terms of name + description."""
 
     k: int = Field(default=5, ge=1, description="How many concepts to keep.")
     # A sorted tuple, not a set: the pipeline cache hashes str(config), and a
@@ -104,30 +84,20 @@ class ConceptExtractor(TransformComponent):
     )
     overwrite: bool = Field(default=False, description="Replace concepts that are already set.")
 
-    @classmethod
-    def class_name(cls) -> str:
-        return "ConceptExtractor"
-
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        for node in _memory_nodes(nodes):
-            if not self.overwrite and not _is_empty(node.metadata.get("concepts")):
-                continue
-            node.metadata["concepts"] = extract_concepts(
-                concept_source_text(node), k=self.k, boost_terms=self.boost_terms
-            )
+        for node in self.memories(nodes):
+            if self.overwrite or _is_empty(node.metadata.get("concepts")):
+                node.metadata["concepts"] = extract_concepts(
+                    concept_source_text(node), k=self.k, boost_terms=self.boost_terms
+                )
         return nodes
 
-    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        # Pure CPU work measured in microseconds: no reason to use a thread.
-        return self.__call__(nodes, **kwargs)
 
+class SurfacesWhenInferrer(MemoryTransform):
+    """Fills empty ``metadata["surfaces_when"]`` with the query patterns the memory answers.
 
-class SurfacesWhenInferrer(TransformComponent):
-    """Fills ``metadata["surfaces_when"]`` with the query patterns the memory answers.
-
-    Uses the node's ``concepts`` when present (so run it after
-    :class:`ConceptExtractor`); otherwise extracts them on the fly without
-    storing them, so that this transform only writes the field it owns.
+    Uses the node's ``concepts`` (run it after :class:`ConceptExtractor`); without
+    them, extracts some on the fly without storing them.
     """
 
     max_patterns: int = Field(default=8, ge=1, description="Most patterns to keep.")
@@ -135,12 +105,8 @@ class SurfacesWhenInferrer(TransformComponent):
     boost_terms: tuple[str, ...] = Field(default=tuple(sorted(DEFAULT_TECHNICAL_TERMS)))
     overwrite: bool = Field(default=False, description="Replace patterns that are already set.")
 
-    @classmethod
-    def class_name(cls) -> str:
-        return "SurfacesWhenInferrer"
-
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        for node in _memory_nodes(nodes):
+        for node in self.memories(nodes):
             if not self.overwrite and not _is_empty(node.metadata.get("surfaces_when")):
                 continue
             text = concept_source_text(node)
@@ -152,21 +118,12 @@ class SurfacesWhenInferrer(TransformComponent):
             )
         return nodes
 
-    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        return self.__call__(nodes, **kwargs)
-
 
 def _parse_time(value: Any) -> Optional[datetime]:
-    """An aware UTC datetime from an ISO string / datetime, or None if absent or unreadable.
-
-    Unreadable times are treated as absent rather than fatal: authority is a
-    ranking hint, and a bad timestamp is the schema validator's business.
-    """
-    if value is None or value == "":
-        return None
+    """An aware UTC datetime, or None: a bad timestamp is the validator's business, not authority's."""
     if isinstance(value, datetime):
         return to_utc(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and value:
         try:
             return to_utc(datetime.fromisoformat(value.strip()))
         except ValueError:
@@ -187,54 +144,37 @@ def _number(value: Any) -> Optional[float]:
 COMPUTED_KEY = "lc_computed"
 
 
-class AuthorityScorer(TransformComponent):
+class AuthorityScorer(MemoryTransform):
     """Fills ``metadata["authority_score"]`` (spec 004: importance x usage x freshness).
 
-    Inputs, all optional, from the node's metadata:
-
-    * ``extra["importance"]`` (0-10; missing -> neutral 5),
-    * ``extra["access_count"]`` (missing -> 0),
-    * ``extra["last_accessed_at"]`` (ISO; missing -> never accessed, i.e. as
-      recent as the creation),
-    * ``created_at`` (ISO; missing -> ``now``: a memory being ingested
-      without a creation time is being created now).
-
-    ``now`` pins the clock (tests, backfills; naive = UTC); ``None`` reads the clock once
-    per call, so every node of a batch is scored against the same instant.
-    A user-given ``authority_score`` is kept unless ``overwrite`` is set.
-
-    Note: ``IngestionPipeline`` caches transform outputs by node content and
-    transform configuration; with ``now=None`` a cached score is the one
-    computed at the first run.  Pass ``now`` or disable the cache when
-    re-scoring.
+    Reads ``extra["importance"]`` (missing: neutral 5), ``extra["access_count"]``
+    (missing: 0), ``extra["last_accessed_at"]`` (missing: as recent as the
+    creation) and ``created_at`` (missing: ``now``).  ``now`` pins the clock
+    (naive = UTC); ``None`` reads it once per call.  A given score is kept unless
+    ``overwrite``.  ``IngestionPipeline``'s cache keeps the score of the first
+    run: pass ``now`` or disable the cache when re-scoring.
     """
 
     now: Optional[datetime] = Field(default=None, description="The instant to score against.")
     overwrite: bool = Field(default=False, description="Replace a score that is already set.")
 
-    @classmethod
-    def class_name(cls) -> str:
-        return "AuthorityScorer"
-
     def score(self, metadata: dict[str, Any], now: datetime) -> float:
         """The authority of the memory whose metadata is given, as of ``now``."""
         extra = metadata.get("extra")
-        if not isinstance(extra, dict):
-            extra = {}
-        importance = _number(extra.get("importance"))
+        extra = extra if isinstance(extra, dict) else {}
         access = _number(extra.get("access_count"))
-        access_count = int(access) if access is not None else 0
         created = _parse_time(metadata.get("created_at")) or now
         accessed = _parse_time(extra.get("last_accessed_at"))
-        days_created = (now - created).total_seconds() / _SECONDS_PER_DAY
-        days_accessed = (
-            (now - accessed).total_seconds() / _SECONDS_PER_DAY if accessed is not None else None
+        return compute_authority_score(
+            _number(extra.get("importance")),
+            int(access) if access is not None else 0,
+            (now - created).total_seconds() / 86_400.0,
+            (now - accessed).total_seconds() / 86_400.0 if accessed is not None else None,
         )
-        return compute_authority_score(importance, access_count, days_created, days_accessed)
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         now = to_utc(self.now) if self.now is not None else utcnow()
-        for node in _memory_nodes(nodes):
+        for node in self.memories(nodes):
             if not self.overwrite and node.metadata.get("authority_score") is not None:
                 continue
             node.metadata["authority_score"] = round(self.score(node.metadata, now), 6)
@@ -242,6 +182,3 @@ class AuthorityScorer(TransformComponent):
             # leaves it out of the record's identity so a rerun stays a no-op.
             node.metadata[COMPUTED_KEY] = sorted({*node.metadata.get(COMPUTED_KEY, []), "authority_score"})
         return nodes
-
-    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        return self.__call__(nodes, **kwargs)

@@ -1,7 +1,6 @@
 """``EntityExtractor``: the ingestion transform that writes the entities each memory mentions.
 
-The extractors themselves (offline rules, LLM) are in :mod:`llama_consciousness.entities`,
-which retrieval uses on questions as well.
+The extractors themselves are in :mod:`llama_consciousness.entities`, which retrieval uses on questions too.
 """
 
 from __future__ import annotations
@@ -10,11 +9,11 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Literal, Optional
 
-from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
+from llama_index.core.schema import BaseNode, MetadataMode
 from pydantic import Field, PrivateAttr, model_validator
 
 from llama_consciousness.entities import ENTITIES_KEY, Entity, LLMEntityExtractor, OfflineEntityExtractor
-from llama_consciousness.nodes import is_relationship
+from llama_consciousness.ingestion.cognitive import MemoryTransform
 
 __all__ = ["ENTITIES_KEY", "Entity", "EntityExtractor", "LLMEntityExtractor", "OfflineEntityExtractor"]
 
@@ -27,19 +26,14 @@ def _memory_text(node: BaseNode) -> str:
     return body
 
 
-class EntityExtractor(TransformComponent):
-    """Writes ``metadata["lc_entities"]`` (a list of ``{"name", "entity_type",
-    "key", "confidence"}``) on every memory node; relationship nodes pass
-    through untouched.
+class EntityExtractor(MemoryTransform):
+    """Writes ``metadata["lc_entities"]`` (``{"name", "entity_type", "key", "confidence"}`` each) on memories.
 
-    Entities come from the memory's name and description, plus its
-    ``concepts`` metadata when ``use_concepts``.  ``extractor="llm"`` needs
-    ``llm`` (a LlamaIndex ``LLM``); ``known_entities`` go into its prompt.
-    The key is added to the node's excluded embed/LLM metadata keys, so the
-    entities never leak into embeddings or prompts.
-
-    The extractors are built when the transform is constructed: make a new
-    transform, rather than assigning fields, to change the lexicons.
+    Entities come from the memory's name and description, plus its ``concepts``
+    when ``use_concepts``.  ``extractor="llm"`` needs ``llm``; ``known_entities``
+    go into its prompt.  The key is excluded from embed/LLM metadata, so entities
+    never leak into embeddings or prompts.  The extractors are built at
+    construction: make a new transform, rather than assigning fields, to change them.
     """
 
     extractor: Literal["offline", "llm"] = "offline"
@@ -51,34 +45,21 @@ class EntityExtractor(TransformComponent):
     use_concepts: bool = True
     num_workers: int = Field(default=4, ge=1, description="Concurrent LLM calls in acall.")
 
-    _offline: OfflineEntityExtractor = PrivateAttr()
-    _llm_extractor: Optional[LLMEntityExtractor] = PrivateAttr(default=None)
+    _extractor: Any = PrivateAttr()
 
     @model_validator(mode="after")
     def _build_extractors(self) -> "EntityExtractor":
         if self.extractor == "llm" and self.llm is None:
             raise ValueError("extractor='llm' needs an llm (a llama_index.core.llms.LLM)")
-        self._offline = OfflineEntityExtractor(self.known_people, self.vocabulary,
-                                               max_entities=self.max_entities_per_memory)
-        self._llm_extractor = None
+        self._extractor = OfflineEntityExtractor(self.known_people, self.vocabulary,
+                                                 max_entities=self.max_entities_per_memory)
         if self.extractor == "llm":
-            self._llm_extractor = LLMEntityExtractor(
-                self.llm, self.known_entities, fallback=self._offline,
-                max_entities=self.max_entities_per_memory,
-            )
+            self._extractor = LLMEntityExtractor(self.llm, self.known_entities, fallback=self._extractor,
+                                                 max_entities=self.max_entities_per_memory)
         return self
 
-    @classmethod
-    def class_name(cls) -> str:
-        return "EntityExtractor"
-
-    def _targets(self, nodes: Sequence[BaseNode]) -> list[BaseNode]:
-        return [node for node in nodes if not is_relationship(node)]
-
     def _concepts(self, node: BaseNode) -> list[str]:
-        if not self.use_concepts:
-            return []
-        concepts = node.metadata.get("concepts") or []
+        concepts = node.metadata.get("concepts") if self.use_concepts else None
         return [c for c in concepts if isinstance(c, str)] if isinstance(concepts, list) else []
 
     @staticmethod
@@ -89,26 +70,22 @@ class EntityExtractor(TransformComponent):
                 excluded.append(ENTITIES_KEY)
 
     def extract_node(self, node: BaseNode) -> list[Entity]:
-        text, concepts = _memory_text(node), self._concepts(node)
-        if self._llm_extractor is not None:
-            return self._llm_extractor.extract(text, concepts)
-        return self._offline.extract(text, concepts)
+        return self._extractor.extract(_memory_text(node), self._concepts(node))
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        for node in self._targets(nodes):
+        for node in self.memories(nodes):
             self._write(node, self.extract_node(node))
         return nodes
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        if self._llm_extractor is None:
+        if not isinstance(self._extractor, LLMEntityExtractor):
             return self.__call__(nodes, **kwargs)
-        extractor = self._llm_extractor
         semaphore = asyncio.Semaphore(self.num_workers)
 
         async def one(node: BaseNode) -> None:
             async with semaphore:
-                entities = await extractor.aextract(_memory_text(node), self._concepts(node))
+                entities = await self._extractor.aextract(_memory_text(node), self._concepts(node))
             self._write(node, entities)
 
-        await asyncio.gather(*(one(node) for node in self._targets(nodes)))
+        await asyncio.gather(*(one(node) for node in self.memories(nodes)))
         return nodes

@@ -1,44 +1,36 @@
 """Guards for memories on their way in: PII scrubbing and prompt-injection detection.
 
-A memory outlives the conversation it came from: it is embedded, stored,
-and later pasted back into prompts of other sessions (and, at N2/N3, of
-other citizens).  Two things must therefore be stopped at the door:
+A memory is embedded, stored and later pasted into prompts of other sessions
+(and, at N2/N3, of other citizens), so two things are stopped at the door:
 
-* **personal data and secrets** (:class:`PIIScrubber`): once embedded, a
-  phone number or an API key is in the vector store and in every backup;
-  scrubbing afterwards does not reach the copies.  Run it *first*, before
-  concept extraction and before the embedding model / the writer::
+* **personal data and secrets** (:class:`PIIScrubber`): once embedded, a phone
+  number or an API key is in the vector store and every backup.  Run it first,
+  before concept extraction, the embedding model and the writer.
+* **stored prompt injection** (:class:`InjectionGuard`): "ignore all previous
+  instructions" in a memory is an instruction waiting for the next retrieval.
+  The guard flags it (the stored memory field ``injection_suspected`` marks its
+  text as untrusted wherever it is rendered for an LLM), quarantines it (stored
+  for review, excluded by retrievers) or drops it.
 
-      IngestionPipeline(transformations=[PIIScrubber(), InjectionGuard(), ...,
-                                         embed_model, writer])
-
-* **stored prompt injection** (:class:`InjectionGuard`): a memory that says
-  "ignore all previous instructions" is an instruction waiting for the next
-  retrieval.  The guard flags it, quarantines it (stored for review, but
-  excluded by retrievers), or drops it.  A flagged memory keeps the flag:
-  the memory field ``injection_suspected`` is stored with it, comes back in
-  a retrieved node's metadata, and marks its text as untrusted wherever it
-  is rendered for an LLM.
-
-Both are LlamaIndex ``TransformComponent``s that leave relationship nodes
-(``metadata["kind"] == "relationship"``) alone and write their findings
-under ``lc_`` metadata keys (instructions for the writer and the retrievers,
-not memory fields), besides that one field.  Findings never include the
-redacted values.
+Both leave relationship nodes alone and write their findings under ``lc_``
+metadata keys (instructions for the writer and the retrievers), besides that
+one field.  Findings never include the redacted values.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from llama_index.core.schema import BaseNode, TransformComponent
+from llama_index.core.schema import BaseNode
 from pydantic import Field, PrivateAttr, field_validator
 
+from llama_consciousness.ingestion.cognitive import MemoryTransform
 from llama_consciousness.nodes import is_relationship
 
 __all__ = [
@@ -57,37 +49,23 @@ REDACTIONS_KEY = "lc_redactions"
 INJECTION_MATCHES_KEY = "lc_injection_matches"
 QUARANTINE_KEY = "lc_quarantine"
 INJECTION_FLAG = "prompt_injection"
-# The memory field (``MemoryNode.injection_suspected``) the guard sets: unlike
-# the ``lc_`` keys it is stored, so the flag outlives the ingestion.
+# The memory field the guard sets: unlike the ``lc_`` keys it is stored, so the flag outlives the ingestion.
 INJECTION_FIELD = "injection_suspected"
 
 PIIKind = Literal["email", "phone", "api_key", "credit_card", "ip_address", "iban"]
-PII_KINDS: tuple[str, ...] = ("email", "phone", "api_key", "credit_card", "ip_address", "iban")
+PII_KINDS: tuple[str, ...] = get_args(PIIKind)
 
 
-def _placeholder(kind: str) -> str:
-    return f"[REDACTED:{kind}]"
-
-
-# ---------------------------------------------------------------------------
-# Validators: checksums keep long numbers that merely look like cards / IBANs
-# (order ids, build numbers, hashes) out of the redaction.
-# ---------------------------------------------------------------------------
+# Checksums keep long numbers that merely look like cards / IBANs (order ids,
+# build numbers, hashes) out of the redaction.
 
 
 def luhn_valid(digits: str) -> bool:
     """Whether a digit string passes the Luhn checksum (every payment card does)."""
     if not digits.isdigit():
         return False
-    total = 0
-    for position, char in enumerate(reversed(digits)):
-        value = int(char)
-        if position % 2 == 1:
-            value *= 2
-            if value > 9:
-                value -= 9
-        total += value
-    return total % 10 == 0
+    doubled = (int(char) * 2 for char in digits[-2::-2])
+    return (sum(int(char) for char in digits[::-2]) + sum(d - 9 if d > 9 else d for d in doubled)) % 10 == 0
 
 
 def iban_valid(iban: str) -> bool:
@@ -95,60 +73,36 @@ def iban_valid(iban: str) -> bool:
     iban = iban.upper()
     if not (15 <= len(iban) <= 34) or not re.fullmatch(r"[A-Z]{2}\d{2}[A-Z0-9]+", iban):
         return False
-    rearranged = iban[4:] + iban[:4]
-    numeric = "".join(str(int(char, 36)) for char in rearranged)
-    return int(numeric) % 97 == 1
-
-
-# ---------------------------------------------------------------------------
-# PII rules
-# ---------------------------------------------------------------------------
+    return int("".join(str(int(char, 36)) for char in iban[4:] + iban[:4])) % 97 == 1
 
 
 @dataclass(frozen=True)
 class _Rule:
     kind: str
     pattern: re.Pattern[str]
-    # Returns the replacement for a match, or None to leave the match alone
-    # (failed checksum, too short, ...).
-    replace: Callable[[re.Match[str]], str | None]
+    # Whether the match (its "value" group, when the pattern has a "label") is
+    # really PII: failed checksum, too short, ... leave it alone.
+    valid: Callable[[str], bool] = lambda value: True
 
-
-def _whole(kind: str) -> Callable[[re.Match[str]], str | None]:
-    return lambda match: _placeholder(kind)
-
-
-def _keep_label(kind: str, min_length: int, need_digit: bool) -> Callable[[re.Match[str]], str | None]:
-    """Replace only the value of ``label = value`` (the label tells the reader what was there)."""
-
-    def replace(match: re.Match[str]) -> str | None:
-        value = match.group("value")
-        if len(value) < min_length:
+    def replace(self, match: re.Match[str]) -> str | None:
+        """The match redacted (a labelled value keeps its label, which tells what was there), or None."""
+        labelled = "label" in self.pattern.groupindex
+        if not self.valid(match.group("value") if labelled else match.group()):
             return None
-        if need_digit and not (re.search(r"\d", value) and re.search(r"[A-Za-z]", value)):
-            return None
-        return match.group("label") + _placeholder(kind)
-
-    return replace
+        return (match.group("label") if labelled else "") + f"[REDACTED:{self.kind}]"
 
 
-def _card(match: re.Match[str]) -> str | None:
-    digits = re.sub(r"\D", "", match.group())
-    if 13 <= len(digits) <= 19 and luhn_valid(digits) and len(set(digits)) > 1:
-        return _placeholder("credit_card")
-    return None
+def _digit_count(low: int, high: int) -> Callable[[str], bool]:
+    return lambda value: low <= len(re.sub(r"\D", "", value)) <= high
 
 
-def _iban(match: re.Match[str]) -> str | None:
-    return _placeholder("iban") if iban_valid(re.sub(r"\s", "", match.group())) else None
+def _card(value: str) -> bool:
+    digits = re.sub(r"\D", "", value)
+    return 13 <= len(digits) <= 19 and luhn_valid(digits) and len(set(digits)) > 1
 
 
-def _phone(min_digits: int) -> Callable[[re.Match[str]], str | None]:
-    def replace(match: re.Match[str]) -> str | None:
-        digits = re.sub(r"\D", "", match.group())
-        return _placeholder("phone") if min_digits <= len(digits) <= 15 else None
-
-    return replace
+def _secret(value: str) -> bool:
+    return len(value) >= 16 and bool(re.search(r"\d", value)) and bool(re.search(r"[A-Za-z]", value))
 
 
 _SECRET_LABELS = (
@@ -158,151 +112,103 @@ _SECRET_LABELS = (
 )
 _PASSWORD_LABELS = r"(?:[a-z0-9]+[_\-.])*(?:password|passwd|passphrase|pwd)"
 _ASSIGN = r"[\"']?\s*[:=]\s*[\"']?"
-
-# Applied in this order: secrets first (a key may contain digit runs that look
-# like a phone or a card), then the checksum-validated numbers, then the loose
-# phone patterns last.
-_RULES: tuple[_Rule, ...] = (
-    # -- api_key: vendor-specific shapes ------------------------------------
-    _Rule("api_key", re.compile(
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----"
-    ), _whole("api_key")),
-    _Rule("api_key", re.compile(  # OpenAI / Anthropic: sk-..., sk-proj-..., sk-ant-api03-...
-        r"(?<![\w-])sk-(?:proj-|ant-|live-|test-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}"
-    ), _whole("api_key")),
-    _Rule("api_key", re.compile(r"(?<!\w)[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"), _whole("api_key")),  # Stripe
-    _Rule("api_key", re.compile(r"(?<!\w)gh[pousr]_[A-Za-z0-9]{30,}"), _whole("api_key")),  # GitHub
-    _Rule("api_key", re.compile(r"(?<!\w)github_pat_[A-Za-z0-9_]{30,}"), _whole("api_key")),
-    _Rule("api_key", re.compile(r"(?<!\w)glpat-[A-Za-z0-9_\-]{20,}"), _whole("api_key")),  # GitLab
-    _Rule("api_key", re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}(?![A-Za-z0-9])"),
-          _whole("api_key")),  # AWS access key id
-    _Rule("api_key", re.compile(r"(?<!\w)xox[abposr]-[A-Za-z0-9\-]{10,}"), _whole("api_key")),  # Slack
-    _Rule("api_key", re.compile(r"(?<!\w)AIza[0-9A-Za-z_\-]{35}"), _whole("api_key")),  # Google
-    _Rule("api_key", re.compile(r"(?<!\w)hf_[A-Za-z0-9]{30,}"), _whole("api_key")),  # Hugging Face
-    _Rule("api_key", re.compile(  # JSON Web Token
-        r"(?<![\w-])eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
-    ), _whole("api_key")),
-    # -- api_key: generic "label = value" (hex / base64 secrets) ----------
-    _Rule("api_key", re.compile(
-        rf"(?P<label>\b{_SECRET_LABELS}{_ASSIGN})(?P<value>[A-Za-z0-9_\-+/.=~]+)", re.IGNORECASE
-    ), _keep_label("api_key", min_length=16, need_digit=True)),
-    _Rule("api_key", re.compile(
-        r"(?P<label>\bbearer\s+)(?P<value>[A-Za-z0-9_\-+/.=~]+)", re.IGNORECASE
-    ), _keep_label("api_key", min_length=16, need_digit=True)),
-    _Rule("api_key", re.compile(
-        rf"(?P<label>\b{_PASSWORD_LABELS}{_ASSIGN})(?P<value>[^\s\"',;]+)", re.IGNORECASE
-    ), _keep_label("api_key", min_length=4, need_digit=False)),
-    # -- email -------------------------------------------------------------
-    _Rule("email", re.compile(
-        r"(?<![\w.+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]*@[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?"
-        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}(?![\w\-])"
-    ), _whole("email")),
-    # -- iban (mod-97 checked) ---------------------------------------------
-    _Rule("iban", re.compile(
-        r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"
-    ), _iban),
-    # -- credit_card (Luhn checked, 13-19 digits, optional space/dash groups)
-    _Rule("credit_card", re.compile(r"(?<![\d\-.])(?<!\d )\d(?:[ \-]?\d){12,18}(?![\d\-]|\.\d)"), _card),
-    # -- ip_address (IPv4, each octet 0-255; not part of a longer dotted run)
-    _Rule("ip_address", re.compile(
-        r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
-        r"(?!\d|\.\d|\w)"
-    ), _whole("ip_address")),
-    # -- phone: international, with '+' or '00' (E.164: at most 15 digits) ---
-    # Phones never start inside a run of digit groups ("... 3704 0044 0532"),
-    # which is how longer numbers that failed their checksum stay intact.
-    _Rule("phone", re.compile(
-        r"(?<![\w+])(?<!\d[ .\-])(?:\+|\b00)[1-9]\d{0,3}(?:[ .\-]?\(?\d{1,4}\)?){2,6}(?![\w]|[.\-]\d)"
-    ), _phone(min_digits=8)),
-    # -- phone: US / NANP  (555) 123-4567, 555-123-4567, 555.123.4567, +1 555 123 4567
-    _Rule("phone", re.compile(
-        r"(?<![\w.+\-])(?<!\d[ .\-])(?:1[ .\-]?)?(?:\([2-9]\d{2}\) ?|[2-9]\d{2}[ .\-])\d{3}[ .\-]\d{4}(?![\w]|[.\-]\d)"
-    ), _phone(min_digits=10)),
+_VENDOR_KEYS = (
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----",
+    r"(?<![\w-])sk-(?:proj-|ant-|live-|test-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}",  # OpenAI / Anthropic
+    r"(?<!\w)[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe
+    r"(?<!\w)gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub
+    r"(?<!\w)github_pat_[A-Za-z0-9_]{30,}",
+    r"(?<!\w)glpat-[A-Za-z0-9_\-]{20,}",  # GitLab
+    r"(?<![A-Za-z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}(?![A-Za-z0-9])",  # AWS access key id
+    r"(?<!\w)xox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack
+    r"(?<!\w)AIza[0-9A-Za-z_\-]{35}",  # Google
+    r"(?<!\w)hf_[A-Za-z0-9]{30,}",  # Hugging Face
+    r"(?<![\w-])eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JSON Web Token
 )
-
-
-def _hint(rule: _Rule) -> Callable[[str], bool]:
-    """A cheap test that every match of ``rule`` passes: most texts skip most rules.
-
-    Each hint is a necessary condition of its rule's pattern (an '@' for an
-    email, a digit for numbers, a label word or a vendor prefix for keys), so
-    skipping a rule whose hint fails never misses a match.  Substring tests
-    rather than regex alternations, which Python's engine tries position by
-    position (10 us for a sentence).
-    """
-    if rule.kind == "email":
-        return _has_at
-    if rule.kind in ("iban", "credit_card", "ip_address", "phone"):
-        return _has_digit
-    if "(?P<label>" in rule.pattern.pattern:
-        return _has_label_word
-    return _has_vendor_prefix
-
-
-def _has_at(text: str) -> bool:
-    return "@" in text
-
-
-_DIGIT = re.compile(r"\d")  # any Unicode digit, as the rules' \d
-
-
-def _has_digit(text: str) -> bool:
-    return _DIGIT.search(text) is not None
-
-
-# casefold, not lower: the label rules ignore case the way ``re`` does, where
-# "ſ" (long s) matches "s" and the Kelvin sign matches "k".
-_LABEL_WORDS = ("key", "secret", "token", "bearer", "pass", "pwd")
 _VENDOR_PREFIXES = (
     "PRIVATE KEY", "sk-", "k_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-",
     "AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "xox", "AIza", "hf_", "eyJ",
 )
+_DIGIT = re.compile(r"\d")  # any Unicode digit, as the rules' \d
 
 
 def _has_label_word(text: str) -> bool:
+    # casefold, not lower: the label rules ignore case the way ``re`` does,
+    # where "ſ" (long s) matches "s" and the Kelvin sign matches "k".
     folded = text.casefold()
-    return any(word in folded for word in _LABEL_WORDS)
+    return any(word in folded for word in ("key", "secret", "token", "bearer", "pass", "pwd"))
 
 
-def _has_vendor_prefix(text: str) -> bool:
-    return any(prefix in text for prefix in _VENDOR_PREFIXES)
+_Plan = tuple[tuple[Callable[[str], bool], tuple[_Rule, ...]], ...]
 
-
-_HINTS = tuple(_hint(rule) for rule in _RULES)
+# The rules, applied in this order: secrets first (a key may hold digit runs that
+# look like a phone or a card), then the checksum-validated numbers, then the
+# loose phone patterns.  Each group has a hint, a necessary condition of every
+# match of its rules (a vendor prefix, a label word, an '@', a digit): a text
+# failing it skips the group.  Substring tests rather than regex alternations,
+# which Python's engine tries position by position (10 us for a sentence).
+_GROUPS: _Plan = (
+    (lambda text: any(prefix in text for prefix in _VENDOR_PREFIXES),
+     tuple(_Rule("api_key", re.compile(regex)) for regex in _VENDOR_KEYS)),
+    (_has_label_word, (
+        _Rule("api_key", re.compile(rf"(?P<label>\b{_SECRET_LABELS}{_ASSIGN})(?P<value>[A-Za-z0-9_\-+/.=~]+)",
+                                    re.IGNORECASE), _secret),
+        _Rule("api_key", re.compile(r"(?P<label>\bbearer\s+)(?P<value>[A-Za-z0-9_\-+/.=~]+)", re.IGNORECASE),
+              _secret),
+        _Rule("api_key", re.compile(rf"(?P<label>\b{_PASSWORD_LABELS}{_ASSIGN})(?P<value>[^\s\"',;]+)",
+                                    re.IGNORECASE), lambda value: len(value) >= 4),
+    )),
+    (lambda text: "@" in text, (_Rule("email", re.compile(
+        r"(?<![\w.+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]*@[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?"
+        r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}(?![\w\-])"
+    )),)),
+    (lambda text: _DIGIT.search(text) is not None, (
+        _Rule("iban", re.compile(
+            r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"
+        ), lambda value: iban_valid(re.sub(r"\s", "", value))),
+        # 13-19 digits, optional space/dash groups
+        _Rule("credit_card", re.compile(r"(?<![\d\-.])(?<!\d )\d(?:[ \-]?\d){12,18}(?![\d\-]|\.\d)"), _card),
+        # IPv4, each octet 0-255; not part of a longer dotted run
+        _Rule("ip_address", re.compile(
+            r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+            r"(?!\d|\.\d|\w)"
+        )),
+        # International, with '+' or '00' (E.164: at most 15 digits).  Phones never
+        # start inside a run of digit groups ("... 3704 0044 0532"), which is how
+        # longer numbers that failed their checksum stay intact.
+        _Rule("phone", re.compile(
+            r"(?<![\w+])(?<!\d[ .\-])(?:\+|\b00)[1-9]\d{0,3}(?:[ .\-]?\(?\d{1,4}\)?){2,6}(?![\w]|[.\-]\d)"
+        ), _digit_count(8, 15)),
+        # US / NANP  (555) 123-4567, 555-123-4567, 555.123.4567, +1 555 123 4567
+        _Rule("phone", re.compile(
+            r"(?<![\w.+\-])(?<!\d[ .\-])(?:1[ .\-]?)?(?:\([2-9]\d{2}\) ?|[2-9]\d{2}[ .\-])\d{3}[ .\-]\d{4}"
+            r"(?![\w]|[.\-]\d)"
+        ), _digit_count(10, 15)),
+    )),
+)
+_RULES = tuple(rule for _, rules in _GROUPS for rule in rules)
 
 
 @lru_cache(maxsize=64)
-def _plan(kinds: frozenset[str]) -> tuple[tuple[Callable[[str], bool], tuple[_Rule, ...]], ...]:
-    """The wanted rules in their order, grouped into runs that share a hint.
-
-    Rules sharing a hint are consecutive in ``_RULES``, so a text runs each
-    hint once.
-    """
-    runs: list[tuple[Callable[[str], bool], list[_Rule]]] = []
-    for rule, hint in zip(_RULES, _HINTS):
-        if rule.kind not in kinds:
-            continue
-        if runs and runs[-1][0] is hint:
-            runs[-1][1].append(rule)
-        else:
-            runs.append((hint, [rule]))
-    return tuple((hint, tuple(rules)) for hint, rules in runs)
+def _plan(kinds: frozenset[str]) -> _Plan:
+    """The groups, each with its rules of the wanted kinds."""
+    groups = ((hint, tuple(rule for rule in rules if rule.kind in kinds)) for hint, rules in _GROUPS)
+    return tuple((hint, rules) for hint, rules in groups if rules)
 
 
 def scrub_text(text: str, kinds: Sequence[str] = PII_KINDS) -> tuple[str, dict[str, int]]:
     """``text`` with the given kinds of PII replaced by ``[REDACTED:<kind>]``, and counts per kind.
 
-    Deliberately conservative on numbers: dates (2025-09-01), versions
-    (1.2.3), years and short numbers are not PII and stay; cards and IBANs
-    must pass their checksum; phones need a '+'/'00' prefix or the US
-    3-3-4 grouping.
+    Conservative on numbers: dates, versions, years and short numbers stay;
+    cards and IBANs must pass their checksum; phones need a '+'/'00' prefix or
+    the US 3-3-4 grouping.
     """
     return _scrub(text, _plan(frozenset(kinds)))
 
 
-def _scrub(text: str, runs: tuple[tuple[Callable[[str], bool], tuple[_Rule, ...]], ...]) -> tuple[str, dict[str, int]]:
-    counts: dict[str, int] = {}
-    for hint, rules in runs:
+def _scrub(text: str, plan: _Plan, counts: dict[str, int] | None = None) -> tuple[str, dict[str, int]]:
+    counts = {} if counts is None else counts
+    for hint, rules in plan:
         if not hint(text):
             continue
         for rule in rules:
@@ -327,29 +233,19 @@ def _texts(values: Sequence[Any]) -> Iterator[str]:
             yield from (item for item in value if isinstance(item, str))
 
 
-def _memory_nodes(nodes: Sequence[BaseNode]) -> list[BaseNode]:
-    return [node for node in nodes if not is_relationship(node)]
+def _field_values(node: BaseNode, fields: Sequence[str]) -> list[Any]:
+    return [node.get_content(metadata_mode="none") if field == "description" else node.metadata.get(field)
+            for field in fields]
 
 
-def _field_values(node: BaseNode, field: str) -> Any:
-    if field == "description":
-        return node.get_content(metadata_mode="none")
-    return node.metadata.get(field)
-
-
-class PIIScrubber(TransformComponent):
+class PIIScrubber(MemoryTransform):
     """Replaces personal data and secrets with ``[REDACTED:<kind>]`` before anything is stored.
 
     Scrubs the node text (the memory's ``description``) and the metadata
-    fields listed in ``fields`` (strings, or lists of strings such as
-    ``concepts``).  Counts per kind (never the values) are added to
-    ``metadata["lc_redactions"]``; a node with nothing to redact is left
-    untouched.  If a node already carried an embedding and its text changed,
-    the embedding is dropped (``reset_embedding``): it was computed from the
-    secret and would keep its meaning in the vector store.
-
-    Place it before concept extraction and before the embedding model and the
-    writer in the pipeline.  ``last_report`` holds the totals of the last call.
+    ``fields`` (strings, or lists of strings such as ``concepts``).  Counts per
+    kind (never the values) are added to ``metadata["lc_redactions"]``.  A
+    changed node loses its embedding (``reset_embedding``): it was computed from
+    the secret.  ``last_report`` holds the totals of the last call.
     """
 
     kinds: tuple[PIIKind, ...] = Field(default=PII_KINDS, description="Kinds of PII to redact.")
@@ -362,44 +258,33 @@ class PIIScrubber(TransformComponent):
 
     _last_report: dict[str, Any] = PrivateAttr(default_factory=dict)
 
-    @classmethod
-    def class_name(cls) -> str:
-        return "PIIScrubber"
-
     @property
     def last_report(self) -> dict[str, Any]:
         """``{"nodes": scanned, "nodes_redacted": changed, "counts": {kind: n}}`` of the last call."""
         return self._last_report
 
-    def _scrub_value(self, value: Any, counts: dict[str, int], runs: tuple) -> Any:
-        if isinstance(value, str):
-            scrubbed, found = _scrub(value, runs)
-        elif isinstance(value, list) and all(isinstance(item, str) for item in value):
-            return [self._scrub_value(item, counts, runs) for item in value]
-        else:
-            return value
-        for kind, count in found.items():
-            counts[kind] = counts.get(kind, 0) + count
-        return scrubbed
-
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        totals: dict[str, int] = {}
+        totals: Counter[str] = Counter()
         changed_nodes = 0
-        memory_nodes = _memory_nodes(nodes)
+        memory_nodes = self.memories(nodes)
         plan = _plan(frozenset(self.kinds))
         for node in memory_nodes:
-            values = [_field_values(node, field) for field in self.fields]
-            # Every hint tested once on all the node's texts: most memories
-            # hold nothing to redact, and a field needs only the rules whose
-            # hint the whole passed.  (No hint spans a line break, so the
-            # joined text passes a hint whenever one of its parts does.)
+            values = _field_values(node, self.fields)
+            # Every hint tested once on all the node's texts: most memories hold
+            # nothing to redact, and a field needs only the groups whose hint the
+            # whole passed.  (No hint spans a line break.)
             joined = "\n".join(_texts(values))
-            runs = tuple(run for run in plan if run[0](joined))
+            runs = tuple(group for group in plan if group[0](joined))
             if not runs:
                 continue
             counts: dict[str, int] = {}
             for field, value in zip(self.fields, values):
-                scrubbed = self._scrub_value(value, counts, runs)
+                if isinstance(value, str):
+                    scrubbed = _scrub(value, runs, counts)[0]
+                elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+                    scrubbed = [_scrub(item, runs, counts)[0] for item in value]
+                else:
+                    continue
                 if scrubbed == value:
                     continue
                 if field == "description":
@@ -412,25 +297,13 @@ class PIIScrubber(TransformComponent):
             if self.reset_embedding:
                 node.embedding = None
             recorded = dict(node.metadata.get(REDACTIONS_KEY) or {})
-            for kind, count in counts.items():
-                recorded[kind] = int(recorded.get(kind, 0)) + count
-                totals[kind] = totals.get(kind, 0) + count
+            recorded.update({kind: int(recorded.get(kind, 0)) + count for kind, count in counts.items()})
             node.metadata[REDACTIONS_KEY] = recorded
-        self._last_report = {
-            "nodes": len(memory_nodes),
-            "nodes_redacted": changed_nodes,
-            "counts": totals,
-        }
+            totals.update(counts)
+        self._last_report = {"nodes": len(memory_nodes), "nodes_redacted": changed_nodes,
+                             "counts": dict(totals)}
         return nodes
 
-    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        # Regexes over short texts: cheaper than a thread hop.
-        return self.__call__(nodes, **kwargs)
-
-
-# ---------------------------------------------------------------------------
-# Prompt injection
-# ---------------------------------------------------------------------------
 
 _CLAUSE_START = r"(?:^|[.!?;:\n]\s*)"
 
@@ -482,10 +355,10 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "developer_mode": r"\b(?:enable|enter|activate|switch\s+to)\s+(?:developer|dev|god|jailbreak|DAN)\s+mode\b",
 }
 
-# Words that every match of a default pattern contains (lower case): for each
-# pattern, groups of which each needs one member in the text.  A text lacking
-# them skips the pattern's regex (most memories lack all of them).  Patterns a
-# user replaced or added have no entry and always run.
+# Words that every match of a default pattern contains (lower case): groups of
+# which each needs one member in the text.  A text lacking them skips the
+# pattern's regex (most memories lack all of them).  Patterns a user replaced
+# or added have no entry and always run.
 _DEFAULT_HINTS: dict[str, tuple[tuple[str, ...], ...]] = {
     "ignore_previous_instructions": (
         ("ignore", "disregard", "forget", "skip", "override", "bypass"),
@@ -521,9 +394,7 @@ def _normalise(text: str) -> str:
 
 
 @lru_cache(maxsize=32)
-def _compile(
-    patterns: tuple[tuple[str, str], ...],
-) -> tuple[tuple[str, re.Pattern[str], tuple[tuple[str, ...], ...]], ...]:
+def _compile(patterns: tuple[tuple[str, str], ...]) -> tuple[tuple[str, re.Pattern[str], tuple], ...]:
     """Compiled patterns, each with its hint groups (empty: always searched)."""
     return tuple(
         (name, re.compile(regex, re.IGNORECASE | re.MULTILINE),
@@ -532,38 +403,31 @@ def _compile(
     )
 
 
+def _candidates(patterns: Mapping[str, str], normalised: str) -> list[tuple[str, re.Pattern[str]]]:
+    """The patterns whose hint words ``normalised`` (or any part of it) contains."""
+    lowered = normalised.translate(_DOTTED_I).lower()
+    return [(name, regex) for name, regex, hints in _compile(tuple(patterns.items()))
+            if all(any(word in lowered for word in group) for group in hints)]
+
+
 def detect_injection(text: str, patterns: Mapping[str, str] = DEFAULT_PATTERNS) -> list[str]:
     """Names of the injection patterns found in ``text`` (in pattern order; empty if clean)."""
     if not text:
         return []
     normalised = _normalise(text)
-    return [name for name, regex in _candidates(_compile(tuple(patterns.items())), normalised)
-            if regex.search(normalised)]
+    return [name for name, regex in _candidates(patterns, normalised) if regex.search(normalised)]
 
 
-def _candidates(
-    compiled: tuple[tuple[str, re.Pattern[str], tuple[tuple[str, ...], ...]], ...], normalised: str
-) -> list[tuple[str, re.Pattern[str]]]:
-    """The patterns whose hint words ``normalised`` (or any part of it) contains."""
-    lowered = normalised.translate(_DOTTED_I).lower()
-    return [(name, regex) for name, regex, hints in compiled
-            if all(any(word in lowered for word in group) for group in hints)]
-
-
-class InjectionGuard(TransformComponent):
+class InjectionGuard(MemoryTransform):
     """Detects prompt-injection text in memories and flags, quarantines or drops them.
 
     * ``flag``: ``metadata["lc_flags"]`` gets ``"prompt_injection"``,
-      ``metadata["lc_injection_matches"]`` the names of the matched patterns,
-      and the memory field ``metadata["injection_suspected"]`` is set to
-      True: the writer stores it, retrieved nodes carry it in their
-      metadata, and renderings for an LLM mark the memory's text as
-      untrusted;
-    * ``quarantine``: as flag, plus ``metadata["lc_quarantine"] = True``: the
-      writer stores the memory (so that a human can review it) but retrievers
-      exclude it;
-    * ``drop``: as flag, and the node is removed from the output; the dropped
-      nodes are kept in :attr:`dropped` and their ids in ``last_report``.
+      ``metadata["lc_injection_matches"]`` the matched pattern names, and the
+      memory field ``injection_suspected`` is set: stored, carried by retrieved
+      nodes, and marking the text as untrusted in renderings for an LLM;
+    * ``quarantine``: as flag, plus ``metadata["lc_quarantine"] = True``: stored
+      for review, excluded by retrievers;
+    * ``drop``: as flag, and the node leaves the output (kept in :attr:`dropped`).
 
     ``patterns`` maps a name to a regex (case-insensitive, multi-line; text is
     NFKC-normalised and stripped of zero-width characters first).
@@ -590,10 +454,6 @@ class InjectionGuard(TransformComponent):
                 raise ValueError(f"pattern {name!r} is not a valid regex: {exc}") from None
         return value
 
-    @classmethod
-    def class_name(cls) -> str:
-        return "InjectionGuard"
-
     @property
     def last_report(self) -> dict[str, Any]:
         """Counts of the last call: ``scanned``, ``flagged``, ``quarantined``,
@@ -607,59 +467,41 @@ class InjectionGuard(TransformComponent):
 
     def scan(self, node: BaseNode) -> list[str]:
         """Pattern names matched in the node's scanned fields."""
-        texts = [_normalise(item) for item in _texts([_field_values(node, field) for field in self.fields]) if item]
+        texts = [_normalise(item) for item in _texts(_field_values(node, self.fields)) if item]
         # The hint words are tested once on all the texts (none spans a line
         # break); each text is then searched only with the patterns left.
-        candidates = _candidates(_compile(tuple(self.patterns.items())), "\n".join(texts))
+        candidates = _candidates(self.patterns, "\n".join(texts))
         found: list[str] = []
-        if candidates:
-            for text in texts:
-                for name, regex in candidates:
-                    if name not in found and regex.search(text):
-                        found.append(name)
+        for text in texts:
+            found += [name for name, regex in candidates if name not in found and regex.search(text)]
         return found
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         kept: list[BaseNode] = []
         dropped: list[BaseNode] = []
         matches: dict[str, int] = {}
-        scanned = flagged = quarantined = 0
+        flagged = 0
         for node in nodes:
-            if is_relationship(node):
-                kept.append(node)
-                continue
-            scanned += 1
-            found = self.scan(node)
-            if not found:
-                kept.append(node)
-                continue
-            flagged += 1
-            for name in found:
-                matches[name] = matches.get(name, 0) + 1
-            flags = list(node.metadata.get(FLAGS_KEY) or [])
-            if INJECTION_FLAG not in flags:
-                flags.append(INJECTION_FLAG)
-            node.metadata[FLAGS_KEY] = flags
-            previous = list(node.metadata.get(INJECTION_MATCHES_KEY) or [])
-            node.metadata[INJECTION_MATCHES_KEY] = previous + [n for n in found if n not in previous]
-            node.metadata[INJECTION_FIELD] = True
-            if self.action == "drop":
-                dropped.append(node)
-                continue
-            if self.action == "quarantine":
-                node.metadata[QUARANTINE_KEY] = True
-                quarantined += 1
-            kept.append(node)
+            found = [] if is_relationship(node) else self.scan(node)
+            if found:
+                flagged += 1
+                for name in found:
+                    matches[name] = matches.get(name, 0) + 1
+                flags = list(node.metadata.get(FLAGS_KEY) or [])
+                node.metadata[FLAGS_KEY] = flags if INJECTION_FLAG in flags else flags + [INJECTION_FLAG]
+                previous = list(node.metadata.get(INJECTION_MATCHES_KEY) or [])
+                node.metadata[INJECTION_MATCHES_KEY] = previous + [n for n in found if n not in previous]
+                node.metadata[INJECTION_FIELD] = True
+                if self.action == "quarantine":
+                    node.metadata[QUARANTINE_KEY] = True
+            (dropped if found and self.action == "drop" else kept).append(node)
         self._dropped = dropped
         self._last_report = {
-            "scanned": scanned,
+            "scanned": len(self.memories(nodes)),
             "flagged": flagged,
-            "quarantined": quarantined,
+            "quarantined": flagged if self.action == "quarantine" else 0,
             "dropped": len(dropped),
             "dropped_ids": [node.node_id for node in dropped],
             "matches": matches,
         }
         return kept
-
-    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        return self.__call__(nodes, **kwargs)

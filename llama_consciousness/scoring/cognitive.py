@@ -1,20 +1,11 @@
 """Cognitive retrieval fields (spec 004): concepts, surfaces_when, authority.
 
-A memory should be found not only when a query is *similar* to it, but when
-the query shares its key terms (``concepts``), has the shape of a question the
-memory answers (``surfaces_when``), and the memory deserves to rank high
-(``authority_score``: importance x usage x freshness).
-
-Everything here is pure and deterministic on purpose: no LLM, no clock, no
-I/O.  The same memory must get the same fields on every machine and on every
-re-ingestion, otherwise concept overlap between two memories would depend on
-when each was written, and a backfill would silently change rankings.  The
-caller passes times in (``days_since_created``), so tests and migrations can
-pin "now".
-
-The weights are documented next to each function; the spec's worked examples
-(see ``tests/test_cognitive.py``) are requirements, and the weights are chosen
-so that they hold.
+A memory should be found when the query shares its key terms (``concepts``),
+has the shape of a question it answers (``surfaces_when``), and it deserves to
+rank high (``authority_score``).  Pure and deterministic (no LLM, no clock):
+the same memory gets the same fields on every machine and re-ingestion, or
+concept overlap and rankings would depend on when each memory was written.
+The spec's worked examples are requirements; the weights are chosen so they hold.
 """
 
 from __future__ import annotations
@@ -38,11 +29,15 @@ __all__ = [
     "extract_concepts",
     "infer_surfaces_when",
     "tokenize",
+    "AUTHORITY_ACCESS_DECAY",
+    "AUTHORITY_ACCESS_WEIGHT",
+    "AUTHORITY_CREATION_DECAY",
+    "AUTHORITY_CREATION_WEIGHT",
+    "AUTHORITY_IMPORTANCE_WEIGHT",
+    "AUTHORITY_USAGE_SATURATION",
+    "AUTHORITY_USAGE_WEIGHT",
+    "NEUTRAL_IMPORTANCE",
 ]
-
-# ---------------------------------------------------------------------------
-# Tokens
-# ---------------------------------------------------------------------------
 
 # A word is a run of letters/digits, optionally joined by '.', '_', '-', or an
 # apostrophe ("node.js", "snake_case", "pre-commit", "don't"), optionally
@@ -56,7 +51,6 @@ _CLAUSE_BREAK_RE = re.compile(r"[,;:.!?\n()\[\]\u2014\u2013]|\s[-\u2013\u2014]\s
 
 class _Token(NamedTuple):
     word: str
-    index: int
     clause_start: bool
 
 
@@ -74,118 +68,69 @@ def _tokens(text: str) -> list[_Token]:
         gap = lowered[previous_end:match.start()]
         # most gaps are one space, which never breaks a clause
         clause_start = index == 0 or (gap != " " and _CLAUSE_BREAK_RE.search(gap) is not None)
-        word = match.group()
-        if "\u2019" in word:
-            word = word.replace("\u2019", "'")
-        tokens.append(_Token(word, index, clause_start))
+        tokens.append(_Token(match.group().replace("\u2019", "'"), clause_start))
         previous_end = match.end()
     return tokens
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-case word tokens of ``text``, in order, stop words included.
-
-    Technical tokens survive whole: "falkordb", "pgvector", "v2", "python3",
-    "node.js", "snake_case", "c++".  PII placeholders ("[REDACTED:email]")
-    are not words.
-    """
+    """Lower-case word tokens of ``text``, stop words included; "node.js", "c++" stay whole."""
     lowered = _PLACEHOLDER_RE.sub(",", text).lower()
     return [word.replace("\u2019", "'") for word in _TOKEN_RE.findall(lowered)]
 
 
-# ---------------------------------------------------------------------------
-# Concepts
-# ---------------------------------------------------------------------------
+# English stop words, minus those that carry the *polarity of a rule* ("always
+# use X" and "never use X" are different memories).  Generic verbs ("use",
+# "get", "make") are stop words: they would crowd out the actual subject.
+STOP_WORDS: frozenset[str] = frozenset("""
+a about above after again against ago all almost along already also although am among an and another
+any anybody anyone anything anyway anywhere are aren't around as at away back be became because
+become becomes been before being below beside besides between beyond both but by can can't cannot
+could couldn't did didn't do does doesn't doing don't done down during each either else enough etc
+even ever every everybody everyone everything everywhere few for from further get gets getting got
+gotten had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself him
+himself his how how's however i i'd i'll i'm i've ie if in inside instead into is isn't it it's its
+itself just let let's like likely made make makes making many may maybe me might mine more most
+mostly much must mustn't my myself namely near need needs neither no nobody none nor not nothing now
+of off often oh ok okay on once one ones only onto or other others otherwise ought our ours
+ourselves out over own per perhaps please quite rather really said same say says seem seemed seems
+several shall shan't she she'd she'll she's should shouldn't since so some somebody someone
+something sometimes somewhat still such than that that's the their theirs them themselves then there
+there's therefore these they they'd they'll they're they've thing things this those though through
+throughout thus to together too toward towards under unless until up upon us use used uses using
+usually very via was wasn't way we we'd we'll we're we've well were weren't what what's whatever
+when when's whenever where where's whereas wherever whether which while who who's whoever whole whom
+whose why why's will with within without won't would wouldn't yes yet you you'd you'll you're you've
+your yours yourself yourselves
+""".split())
 
-# A conventional English stop-word list (articles, pronouns, auxiliaries,
-# prepositions, conjunctions, filler adverbs, contractions), minus the words
-# that carry the *polarity of a rule*: "always", "never" and "avoid" are kept
-# because "always use X" and "never use X" are different memories, and the
-# spec's example keeps 'always' and 'avoid' as concepts.  Generic verbs such as
-# "use", "get", "make" are stop words: they appear in every instruction and
-# would otherwise crowd out the actual subject.
-STOP_WORDS: frozenset[str] = frozenset(
-    """
-    a about above after again against ago all almost along already also although am among an and
-    another any anybody anyone anything anyway anywhere are aren't around as at away
-    back be became because become becomes been before being below beside besides between beyond
-    both but by
-    can can't cannot could couldn't
-    did didn't do does doesn't doing don't done down during
-    each either else enough etc even ever every everybody everyone everything everywhere
-    few for from further
-    get gets getting got gotten
-    had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself him
-    himself his how how's however
-    i i'd i'll i'm i've ie if in inside instead into is isn't it it's its itself
-    just
-    let let's like likely
-    made make makes making many may maybe me might mine more most mostly much must mustn't my
-    myself
-    namely near need needs neither no nobody none nor not nothing now
-    of off often oh ok okay on once one ones only onto or other others otherwise ought our ours
-    ourselves out over own
-    per perhaps please
-    quite
-    rather really
-    said same say says seem seemed seems several shall shan't she she'd she'll she's should
-    shouldn't since so some somebody someone something sometimes somewhat still such
-    than that that's the their theirs them themselves then there there's therefore these they
-    they'd they'll they're they've thing things this those though through throughout thus to
-    together too toward towards
-    under unless until up upon us use used uses using usually
-    very via
-    was wasn't way we we'd we'll we're we've well were weren't what what's whatever when when's
-    whenever where where's whereas wherever whether which while who who's whoever whole whom whose
-    why why's will with within without won't would wouldn't
-    yes yet you you'd you'll you're you've your yours yourself yourselves
-    """.split()
-)
+# Tools, languages and stores: what a note about a system is *about*.
+DEFAULT_TECHNICAL_TERMS: frozenset[str] = frozenset("""
+elefante falkordb pgvector postgres postgresql psql sqlite redis chromadb chroma neo4j mongodb mysql
+qdrant weaviate pinecone milvus faiss cypher sql graphql llamaindex llama_index langchain openai
+anthropic ollama huggingface llm llms embedding embeddings mcp rag python pip pipx uv venv conda
+poetry pytest pydantic fastapi django flask numpy pandas asyncio javascript typescript node.js
+nodejs npm yarn react vue deno bun rust cargo golang java kotlin c++ c# swift ruby php bash zsh
+powershell docker dockerfile compose kubernetes k8s helm terraform ansible nginx systemd linux macos
+windows wsl git github gitlab ci ssh http https grpc rest api json yaml toml aws gcp azure s3 lambda
+""".split())
 
-# Terms that name a tool, language, store or project: in a note about a
-# system, these are what the note is *about*, so they outrank ordinary words.
-DEFAULT_TECHNICAL_TERMS: frozenset[str] = frozenset(
-    """
-    elefante falkordb pgvector postgres postgresql psql sqlite redis chromadb chroma neo4j
-    mongodb mysql qdrant weaviate pinecone milvus faiss cypher sql graphql
-    llamaindex llama_index langchain openai anthropic ollama huggingface llm llms embedding
-    embeddings mcp rag
-    python pip pipx uv venv conda poetry pytest pydantic fastapi django flask numpy pandas asyncio
-    javascript typescript node.js nodejs npm yarn react vue deno bun rust cargo golang java kotlin
-    c++ c# swift ruby php bash zsh powershell
-    docker dockerfile compose kubernetes k8s helm terraform ansible nginx systemd linux macos
-    windows wsl git github gitlab ci ssh http https grpc rest api json yaml toml
-    aws gcp azure s3 lambda
-    """.split()
-)
-
-# Weights of the concept score  score(w) = F*freq(w) + P*(1 - first(w)/n) + boost(w),
-# where first(w) is the index of w's first occurrence among all n tokens
-# (stop words included, so the position is the word's place in the sentence).
-# * F = 1: every occurrence counts the same; a word said twice is a theme.
-# * P = 1: the position term lies in (0, 1], so it only orders words of equal
-#   frequency: the opening of a note states its subject ("Always use ...").
-# * technical boost = 2: a named tool outranks any single ordinary word
-#   (1 + position <= 2 < 1 + 2), but a plain word repeated three times
-#   still outranks a technical term mentioned once.
-# * shape boost = 0.5: tokens that look technical without being in the list
-#   (a digit among letters, or an inner '.', '_' like "v2", "utils.py",
-#   "snake_case") get half a point: enough to beat an ordinary word in the
-#   same half of the text, not enough to beat a listed term.
-# Ties are broken by first position, then alphabetically (never reached:
-# two words cannot share a first position).
+# score(w) = F*freq(w) + P*(1 - first(w)/n) + boost(w), first(w) the index of
+# w's first occurrence among all n tokens.  The position term lies in (0, 1], so
+# it only orders words of equal frequency (a note opens with its subject).  A
+# listed technical term outranks any single ordinary word, but not one repeated
+# three times; a technical-looking token ("v2", "utils.py") gets half a point.
 CONCEPT_FREQUENCY_WEIGHT = 1.0
 CONCEPT_POSITION_WEIGHT = 1.0
 CONCEPT_TECHNICAL_BOOST = 2.0
 CONCEPT_SHAPE_BOOST = 0.5
 
-def tech_shape(word: str) -> bool:
-    """Whether a concept token looks technical: letters with digits ("v2", "python3"), a dot or an
-    underscore ("node.js", "snake_case"), or a trailing "+" or "#" ("c++", "c#").
 
-    Plain character tests, linear in the word: the regular expression this
-    replaced (letter, anything, digit, or the reverse) retried ``.*`` from every letter, and
-    one 40 KB token took 8.8 s.
+def tech_shape(word: str) -> bool:
+    """Whether a token looks technical: letters with digits, a dot or underscore, a trailing "+"/"#".
+
+    Plain character tests, linear in the word: the regex this replaced retried
+    ``.*`` from every letter, and one 40 KB token took 8.8 s.
     """
     if "." in word or "_" in word or word.endswith(("+", "#")):
         return True
@@ -196,9 +141,7 @@ _NOT_LETTERS = "0123456789'._-+#"  # every character of a token (``_TOKEN_RE``) 
 
 
 def _is_candidate(word: str) -> bool:
-    # Single letters and pure numbers ("2025", "1.2.3") are not concepts; a
-    # token keeps something after stripping digits and punctuation exactly
-    # when it has a letter.
+    # Single letters and pure numbers ("2025", "1.2.3") are not concepts.
     return len(word) >= 2 and word not in STOP_WORDS and bool(word.strip(_NOT_LETTERS))
 
 
@@ -213,13 +156,7 @@ def extract_concepts(
     k: int = 5,
     boost_terms: Iterable[str] = DEFAULT_TECHNICAL_TERMS,
 ) -> list[str]:
-    """The ``k`` key terms of ``text``, best first (spec 004, "Concept Extraction").
-
-    Deterministic keyword extraction (no LLM) so that two memories written
-    months apart get comparable concepts and ``SHARES_CONCEPT`` edges are
-    stable.  Stop words (:data:`STOP_WORDS`), single letters and pure numbers
-    are dropped; each remaining word is scored by frequency + position +
-    technical boost (weights documented at :data:`CONCEPT_TECHNICAL_BOOST`).
+    """The ``k`` key terms of ``text``, best first (spec 004): frequency + position + technical boost.
 
     >>> extract_concepts("Always use absolute paths in Elefante to avoid errors")
     ['elefante', 'always', 'absolute', 'paths', 'avoid']
@@ -238,40 +175,24 @@ def extract_concepts(
         first.setdefault(word, index)
 
     def score(word: str) -> float:
-        value = CONCEPT_FREQUENCY_WEIGHT * frequency[word]
-        value += CONCEPT_POSITION_WEIGHT * (1.0 - first[word] / n)
-        if word in boost:
-            value += CONCEPT_TECHNICAL_BOOST
-        elif tech_shape(word):
-            value += CONCEPT_SHAPE_BOOST
-        return value
+        bonus = CONCEPT_TECHNICAL_BOOST if word in boost else CONCEPT_SHAPE_BOOST if tech_shape(word) else 0.0
+        position = CONCEPT_POSITION_WEIGHT * (1.0 - first[word] / n)
+        return CONCEPT_FREQUENCY_WEIGHT * frequency[word] + position + bonus
 
-    ranked = sorted(frequency, key=lambda word: (-score(word), first[word], word))
-    return ranked[:k]
-
-
-# ---------------------------------------------------------------------------
-# Surfaces when
-# ---------------------------------------------------------------------------
+    return sorted(frequency, key=lambda word: (-score(word), first[word], word))[:k]
 
 
 @dataclass(frozen=True)
 class _Category:
-    """One row of the spec's table: what content triggers it, what it generates.
-
-    ``noun_cues``: the cue words are nouns ("errors", "setup"), so the word
-    right before one names the thing concerned ("path errors") and becomes
-    a subject too.  Question and rule cues are adverbs and verbs: the word
-    before them belongs to another phrase.
-    """
+    """One row of the spec's table.  ``noun_cues``: the cues are nouns ("errors",
+    "setup"), so the word before one names the thing concerned ("path errors")."""
 
     name: str
     templates: tuple[str, ...]
     noun_cues: bool = False
 
 
-# The spec's table, in the spec's order (which is also the output order of
-# each round, see infer_surfaces_when).
+# The spec's table, in the spec's order (also each round's output order).
 SURFACE_CATEGORIES: tuple[_Category, ...] = (
     _Category("question", ("how to {c}", "why {c}")),
     _Category("error", ("{c} error", "{c} problem"), noun_cues=True),
@@ -279,37 +200,28 @@ SURFACE_CATEGORIES: tuple[_Category, ...] = (
     _Category("config", ("{c} setup", "{c} configuration"), noun_cues=True),
 )
 
-_ERROR_WORDS = frozenset(
-    """
-    error errors exception exceptions fix fixes fixed fixing bug bugs buggy fail fails failed
-    failing failure failures crash crashes crashed crashing broken traceback
-    """.split()
-)
+_ERROR_WORDS = frozenset("""
+error errors exception exceptions fix fixes fixed fixing bug bugs buggy fail fails failed
+failing failure failures crash crashes crashed crashing broken traceback
+""".split())
 # Modal words that make a sentence a rule wherever they occur.
-_RULE_WORDS = frozenset(
-    "always never must mustn't should shouldn't shall required mandatory".split()
-)
+_RULE_WORDS = frozenset("always never must mustn't should shouldn't shall required mandatory".split())
 # Imperative verbs: a rule only when they open a clause ("..., use absolute
 # paths" / "Prefer X"), not mid-clause ("we use X daily" is a fact).
-_IMPERATIVE_WORDS = frozenset(
-    "use avoid prefer don't ensure remember make do stop keep run".split()
-)
-_CONFIG_WORDS = frozenset(
-    """
-    config configs configure configured configuring configuration configurations setup setups
-    install installs installed installing installation settings
-    """.split()
-)
-# Words that only restate a cue: "errors error" or "always best practice" are
-# not queries anyone types, so these never become the {c} of a pattern.
+_IMPERATIVE_WORDS = frozenset("use avoid prefer don't ensure remember make do stop keep run".split())
+_CONFIG_WORDS = frozenset("""
+config configs configure configured configuring configuration configurations setup setups
+install installs installed installing installation settings
+""".split())
+# Words that only restate a cue ("errors error") never become the {c} of a pattern.
 _CUE_ONLY_WORDS = (
     _ERROR_WORDS | _RULE_WORDS | _IMPERATIVE_WORDS | _CONFIG_WORDS
     | frozenset("how why problem problems issue issues best practice practices".split())
 )
 
 
+# Every word ``_category_triggers`` can fire on.
 _CUE_WORDS = _ERROR_WORDS | _RULE_WORDS | _IMPERATIVE_WORDS | _CONFIG_WORDS | frozenset(("why", "how", "set"))
-"""Every word ``_category_triggers`` can fire on: a text with none of them triggers no category."""
 
 
 def _category_triggers(tokens: Sequence[_Token]) -> dict[str, list[int]]:
@@ -335,12 +247,7 @@ def _category_triggers(tokens: Sequence[_Token]) -> dict[str, list[int]]:
 
 def _question_templates(tokens: Sequence[_Token]) -> tuple[str, ...]:
     words = {token.word for token in tokens}
-    templates = []
-    if "how" in words:
-        templates.append("how to {c}")
-    if "why" in words:
-        templates.append("why {c}")
-    return tuple(templates)
+    return tuple(template for template, cue in (("how to {c}", "how"), ("why {c}", "why")) if cue in words)
 
 
 def infer_surfaces_when(
@@ -350,32 +257,15 @@ def infer_surfaces_when(
 ) -> list[str]:
     """Query patterns that should surface this memory (spec 004, "Surfaces When").
 
-    Why: a query like "elefante error" is how someone *asks* for the memory
-    "Always use absolute paths in Elefante to avoid errors", and it shares
-    little embedding mass with it.  Storing the likely query shapes lets a
-    retriever match them literally.
-
-    Rules (the spec's table):
-
-    * ``how to`` / ``how do`` / ``why`` content -> ``how to {c}``, ``why {c}``;
-    * error / fix / bug / fail / crash content -> ``{c} error``, ``{c} problem``;
-    * rule content -> ``{c} best practice``, ``how to {c}``.  A rule is a modal
-      word anywhere (always, never, must, should) **or an imperative verb
-      opening a clause** (use, avoid, prefer, don't, ensure, ...): "..., use
-      absolute paths" is a rule although it has no "always";
-    * config / setup / install content -> ``{c} setup``, ``{c} configuration``.
-
-    Subjects ``{c}`` of a category: the first *topical* concept (concepts
-    that merely restate a cue, like 'always' or 'errors', are skipped), plus
-    for the error and config rows, every concept that directly precedes one
-    of the row's cue nouns, because that word names the thing that errs or
-    is configured ("path errors" -> 'path', "docker setup" -> 'docker').
-
-    Order: categories take turns, in the table's order, each contributing
-    up to two patterns per round (its templates are expanded template-major:
-    the first template for every subject, then the second).  So no single
-    cue can use up the ``max_patterns`` budget, and each category's most
-    specific pattern comes first.  Patterns are deduplicated, first wins.
+    "elefante error" is how someone *asks* for "Always use absolute paths in
+    Elefante to avoid errors", with little embedding mass in common; stored
+    query shapes let a retriever match them literally.  Categories (the spec's
+    table): question (how to / why), error, rule (a modal word anywhere, or an
+    imperative verb opening a clause: "..., use absolute paths") and config.
+    Subjects: the first concept that does not merely restate a cue, plus, for
+    the noun-cue rows, every concept right before a cue ("path errors" ->
+    'path').  Categories take turns, two patterns per round, so no single cue
+    uses up ``max_patterns``.
 
     >>> infer_surfaces_when("Always use absolute paths in Elefante to avoid errors",
     ...                     ['elefante', 'always', 'absolute', 'paths', 'avoid'])[:3]
@@ -386,53 +276,27 @@ def infer_surfaces_when(
     """
     if max_patterns <= 0:
         return []
-    topical = [c.strip().lower() for c in concepts if c and c.strip().lower() not in _CUE_ONLY_WORDS]
-    topical = list(dict.fromkeys(topical))
-    if not topical:
+    topical = list(dict.fromkeys(c.strip().lower() for c in concepts
+                                 if c and c.strip().lower() not in _CUE_ONLY_WORDS))
+    if not topical or _CUE_WORDS.isdisjoint(tokenize(text)):  # three memories in four have no cue
         return []
-    if _CUE_WORDS.isdisjoint(tokenize(text)):
-        # No cue of any category (three memories in four): no pattern, and
-        # the clause-aware tokens are not needed to know it.
-        return []
-    topical_set = set(topical)
     tokens = _tokens(text)
     triggers = _category_triggers(tokens)
-
     queues: list[list[str]] = []
     for category in SURFACE_CATEGORIES:
         positions = triggers[category.name]
         if not positions:
             continue
         templates = _question_templates(tokens) if category.name == "question" else category.templates
-        subjects = [topical[0]]
-        for position in positions if category.noun_cues else ():
-            if position > 0:
-                before = tokens[position - 1].word
-                if before in topical_set and before not in subjects:
-                    subjects.append(before)
-        # Keep subjects in concept order (most important first).
-        subjects.sort(key=topical.index)
+        before = {tokens[p - 1].word for p in positions if p > 0} if category.noun_cues else set()
+        # in concept order (most important first)
+        subjects = sorted({topical[0]} | before.intersection(topical), key=topical.index)
         queues.append([template.format(c=subject) for template in templates for subject in subjects])
+    # Rounds of two patterns per category; duplicates dropped, first wins.
+    rounds = range(0, max(map(len, queues), default=0), 2)
+    ordered = (pattern for offset in rounds for queue in queues for pattern in queue[offset:offset + 2])
+    return list(dict.fromkeys(ordered))[:max_patterns]
 
-    result: list[str] = []
-    seen: set[str] = set()
-    per_round = 2
-    offset = 0
-    while len(result) < max_patterns and any(offset < len(queue) for queue in queues):
-        for queue in queues:
-            for pattern in queue[offset:offset + per_round]:
-                if pattern not in seen:
-                    seen.add(pattern)
-                    result.append(pattern)
-                    if len(result) >= max_patterns:
-                        return result
-        offset += per_round
-    return result
-
-
-# ---------------------------------------------------------------------------
-# Authority
-# ---------------------------------------------------------------------------
 
 # Spec 004: authority = 0.35 importance + 0.25 usage + 0.20 creation freshness
 #                       + 0.20 access recency.
@@ -444,18 +308,6 @@ AUTHORITY_USAGE_SATURATION = 50  # log(n)/log(50): 50 accesses = full usage cred
 AUTHORITY_CREATION_DECAY = 0.007  # per day: half-life ~99 days
 AUTHORITY_ACCESS_DECAY = 0.05  # per day: half-life ~14 days
 NEUTRAL_IMPORTANCE = 5.0
-
-__all__ += [
-    "AUTHORITY_ACCESS_DECAY",
-    "AUTHORITY_ACCESS_WEIGHT",
-    "AUTHORITY_CREATION_DECAY",
-    "AUTHORITY_CREATION_WEIGHT",
-    "AUTHORITY_IMPORTANCE_WEIGHT",
-    "AUTHORITY_USAGE_SATURATION",
-    "AUTHORITY_USAGE_WEIGHT",
-    "NEUTRAL_IMPORTANCE",
-]
-
 
 def _finite_or(value: float | None, default: float) -> float:
     if value is None:
@@ -473,26 +325,12 @@ def compute_authority_score(
     """Composite ranking score in [0, 1] (spec 004, "Authority Score").
 
     ``0.35*(importance/10) + 0.25*log(access_count)/log(50)
-    + 0.20*exp(-0.007*days_since_created) + 0.20*exp(-0.05*days_since_accessed)``
-
-    Why the parts: importance is what the author said; usage is what
-    retrieval proved (logarithmic, because the 50th access tells less than
-    the 2nd); creation freshness decays slowly (half-life ~99 days) because
-    knowledge ages; access recency decays fast (~14 days) because it tracks
-    what is being worked on now.
-
-    Edge cases (the formula is undefined or unbounded there):
-
-    * ``importance`` None -> 5 (neutral: unknown is neither high nor low);
-      otherwise clamped to [0, 10];
-    * ``access_count`` 0 or 1 (or negative) -> usage term 0: log(0) is
-      undefined and log(1) = 0, so "never used" and "used once" both earn
-      nothing; above 50 the usage term is capped at 1 (full credit);
-    * ``days_since_accessed`` None (never accessed) -> ``days_since_created``:
-      a memory that was never read is as recent as its creation;
-    * negative days (clock skew, future timestamps) -> 0;
-    * non-finite inputs are treated like missing ones;
-    * the result is clamped to [0, 1].
+    + 0.20*exp(-0.007*days_since_created) + 0.20*exp(-0.05*days_since_accessed)``:
+    what the author said, what retrieval proved (the 50th access tells less
+    than the 2nd), knowledge ageing slowly, and what is being worked on now.
+    Importance None -> neutral 5, else clamped to [0, 10]; 0 or 1 accesses earn
+    nothing; never accessed -> as recent as the creation; negative days -> 0;
+    non-finite inputs count as missing; the result is clamped to [0, 1].
     """
     importance_value = min(10.0, max(0.0, _finite_or(importance, NEUTRAL_IMPORTANCE)))
     created = max(0.0, _finite_or(days_since_created, 0.0))

@@ -1,63 +1,29 @@
 """Entity names, normalised so that "person_Luca", "Luca's" and "LUCA" meet.
 
-Entity names reach the graph from many hands: people write "Luca's V2
-decision", LLMs answer "person_Luca" or "decision_v2_architecture", importers
-write "FalkorDB" or "Falkor DB".  Graph traversal starts from the names
-mentioned in a query, so every comparison of names goes through one key,
-:func:`normalize_entity_name`, and near misses are scored by
-:func:`name_similarity`.  :class:`EntityIndex` answers "which stored entities
-could this name mean?" for ~100k names without scanning them.
+Names reach the graph from people ("Luca's V2 decision"), LLMs
+("decision_v2_architecture") and importers ("Falkor DB"), and graph traversal
+starts from the names in a query, so every comparison goes through one key,
+:func:`normalize_entity_name`; near misses are scored by :func:`name_similarity`,
+and :class:`EntityIndex` finds candidates among ~100k names without scanning.
+Pure Python and deterministic: it runs on every query.
 
-Everything here is pure Python, deterministic and model-free: it runs on every
-query.
+The key: NFKC + casefold (typographic apostrophes and dashes made ASCII);
+surrounding punctuation, a leading article, one type prefix of
+:data:`TYPE_PREFIXES` written with ``_`` or ``:`` ("person_luca"; the list
+holds no everyday words, so "phase_3" keeps its first word) and possessives
+dropped; ``_ - . /`` and whitespace collapse into single spaces; the last word
+(the head noun) made singular by :func:`singularize`.
 
-The key
--------
-:func:`normalize_entity_name` applies, in this order:
-
-1. Unicode NFKC (full-width letters, ligatures) and ``casefold``;
-   typographic apostrophes and dashes become ASCII.
-2. Surrounding punctuation and quotes are dropped.
-3. A leading article ("the", "a", "an") is dropped when words follow it.
-4. One type prefix of :data:`TYPE_PREFIXES` written with ``_`` or ``:``
-   ("person_luca", "decision:v2") is dropped, when something follows it.
-   Only these spellings count: "Person Luca" keeps its first word.  The list
-   holds the spec's node-type prefixes and no everyday words, so that
-   "phase_3" or "memory_consolidation" keep their first word.
-5. Possessives are dropped at the end of every word: "luca's" -> "luca",
-   "james'" -> "james".
-6. Underscores, hyphens, dots, slashes and whitespace collapse into single
-   spaces ("gpt-4" -> "gpt 4", "node.js" -> "node js").
-7. The last word is made singular (:func:`singularize`).
-
-Singular forms
---------------
-:func:`singularize` is a small rule set, not a lemmatiser, applied to the
-last word only (the head noun of an English noun phrase), and only to purely
-alphabetic words of at least four letters:
-
-* irregular forms from :data:`IRREGULAR_PLURALS` ("indices" -> "index",
-  "analyses" -> "analysis", "caches" -> "cache", "apis" -> "api");
-* words in :data:`INVARIANT_WORDS` are left alone: singular words ending in
-  "s" ("analysis", "status", "series", "news"), names of people ("lucas",
-  "thomas", "andreas", "chris") and tools ("kubernetes", "postgres",
-  "redis", "devops");
-* words ending in "ss", "us", "is" or "js" are left alone ("class",
-  "corpus", "basis", "nextjs");
-* "-ies" -> "-y" ("policies" -> "policy"); "-sses", "-xes", "-zzes",
-  "-ches", "-shes" lose "es" ("classes" -> "class", "indexes" -> "index");
-  "-uses" loses "es" when the stem is an invariant word ("statuses" ->
-  "status"), otherwise "s" ("causes" -> "cause"); any other final "s" is
-  dropped ("tasks" -> "task", "architectures" -> "architecture").
-
-Names that do not end in "s" ("FalkorDB", "V2") are never touched.  The
-rule is deliberately predictable: a wrong guess for a rare word costs a fuzzy
-match (the trigram score of "kubernete" vs "kubernetes" is still high), while
-a clever guesser would make keys depend on context.
+:func:`singularize` is a small predictable rule set, not a lemmatiser: it
+touches only alphabetic words of four letters or more ending in "s", knows
+:data:`IRREGULAR_PLURALS` and leaves :data:`INVARIANT_WORDS` ("status",
+"lucas", "kubernetes") and "-ss/-us/-is/-js" alone.  A wrong guess for a rare
+word costs a fuzzy match; a cleverer guesser would make keys depend on context.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import unicodedata
@@ -104,37 +70,26 @@ IRREGULAR_PLURALS: dict[str, str] = {
     "vpus": "vpu", "skus": "sku",
 }
 
-#: Words ending in "s" that are not plurals (compared after casefolding).
-INVARIANT_WORDS: frozenset[str] = frozenset({
-    # singular nouns and function words
-    "analysis", "basis", "status", "class", "series", "species", "news", "means", "lens",
-    "atlas", "canvas", "alias", "bias", "chaos", "ethos", "pathos", "kudos", "cosmos",
-    "always", "perhaps", "across", "whereas", "thus", "plus", "minus", "bus", "gas",
-    "bonus", "campus", "census", "consensus", "corpus", "focus", "genus", "nexus",
-    "radius", "virus", "genius", "stimulus", "apparatus", "circus", "octopus", "status",
-    "physics", "mathematics", "analytics", "semantics", "ethics", "economics", "politics",
-    "linguistics", "logistics", "dynamics", "graphics", "robotics", "genetics", "mechanics",
-    "optics", "aesthetics", "ergonomics", "forensics", "athletics", "gymnastics",
-    "christmas", "diabetes", "measles", "mumps", "headquarters", "whereabouts",
-    "lotus", "cactus", "walrus", "hummus", "asbestos",
-    # first names of people
-    "lucas", "thomas", "nicolas", "nicholas", "andreas", "elias", "jonas", "tobias",
-    "matthias", "mathias", "marcus", "markus", "linus", "klaus", "chris", "charles",
-    "james", "agnes", "doris", "iris", "louis", "denis", "dennis", "francis", "lewis",
-    "davis", "douglas", "silas", "miles", "jules", "moses", "amos", "carlos", "marcos",
-    "mateus", "julius", "cyrus", "magnus", "rasmus", "niels", "hans", "frances",
-    "williams", "jones", "phillips", "adams", "roberts", "evans", "edwards", "collins",
-    "stevens", "harris", "morris", "jenkins", "hughes", "reyes", "torres", "flores",
-    # places
-    "paris", "athens", "texas", "kansas", "arkansas", "vegas", "los", "wales", "brussels",
-    "barbados", "bahamas", "philippines", "netherlands", "venus", "mars", "uranus",
-    # tools, products and practices
-    "kubernetes", "postgres", "redis", "jenkins", "windows", "express", "rails", "sass",
-    "less", "ios", "macos", "ipados", "watchos", "tvos", "https", "aws", "dns", "nats",
-    "devops", "mlops", "gitops", "dataops", "aiops", "llmops", "secops", "finops",
-    "pandas", "numpy", "mathjs", "nodejs", "nextjs", "vuejs", "threejs", "argos",
-    "prometheus", "zeus", "hermes", "atlas", "olympus", "pegasus", "nautilus", "janus",
-})
+#: Words ending in "s" that are not plurals (compared after casefolding): singular nouns and function
+#: words, people, places, tools.
+INVARIANT_WORDS: frozenset[str] = frozenset("""
+analysis basis class series species news means lens atlas canvas alias bias chaos ethos pathos kudos
+cosmos always perhaps across whereas thus plus minus bus gas bonus campus census consensus corpus
+focus genus nexus radius virus genius stimulus apparatus circus octopus status physics mathematics
+analytics semantics ethics economics politics linguistics logistics dynamics graphics robotics
+genetics mechanics optics aesthetics ergonomics forensics athletics gymnastics christmas diabetes
+measles mumps headquarters whereabouts lotus cactus walrus hummus asbestos
+lucas thomas nicolas nicholas andreas elias jonas tobias matthias mathias marcus markus linus klaus
+chris charles james agnes doris iris louis denis dennis francis lewis davis douglas silas miles
+jules moses amos carlos marcos mateus julius cyrus magnus rasmus niels hans frances williams jones
+phillips adams roberts evans edwards collins stevens harris morris jenkins hughes reyes torres
+flores
+paris athens texas kansas arkansas vegas los wales brussels barbados bahamas philippines netherlands
+venus mars uranus
+kubernetes postgres redis windows express rails sass less ios macos ipados watchos tvos https aws
+dns nats devops mlops gitops dataops aiops llmops secops finops pandas numpy mathjs nodejs nextjs
+vuejs threejs argos prometheus zeus hermes olympus pegasus nautilus janus
+""".split())
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2032": "'", "`": "'",
                               "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-",
@@ -166,10 +121,7 @@ def singularize(word: str) -> str:
 
 
 def split_type_prefix(name: str) -> tuple[Optional[str], str]:
-    """``("person", "Luca")`` for "person_Luca"; ``(None, name)`` without a known prefix.
-
-    The prefix is returned casefolded; the rest keeps its spelling.
-    """
+    """``("person", "Luca")`` for "person_Luca" (the rest keeps its spelling); ``(None, name)`` without."""
     text = unicodedata.normalize("NFKC", name).strip()
     match = _PREFIX_ANY_CASE.match(text)
     if match is None:
@@ -178,12 +130,7 @@ def split_type_prefix(name: str) -> tuple[Optional[str], str]:
 
 
 def normalize_entity_name(name: str) -> str:
-    """The key two entity names are compared by (see the module docstring).
-
-    ``normalize_entity_name("person_Luca") == normalize_entity_name("luca's") == "luca"``;
-    ``normalize_entity_name("the V2 architectures") == "v2 architecture"``.
-    Returns ``""`` for a name with no letters or digits.
-    """
+    """The key names are compared by ("person_Luca", "luca's" -> "luca"); "" without letters or digits."""
     text = unicodedata.normalize("NFKC", name).casefold().translate(_APOSTROPHES)
     text = text.strip(_EDGE_PUNCT)
     text = _ARTICLE.sub("", text)
@@ -219,30 +166,21 @@ def _score_keys(ka: str, kb: str, tri_a: Optional[frozenset[str]] = None) -> flo
         return 1.0 if ka else 0.0
     if not ka or not kb:
         return 0.0
-    tri = _dice(tri_a if tri_a is not None else trigrams(compact_key(ka)), trigrams(compact_key(kb)))
-    tokens_a, tokens_b = ka.split(), kb.split()
-    score = tri
-    if len(tokens_a) > 1 or len(tokens_b) > 1:
-        set_a, set_b = set(tokens_a), set(tokens_b)
+    score = _dice(tri_a if tri_a is not None else trigrams(compact_key(ka)), trigrams(compact_key(kb)))
+    if " " in ka or " " in kb:
+        set_a, set_b = set(ka.split()), set(kb.split())
         jaccard = len(set_a & set_b) / len(set_a | set_b)
         sorted_tri = _dice(trigrams("".join(sorted(set_a))), trigrams("".join(sorted(set_b))))
         score = max(score, 0.6 * sorted_tri + 0.4 * jaccard)
-    # Only equal keys are certain.
-    return min(score, 0.99)
+    return min(score, 0.99)  # only equal keys are certain
 
 
 def name_similarity(a: str, b: str) -> float:
-    """How likely two entity names mean the same entity, in [0, 1].
+    """How likely two entity names mean the same entity, in [0, 1]; 1.0 exactly when the keys are equal.
 
-    1.0 exactly when the keys (:func:`normalize_entity_name`) are equal.
-    Otherwise the larger of
-
-    * the Dice coefficient of the character trigrams of the keys without
-      spaces ("falkor db" vs "falkordb" -> 0.99 after the cap), and
-    * for multi-word names, ``0.6 * trigram Dice of the sorted words +
-      0.4 * word Jaccard`` (word order: "architecture v2" vs "v2 architecture"),
-
-    capped at 0.99.  "Felix" vs "Flux" scores about 0.2.
+    Otherwise the larger of the trigram Dice of the keys without spaces and, for
+    multi-word names, ``0.6 * trigram Dice of the sorted words + 0.4 * word
+    Jaccard`` (word order), capped at 0.99.
     """
     return _score_keys(normalize_entity_name(a), normalize_entity_name(b))
 
@@ -254,22 +192,15 @@ class EntityMatch(NamedTuple):
 
 
 class EntityIndex:
-    """Stored entity names, looked up by key and by fuzzy name.
+    """Stored ``(entity_id, name)`` pairs, looked up by key and by fuzzy name.
 
-    Built from ``(entity_id, name)`` pairs.  :meth:`match` returns exact-key
-    hits first (score 1.0), then fuzzy hits at or above ``threshold``, best
-    first, one row per entity id.
-
-    Lookups do not scan the names: exact keys come from a dictionary, word-
-    order variants from a dictionary of sorted-word keys, and fuzzy candidates
-    from an inverted index of trigrams probed with the size and prefix filters
-    of set-similarity joins (a name reaching Dice ``t`` with the query must
-    share one of the query's rarest ``|Q| - m + 1`` trigrams, ``m`` the least
-    overlap ``t`` allows).  Candidates are then scored with
-    :func:`name_similarity`'s formula.  A fuzzy hit is therefore guaranteed
-    when its trigram score reaches the threshold; hits that only the word
-    blend lifts over the threshold are found when they share the query's
-    words (sorted-word key) or its rare trigrams.
+    Lookups do not scan the names: exact keys and sorted-word keys come from
+    dictionaries, fuzzy candidates from an inverted index of trigrams probed with
+    the size and prefix filters of set-similarity joins (a name reaching Dice
+    ``t`` must share one of the query's rarest ``|Q| - m + 1`` trigrams, ``m``
+    the least overlap ``t`` allows).  So a fuzzy hit is guaranteed when its
+    trigram score reaches the threshold; hits only the word blend lifts over it
+    are found when they share the query's words or its rare trigrams.
     """
 
     def __init__(self, entries: Iterable[tuple[str, str]] = ()) -> None:
@@ -293,8 +224,7 @@ class EntityIndex:
         return isinstance(name, str) and normalize_entity_name(name) in self._key_ids
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
-        for entries in self._entries:
-            yield from entries
+        return itertools.chain.from_iterable(self._entries)
 
     def add(self, entity_id: str, name: str) -> None:
         """Index one name of an entity (an entity may have several names)."""
@@ -332,40 +262,23 @@ class EntityIndex:
         return list(self._entries[key_id]) if key_id is not None else []
 
     def match(self, name: str, threshold: float = 0.85, limit: Optional[int] = None) -> list[EntityMatch]:
-        """Entities ``name`` may mean: ``(entity_id, name, score)``, best first.
-
-        Exact keys first (score 1.0), then fuzzy matches scoring at least
-        ``threshold``; ties broken by stored name, then id, so the order is
-        deterministic.  An entity appears once, with its best name.
-        """
+        """Entities ``name`` may mean, best first: the exact key (score 1.0), then fuzzy matches
+        scoring at least ``threshold``; ties by stored name, then id.  One row per entity."""
         key = normalize_entity_name(name)
         if not key:
             return []
-        scored: dict[int, float] = {}
         exact_id = self._key_ids.get(key)
-        if exact_id is not None:
-            scored[exact_id] = 1.0
+        scored: dict[int, float] = {} if exact_id is None else {exact_id: 1.0}
         query_grams = trigrams(compact_key(key))
-        for key_id in self._sorted.get(_sorted_key(key), ()):
+        for key_id in (*self._sorted.get(_sorted_key(key), ()), *self._candidates(query_grams, threshold)):
             if key_id not in scored:
                 scored[key_id] = _score_keys(key, self._keys[key_id], query_grams)
-        for key_id in self._candidates(query_grams, threshold):
-            if key_id not in scored:
-                scored[key_id] = _score_keys(key, self._keys[key_id], query_grams)
-        rows: list[EntityMatch] = []
-        for key_id, score in scored.items():
-            if score >= threshold or key_id == exact_id:
-                rows.extend(EntityMatch(eid, stored, score) for eid, stored in self._entries[key_id])
-        rows.sort(key=lambda row: (-row.score, row.name, row.entity_id))
-        seen: set[str] = set()
-        out: list[EntityMatch] = []
-        for row in rows:
-            if row.entity_id not in seen:
-                seen.add(row.entity_id)
-                out.append(row)
-                if limit is not None and len(out) >= limit:
-                    break
-        return out
+        rows = [EntityMatch(eid, stored, score) for key_id, score in scored.items()
+                if score >= threshold or key_id == exact_id for eid, stored in self._entries[key_id]]
+        best: dict[str, EntityMatch] = {}
+        for row in sorted(rows, key=lambda row: (-row.score, row.name, row.entity_id)):
+            best.setdefault(row.entity_id, row)
+        return list(best.values())[:limit]
 
     def best(self, name: str, threshold: float = 0.85) -> Optional[EntityMatch]:
         """The best match of ``name``, or ``None``."""
