@@ -238,14 +238,15 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                 channels.remove("vector")
                 channels.remove("graph")
                 found: list[list[VectorHit]] = []
-                jobs.append((plans.graph, self._graph_plan(plans, level, embedding, start, k, memory_filter, found)))
+                jobs.append((plans.graph, self._graph_plan(plans, level, embedding, start, k, memory_filter, deadline,
+                                                          found)))
                 owners.append((out, ("vector", "graph"), found))
             for channel in channels:
                 try:
                     if channel == "vector":
-                        plan = self.memory.vectors(level).search(plans, embedding, k, memory_filter)
+                        plan = self.memory.vectors(level).search(plans, embedding, k, memory_filter, deadline)
                     elif channel == "graph":
-                        plan = self._graph_plan(plans, level, embedding, start, k, memory_filter)
+                        plan = self._graph_plan(plans, level, embedding, start, k, memory_filter, deadline)
                     else:
                         if plans.graph not in self._fulltext_ready:
                             LevelGraphStore(self.memory.db, plans, timeout_ms=remaining_ms(deadline)).run(
@@ -282,7 +283,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         return self._start_ids(index, names)
 
     def _graph_plan(self, plans: LevelPlans, level: str, embedding: list[float], start: list[str], k: int,
-                    memory_filter: MemoryFilter, found: list[list[VectorHit]] | None = None) -> Plan:
+                    memory_filter: MemoryFilter, deadline: float,
+                    found: list[list[VectorHit]] | None = None) -> Plan:
         """The walk; when the question names none of the level's memories, it starts from the nearest.
 
         With ``found`` this is the vector channel too: its hits go into ``found``
@@ -291,7 +293,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         vector: list[VectorHit] = []
         if not start and self.config.fallback_start:
             size = k if found is not None else self.config.fallback_start
-            vector = yield from self.memory.vectors(level).search(plans, embedding, size, memory_filter)
+            vector = yield from self.memory.vectors(level).search(plans, embedding, size, memory_filter, deadline)
             start = [h.node.node_id for h in vector[: self.config.fallback_start]]
             if found is not None:
                 found.append(vector)

@@ -276,13 +276,10 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
                 except Exception as exc:  # e.g. a read-only replica: retrieval still works
                     logger.info("could not create the state indexes of %s: %s", plans.graph, exc)
                 self._indexed.add(plans.graph)
-            try:  # the nearest memories to a semantic goal, from vectors the graph queries cannot search
-                candidates = None if q.goal_embedding is None else self.memory.vectors(out.level).candidates(
-                    plans, q.goal_embedding, q.semantic_fetch, MemoryFilter(q.window))
-            except Exception as exc:  # isolate: one level's failure is an entry, not an exception
-                out.failed(exc)
-                continue
-            jobs.append((plans.graph, _counted(self._level_plan(plans, q, candidates), out)))
+            # the nearest memories to a semantic goal, from vectors the graph queries cannot search (started now)
+            nearest = None if q.goal_embedding is None else self.memory.vectors(out.level).candidates(
+                plans, q.goal_embedding, q.semantic_fetch, MemoryFilter(q.window), deadline)
+            jobs.append((plans.graph, _counted(self._level_plan(plans, q, nearest), out)))
             owners.append(out)
         for out, result in zip(owners, run_interleaved(self.memory.db, jobs, remaining_ms(deadline))):
             if isinstance(result, BaseException):
@@ -291,8 +288,12 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
                 out.hits, out.relationships = result
         return self._finish(state, q, outcomes, retrieved_at, started)
 
-    def _level_plan(self, plans: Any, q: sq.StateQuery, candidates: list[tuple[str, float]] | None) -> Any:
-        """What one level runs: the goal vocabulary if due, the mode's plan, the links met."""
+    def _level_plan(self, plans: Any, q: sq.StateQuery, nearest: Any) -> Any:
+        """What one level runs: the goal vocabulary if due, the mode's plan, the links met.
+
+        ``nearest`` is the plan of the goal's nearest memories from vectors the graph queries cannot search
+        (already started), or None.
+        """
         if self.config.goal_match == "partial" and q.goal is not None and q.mode in _GOAL_MODES:
             vocabulary = cached(self._goals, self.memory, plans.graph, GOAL_VOCABULARY_TTL_S)
             if vocabulary is MISSING:
@@ -300,6 +301,7 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
                 vocabulary = remember(self._goals, self.memory, plans.graph,
                                       tuple(goals) if len(goals) <= GOAL_VOCABULARY_MAX else None)
             q = replace(q, goal_vocabulary=vocabulary)
+        candidates = None if nearest is None else (yield from nearest)
         hits = yield from sq.state_plan(plans, q, self.config.max_results_per_level,
                                         max_patterns=self.config.max_patterns, candidates=candidates)
         relationships = [r for hit in hits for r in hit.path]

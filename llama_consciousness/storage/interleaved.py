@@ -11,13 +11,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import ResponseError
 
 from llama_consciousness.storage import knn_gate, replies
-from llama_consciousness.storage.level_store import Plan, Query, StorageError, _missing_graph
+from llama_consciousness.storage.level_store import Await, Plan, Query, StorageError, _missing_graph
 from llama_consciousness.storage.params import header as params_header
 
 
@@ -33,6 +35,11 @@ class _Job:
     # one whose gate was taken waits in ``pending`` (its command)
     gate: threading.Lock | None = None
     pending: tuple[list[Any], threading.Lock] | None = None
+    awaiting: Future | None = None  # the plan waits for this (``Await``), no query in flight
+
+
+# how often replies are polled while a plan awaits work beside the server's queries
+_AWAIT_POLL_S = 0.002
 
 
 def _connection(pool: Any) -> Any:
@@ -98,21 +105,29 @@ class Interleaved:
         try:
             while True:
                 self._send_pending(wait=False)
+                self._settle_awaited()
                 waiting = [job for job in self._state if job.sent]
+                awaited = [job.awaiting for job in self._state if job.awaiting is not None]
                 remaining = None if self._deadline is None else self._deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     self._expire()
                     break
                 if not waiting:
+                    if awaited:
+                        wait_futures(awaited, timeout=remaining, return_when=FIRST_COMPLETED)
+                        continue
                     if not any(job.pending for job in self._state):
                         break
                     # Nothing of ours in flight, so no gate held: waiting for
                     # one that another thread holds cannot close a cycle.
                     self._send_pending(wait=True, timeout=remaining)
                     continue
-                # the first reply that is ready, else wait for the oldest query
+                # the first reply that is ready, else wait for the oldest query (a moment at a
+                # time while other work is awaited)
                 ready = next((j for j in waiting if j.connection.can_read(timeout=0)), None)
-                if ready is None and waiting[0].connection.can_read(timeout=remaining):
+                wait = min(remaining, _AWAIT_POLL_S) if awaited and remaining is not None else (
+                    _AWAIT_POLL_S if awaited else remaining)
+                if ready is None and waiting[0].connection.can_read(timeout=wait):
                     ready = waiting[0]
                 if ready is not None:
                     self._read(ready)
@@ -120,11 +135,22 @@ class Interleaved:
             self._close()
         return [job.result for job in self._state]
 
+    def _settle_awaited(self) -> None:
+        """Plans whose awaited work is done go on with its result (or its error)."""
+        for job in self._state:
+            if job.awaiting is not None and job.awaiting.done():
+                future, job.awaiting = job.awaiting, None
+                exc = future.exception()
+                if exc is not None:
+                    _fail(job, exc)
+                else:
+                    _advance(self._db, self._pool, job, future.result(), self._timeout_ms)
+
     def _expire(self) -> None:
         for job in self._state:
             if not job.done:
                 _release(job)
-                job.pending = None
+                job.pending = job.awaiting = None
                 job.result = TimeoutError(f"no answer from graph {job.graph.name!r} within {self._timeout_ms} ms")
                 job.done = True
 
@@ -204,6 +230,9 @@ def _advance(db: Any, pool: Any, job: _Job, rows: Any, timeout_ms: int | None) -
     """Give the plan its rows (None to start it) and send its next query (or record its result)."""
     try:
         step = job.plan.send(rows)
+        if isinstance(step, Await):
+            job.awaiting = step.future
+            return
         if not isinstance(step, Query) or not step.read_only:
             raise TypeError(f"run_interleaved runs read-only queries, got {step!r}")
     except StopIteration as stop:

@@ -21,6 +21,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -95,7 +96,17 @@ class UniqueConstraint:
     prop: str
 
 
-Step = Query | UniqueConstraint
+@dataclass(frozen=True)
+class Await:
+    """Work started beside the plan (a Postgres search, see ``storage.vectors``): the plan gets its result.
+
+    ``run_interleaved`` keeps reading the other plans' replies meanwhile.
+    """
+
+    future: Future
+
+
+Step = Query | UniqueConstraint | Await
 
 
 @dataclass
@@ -813,6 +824,8 @@ class LevelGraphStore:
             return stop.value
 
     def _execute(self, query: Step) -> Any:
+        if isinstance(query, Await):
+            return query.future.result()
         if isinstance(query, UniqueConstraint):
             try:
                 return self.graph.create_node_unique_constraint(query.label, query.prop)

@@ -65,6 +65,46 @@ def test_a_stalled_postgres_costs_the_timeout_and_the_next_call_answers(memory) 
     assert [node_id for node_id, _ in store.search(graph, vector, 3, TemporalWindow())] == ["m0"]
 
 
+def test_a_stalled_postgres_costs_a_retrieval_its_timeout_and_the_other_levels_still_answer(memory) -> None:
+    from llama_consciousness import RetrievalIntention
+    from llama_consciousness.retrievers import RetrievalConfig, SixWayHybridRetriever, StateBasedRetriever, \
+        StateRetrievalConfig
+    from llama_consciousness.schema import StateBasedRetrieval
+
+    citizen = f"c{uuid.uuid4().hex[:8]}"
+    memory.upsert([n.model_copy(update={"node_id": f"{citizen}_{n.node_id}_{level}", "level": level,
+                                        "citizen_id": citizen if level == "N1" else None,
+                                        "goal": "read the tide gauge", "resolution_state": "in_progress"})
+                   for n in _notes() for level in ("N1", "N2", "N3")])
+    timeout = 1.0
+    retriever = SixWayHybridRetriever(memory, citizen, config=RetrievalConfig(channel_timeout_s=timeout))
+    question = RetrievalIntention(query_text="tide gauge reading", citizen_id=citizen)
+    assert retriever.retrieve_stream(question).levels["n3_ecosystem"].error is None  # warm
+    state = StateBasedRetriever(memory, config=StateRetrievalConfig(goal_match="semantic", level_timeout_s=timeout))
+    feeling = StateBasedRetrieval(citizen_id=citizen, current_energy=0.6, current_goal="read the tide gauge",
+                                  current_emotions={"curiosity": 0.5},
+                                  query_mode="find_related_unresolved")
+    assert state.retrieve_stream(feeling).levels["n3_ecosystem"].error is None
+    processes = _postgres_processes(memory)
+    for proc in processes:
+        proc.suspend()
+    try:
+        streams = []
+        for call in (lambda: retriever.retrieve_stream(question), lambda: state.retrieve_stream(feeling)):
+            started = time.monotonic()
+            streams.append(call())
+            assert time.monotonic() - started <= timeout * 1.1 + 0.05
+    finally:
+        for proc in processes:
+            proc.resume()
+    stream, state_stream = streams
+    assert stream.levels["n3_ecosystem"].error and state_stream.levels["n3_ecosystem"].error, streams
+    for key in ("n1_personal", "n2_collective"):  # the levels Postgres does not serve answer as usual
+        assert stream.levels[key].error is None and stream.levels[key].vector_results, stream.levels[key]
+        assert state_stream.levels[key].error is None and state_stream.levels[key].vector_results
+    assert retriever.retrieve_stream(question).levels["n3_ecosystem"].vector_results  # the next call answers
+
+
 def test_a_dead_embedded_postgres_is_started_again_with_its_data(data_root: Path) -> None:
     with ConsciousnessMemory(data_dir=data_root / f"p{uuid.uuid4().hex[:6]}", vector_backends=PGVECTOR_N3) as memory:
         memory.upsert(_notes())
