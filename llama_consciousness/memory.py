@@ -19,8 +19,8 @@ from typing import Any
 
 from falkordb import FalkorDB
 from redis import ConnectionPool, UnixDomainSocketConnection
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
 from llama_consciousness.embeddings import embedding_dimension, resolve_embed_model
@@ -35,6 +35,7 @@ from llama_consciousness.storage.level_store import (
     UpsertResult,
     VectorIndexConfig,
     as_consciousness_node,
+    register_graph,
 )
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.paths import default_data_dir, ensure_writable_dir
@@ -269,6 +270,7 @@ class ConsciousnessMemory:
         store = self.level(level, citizen_id)
         if store.plans.graph not in self._schema_ready:
             store.ensure_schema()
+            register_graph(self.db, store.plans.graph)
             self._schema_ready.add(store.plans.graph)
         return store
 

@@ -26,7 +26,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_consciousness.nodes import record_text_node
 from llama_consciousness.postprocessors.pipeline import complete_stream
 from llama_consciousness.schema import ConsciousnessStream
-from llama_consciousness.storage import list_graphs
+from llama_consciousness.errors import StorageError
+from llama_consciousness.storage import graph_names
 from llama_consciousness.storage.reader import MemoryReader
 
 dispatcher = get_dispatcher(__name__)
@@ -47,18 +48,30 @@ def remaining_ms(deadline: float) -> int:
     return max(0, int((deadline - time.monotonic()) * 1000))
 
 
-def existing_graphs(memory: MemoryReader, timeout_s: float) -> set[str] | Exception:
-    """The graphs the server holds, or why that cannot be known (every level is then an error entry).
+def existing_graphs(memory: MemoryReader, timeout_s: float) -> dict[str, Exception | None] | Exception:
+    """The graphs to read (name -> None), those written before and now gone (name -> their error: deleted,
+    or replaced by another key), or why the server cannot say (every level is then an error entry).
 
-    When the memory's own embedded server died, it is started again and asked once more.
+    A graph never written is absent: its level is empty, not an error.  When the memory's own embedded
+    server died, it is started again and asked once more.
     """
     for attempt in range(2):
         try:
-            return set(list_graphs(memory.db, int(timeout_s * 1000)))
+            present, written = graph_names(memory.db, int(timeout_s * 1000))
+            break
         except Exception as exc:  # server down or stalled
             if attempt == 1 or not memory.ensure_server():
                 return exc
-    raise AssertionError("unreachable")
+    lost = {name: StorageError(f"level graph {name!r} is gone: it was written, then deleted or replaced by "
+                               "another key") for name in written.difference(present)}
+    return {**lost, **dict.fromkeys(present)}
+
+
+def graph_problem(existing: dict[str, Exception | None] | Exception, graph: str) -> Exception | None | bool:
+    """Why ``graph`` cannot be read (an exception), None to read it, False when it was never written."""
+    if isinstance(existing, Exception):
+        return existing
+    return existing[graph] if graph in existing else False
 
 
 def channel_error(level: str, channel: str, exc: BaseException, log: logging.Logger) -> str:

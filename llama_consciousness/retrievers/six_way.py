@@ -28,6 +28,7 @@ from llama_consciousness.retrievers.base import (
     cached,
     channel_error,
     existing_graphs,
+    graph_problem,
     remaining_ms,
     remember,
     result_node,
@@ -208,7 +209,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         return near
 
     def _levels_sync(self, intention: RetrievalIntention, memory_filter: MemoryFilter, embedding: list[float],
-                     names: list[str], existing: set[str] | Exception, deadline: float) -> list[LevelOutcome]:
+                     names: list[str], existing: dict[str, Exception | None] | Exception,
+                     deadline: float) -> list[LevelOutcome]:
         """Every channel of every level, all in flight at once (``run_interleaved``)."""
         outcomes: list[LevelOutcome] = []
         jobs: list[tuple[str, Plan]] = []
@@ -219,11 +221,12 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
             out = LevelOutcome(level)
             outcomes.append(out)
             plans = self._plans(level, intention)
-            if isinstance(existing, Exception):  # the graphs could not even be listed
-                for channel in self.config.channels:
-                    out.failed(channel, existing)
+            problem = graph_problem(existing, plans.graph)
+            if problem is False:  # never written: an empty level
                 continue
-            if plans.graph not in existing:
+            if problem is not None:  # gone, or the graphs could not even be listed
+                for channel in self.config.channels:
+                    out.failed(channel, problem)
                 continue
             channels = list(self.config.channels)
             start: list[str] = []

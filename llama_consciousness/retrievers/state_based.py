@@ -51,6 +51,7 @@ from llama_consciousness.retrievers.base import (
     cached,
     channel_error,
     existing_graphs,
+    graph_problem,
     remaining_ms,
     remember,
     result_node,
@@ -264,10 +265,11 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
         owners: list[StateLevelOutcome] = []
         for out in outcomes:
             plans = self.memory.plans(out.level, state.citizen_id if out.level == "N1" else None)
-            if isinstance(existing, Exception):
-                out.failed(existing)
+            problem = graph_problem(existing, plans.graph)
+            if problem is False:  # never written: an empty level
                 continue
-            if plans.graph not in existing:
+            if problem is not None:
+                out.failed(problem)
                 continue
             if plans.graph not in self._indexed:  # the emotion index: filters are correct without it, only slower
                 try:

@@ -19,7 +19,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from llama_consciousness.storage import knn_gate, replies
-from llama_consciousness.storage.level_store import Await, Plan, Query, StorageError, _missing_graph
+from llama_consciousness.storage.level_store import GRAPH_REGISTRY, Await, Plan, Query, StorageError, _missing_graph
 from llama_consciousness.storage.params import header as params_header
 
 
@@ -64,20 +64,32 @@ def run_interleaved(db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int |
 def list_graphs(db: Any, timeout_ms: int | None = None) -> list[str]:
     """The names of the server's graphs (``GRAPH.LIST``); a stalled server raises ``TimeoutError`` after
     ``timeout_ms`` (its connection dropped) instead of holding the caller."""
+    return graph_names(db, timeout_ms)[0]
+
+
+def graph_names(db: Any, timeout_ms: int | None = None) -> tuple[list[str], set[str]]:
+    """The server's graphs and the registered ones (``GRAPH_REGISTRY``), in one round trip.
+
+    A registered name the server does not list as a graph was deleted or
+    replaced by another key.
+    """
     pool = db.connection.connection_pool
     connection = _connection(pool)
+    replies_in: list[Any] = []
     try:
-        connection.send_command("GRAPH.LIST")
-        if timeout_ms is not None and not connection.can_read(timeout=timeout_ms / 1000):
-            connection.disconnect()
-            raise TimeoutError(f"no answer to GRAPH.LIST within {timeout_ms} ms")
-        names = connection.read_response()
+        connection.send_packed_command(connection.pack_commands([("GRAPH.LIST",), ("SMEMBERS", GRAPH_REGISTRY)]))
+        for command in ("GRAPH.LIST", "SMEMBERS"):
+            if timeout_ms is not None and not connection.can_read(timeout=timeout_ms / 1000):
+                connection.disconnect()
+                raise TimeoutError(f"no answer to {command} within {timeout_ms} ms")
+            replies_in.append(connection.read_response())
     except BaseException:
         connection.disconnect()
         raise
     finally:
         pool.release(connection)
-    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+    graphs, registered = ([n.decode() if isinstance(n, bytes) else str(n) for n in reply] for reply in replies_in)
+    return graphs, set(registered)
 
 
 class Interleaved:

@@ -108,6 +108,14 @@ class Await:
 
 Step = Query | UniqueConstraint | Await
 
+GRAPH_REGISTRY = "llama_consciousness:graphs"
+"""The set of level graphs the package has written (``register_graph``), so that one gone is noticed."""
+
+
+def register_graph(db: Any, name: str) -> None:
+    """Remember that ``name`` was written: from then on, its absence is an error, not an empty level."""
+    db.connection.sadd(GRAPH_REGISTRY, name)
+
 
 @dataclass
 class UpsertResult:
@@ -850,6 +858,7 @@ class LevelGraphStore:
         """Delete the whole graph (an explicit administrative act, never implicit)."""
         if self.exists():
             self.graph.delete()
+        self.db.connection.srem(GRAPH_REGISTRY, self.plans.graph)  # gone on purpose: no longer an error
 
 
 def _runs(name: str, plan: str | None = None) -> Callable[..., Any]:

@@ -112,3 +112,29 @@ def test_a_dead_embedded_server_is_started_again_with_its_data(own_dir: Path) ->
         assert len(_found(stream)) == 9
         assert memory._falkordb_server.pid != pid
         assert memory.get_node("m1", "N2") is not None
+
+
+def test_a_level_graph_deleted_or_replaced_is_an_error_entry_not_an_empty_level(memory, citizen) -> None:
+    """Reproduced before: a level graph that was deleted or replaced by another key returned empty with
+    no error entry.  A level never written stays an empty level without error."""
+    from llama_consciousness.storage.level_store import GRAPH_REGISTRY
+
+    memory.upsert([n.model_copy(update={"citizen_id": citizen}) for n in _notes() if n.level == "N1"])
+    question = RetrievalIntention(query_text="tide gauge", citizen_id=citizen, query_levels=["N1"])
+    feeling = StateBasedRetrieval(citizen_id=citizen, current_energy=0.6, current_emotions={"curiosity": 0.5},
+                                  query_mode="find_what_i_was_doing", )
+    six = SixWayHybridRetriever(memory, citizen)
+    state = StateBasedRetriever(memory, config=StateRetrievalConfig(query_levels=["N1"]))
+    assert six.retrieve_stream(question).levels["n1_personal"].error is None
+    graph = memory.plans("N1", citizen).graph
+    memory.db.connection.delete(graph)  # deleted behind the memory's back
+    for stream in (six.retrieve_stream(question), state.retrieve_stream(feeling)):
+        assert "is gone" in (stream.levels["n1_personal"].error or ""), stream.levels
+    memory.db.connection.set(graph, "not a graph")  # replaced by another key
+    assert "is gone" in (six.retrieve_stream(question).levels["n1_personal"].error or "")
+    memory.db.connection.delete(graph)
+    memory.db.connection.srem(GRAPH_REGISTRY, graph)
+    other = SixWayHybridRetriever(memory, "never_written_" + citizen)
+    never = other.retrieve_stream(RetrievalIntention(query_text="tide", citizen_id="never_written_" + citizen,
+                                                     query_levels=["N1"]))
+    assert never.levels["n1_personal"].error is None and not never.levels["n1_personal"].vector_results
