@@ -295,8 +295,8 @@ async def timed_async(retriever: Any, batches: Sequence[Sequence[Any]]) -> list[
 
 PYTHON_ALTERNATIVE = (
     "MATCH (n:Memory) WHERE n.energy >= $lo AND n.energy <= $hi "
-    "AND n.valid_at <= localdatetime($at) AND (n.invalid_at IS NULL OR n.invalid_at > localdatetime($at)) "
-    "AND n.created_at <= localdatetime($at) AND (n.expired_at IS NULL OR n.expired_at > localdatetime($at)) "
+    "AND n.valid_at <= $at AND (n.invalid_at IS NULL OR n.invalid_at > $at) "
+    "AND n.created_at <= $at AND (n.expired_at IS NULL OR n.expired_at > $at) "
     "AND coalesce(n.quarantined, false) = false AND coalesce(n.is_entity, false) = false "
     "AND any(e IN n.emotion_canonical WHERE e IN $names) "
     "RETURN n.node_id, n.energy, n.emotion_names, n.emotion_values "

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from falkordb import FalkorDB
-from redis import ConnectionPool, UnixDomainSocketConnection
+from redis import UnixDomainSocketConnection
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
@@ -35,10 +35,12 @@ from llama_consciousness.storage.level_store import (
     UpsertResult,
     VectorIndexConfig,
     as_consciousness_node,
+    migrate_times,
     register_graph,
 )
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.paths import default_data_dir, ensure_writable_dir
+from llama_consciousness.storage.pool import DEFAULT_MAX_CONNECTIONS, BoundedPool
 from llama_consciousness.storage.vectors import GraphVectors, LevelVectors, PostgresVectors
 from llama_consciousness.temporal import TemporalWindow
 
@@ -116,6 +118,11 @@ class ConsciousnessMemory:
         uses it.
     vector_index:
         HNSW parameters for FalkorDB vector indexes.
+    max_connections:
+        At most this many FalkorDB connections (64): callers beyond it wait
+        for one, never fail for want of one.  A retrieval holds about one per
+        query in flight (ten at most with the default channels).  Postgres
+        has its own pool of 8.
     """
 
     def __init__(
@@ -128,7 +135,9 @@ class ConsciousnessMemory:
         vector_backends: Mapping[str, str] | None = None,
         vector_index: VectorIndexConfig | None = None,
         embed_batch_size: int = 256,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
+        self.max_connections = max_connections
         self.falkordb_url = falkordb_url or os.environ.get(FALKORDB_URL_ENV) or None
         self.postgres_url = postgres_url or os.environ.get(POSTGRES_URL_ENV) or None
         self.vector_backends = _parse_backends(vector_backends)
@@ -151,6 +160,7 @@ class ConsciousnessMemory:
         self._closed = False
         try:
             self.db = self._connect_falkordb()
+            migrate_times(self.db, self.graphs())
             if self.uses_pgvector:
                 self._open_pgvector()
         except BaseException:
@@ -181,13 +191,14 @@ class ConsciousnessMemory:
             for scheme, redis_scheme in (("falkor://", "redis://"), ("falkors://", "rediss://")):
                 if url.startswith(scheme):
                     url = redis_scheme + url[len(scheme):]
-            pool = ConnectionPool.from_url(url, **options)
+            pool = BoundedPool.from_url(url, max_connections=self.max_connections, **options)
         else:
             from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
 
             self._falkordb_server = EmbeddedFalkorDB(self.data_dir).start()
-            pool = ConnectionPool(connection_class=_RevivingConnection, revive=self._falkordb_server.revive,
-                                  path=str(self._falkordb_server.socket_path), **options)
+            pool = BoundedPool(self.max_connections, connection_class=_RevivingConnection,
+                               revive=self._falkordb_server.revive, path=str(self._falkordb_server.socket_path),
+                               **options)
         return FalkorDB(connection_pool=pool)
 
     def ensure_server(self) -> bool:

@@ -12,9 +12,12 @@ transaction time ``[created_at, expired_at)`` (when we believed it).
   range: every version); the view in which belief changes appear.
 * ``full_history``: everything whose *validity* interval overlaps the range.
 
-Values never enter the query text, only prefixed parameter names.  FalkorDB stores
-``localdatetime`` in UTC at one-second resolution, so times are sent as ISO-8601
-text without offset; Postgres gets aware datetimes bound by the driver.
+Values never enter the query text, only prefixed parameter names.  FalkorDB levels
+store times as integer seconds since 1970 (UTC, one-second resolution): its
+``localdatetime`` comparisons wrap around 2^31 seconds, so a memory of 1950 or
+2100 compared with today would be on the wrong side.  Any time the schema
+accepts (years 1 to 9999) compares correctly as an integer.  Postgres gets aware
+datetimes bound by the driver.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any, get_args
 
@@ -81,13 +84,30 @@ class Predicate:
     params: dict[str, Any]
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 @lru_cache(maxsize=4096)
-def cypher_time(value: datetime) -> str:
-    """ISO-8601 text for ``localdatetime($p)``: UTC, whole seconds (FalkorDB's resolution), no offset.
+def cypher_time(value: datetime) -> int:
+    """A time as FalkorDB levels store it: whole seconds since 1970 (UTC), negative before.
 
     Cached: a batch repeats the same few times (every link derived from a memory carries the memory's).
     """
+    return (to_utc(value) - _EPOCH) // _SECOND
+
+
+def from_cypher_time(value: int | datetime) -> datetime:
+    """A stored time back as an aware datetime (graphs written before 0.2 hold ``localdatetime`` values)."""
+    return to_utc(value) if isinstance(value, datetime) else _EPOCH + timedelta(seconds=value)
+
+
+@lru_cache(maxsize=4096)
+def iso_time(value: datetime) -> str:
+    """ISO-8601 text of a time in UTC to the second: what content hashes are computed on."""
     return to_utc(value).replace(microsecond=0, tzinfo=None).isoformat()
+
+
+_SECOND = timedelta(seconds=1)
 
 
 def _check_identifier(name: str, what: str) -> str:
@@ -126,7 +146,7 @@ def cypher_predicate(window: TemporalWindow, var: str = "n", prefix: str = "t_")
     ``prefix`` keeps parameter names apart when several predicates share a query.
     """
     return _predicate(window, f"{_check_identifier(var, 'variable')}.",
-                      _check_identifier(prefix, "parameter prefix"), "localdatetime(${})", cypher_time, "true")
+                      _check_identifier(prefix, "parameter prefix"), "${}", cypher_time, "true")
 
 
 def sql_predicate(window: TemporalWindow, alias: str = "") -> Predicate:

@@ -188,6 +188,3 @@ def pattern_similarity(goal_score: float | None, emotion_similarity: float | Non
     return score
 
 
-def epoch_seconds(value: datetime) -> int:
-    """Seconds since 1970 of a stored time (what the Cypher computes from its components)."""
-    return int(to_utc(value).replace(microsecond=0).timestamp())

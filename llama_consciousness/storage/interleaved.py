@@ -58,7 +58,16 @@ def run_interleaved(db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int |
     limits every query on the server and the whole run here: what is
     unanswered by then fails with ``TimeoutError``.
     """
-    return Interleaved(db, jobs, timeout_ms).results()
+    bound = getattr(db.connection.connection_pool, "max_connections", 0) or len(jobs)
+    if len(jobs) <= bound:
+        return Interleaved(db, jobs, timeout_ms).results()
+    # more jobs than the pool holds connections: in turns, within the one deadline
+    deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+    out: list[Any] = []
+    for start in range(0, len(jobs), bound):
+        left = None if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+        out += Interleaved(db, jobs[start:start + bound], left).results()
+    return out
 
 
 def list_graphs(db: Any, timeout_ms: int | None = None) -> list[str]:
@@ -103,7 +112,17 @@ class Interleaved:
         self._deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         self._state = [_Job(db.select_graph(name), plan) for name, plan in jobs]
         self._closed = False
+        self._reserved = 0
         try:
+            reserve = getattr(self._pool, "reserve", None)  # a BoundedPool: every connection the run needs, at once
+            if reserve is not None and self._state:
+                try:
+                    self._reserved = reserve(len(self._state), self._deadline)
+                except TimeoutError as exc:
+                    for job in self._state:
+                        job.result, job.done = exc, True
+                        job.plan.close()
+                    return
             for job in self._state:
                 _advance(self._db, self._pool, job, None, timeout_ms)
         except BaseException:
@@ -211,6 +230,9 @@ class Interleaved:
             job.pending = None
             if not job.done:
                 job.plan.close()
+        if self._reserved:
+            self._pool.unreserve(self._reserved)
+            self._reserved = 0
 
 
 def _release(job: _Job) -> None:

@@ -112,9 +112,42 @@ GRAPH_REGISTRY = "llama_consciousness:graphs"
 """The set of level graphs the package has written (``register_graph``), so that one gone is noticed."""
 
 
+GRAPH_LAYOUT = "llama_consciousness:layout"
+"""Graph name -> the layout its records follow; ``TIMES_AS_SECONDS`` since times are integer seconds."""
+TIMES_AS_SECONDS = "2"
+
+
 def register_graph(db: Any, name: str) -> None:
     """Remember that ``name`` was written: from then on, its absence is an error, not an empty level."""
     db.connection.sadd(GRAPH_REGISTRY, name)
+    db.connection.hset(GRAPH_LAYOUT, name, TIMES_AS_SECONDS)
+
+
+def _seconds(dt: str) -> str:
+    """Cypher: seconds since 1970 of a ``localdatetime`` (days-from-civil; FalkorDB cannot subtract them)."""
+    y = f"({dt}.year - CASE WHEN {dt}.month <= 2 THEN 1 ELSE 0 END)"
+    return (f"(({y} / 400) * 146097 + ({y} % 400) * 365 + ({y} % 400) / 4 - ({y} % 400) / 100 "
+            f"+ (153 * (({dt}.month + 9) % 12) + 2) / 5 + {dt}.day - 1 - 719468) * 86400 "
+            f"+ {dt}.hour * 3600 + {dt}.minute * 60 + {dt}.second")
+
+
+def migrate_times(db: Any, names: Iterable[str]) -> None:
+    """Rewrite the ``localdatetime`` times of graphs written before 0.2 as seconds, once per graph.
+
+    ``localdatetime`` comparisons wrap around 2^31 seconds (a memory of 1950
+    compared with today is on the wrong side); integers do not.  Graphs done
+    are marked in ``GRAPH_LAYOUT``, so an open checks each graph once ever.
+    """
+    done = db.connection.hgetall(GRAPH_LAYOUT)
+    for name in names:
+        if done.get(name) == TIMES_AS_SECONDS:
+            continue
+        for match, var in (("MATCH (x)", "x"), ("MATCH ()-[x]->()", "x")):
+            dated = " OR ".join(f"typeOf({var}.{f}) = 'Datetime'" for f in records.TIME_FIELDS)
+            sets = ", ".join(f"{var}.{f} = CASE WHEN typeOf({var}.{f}) = 'Datetime' THEN {_seconds(f'{var}.{f}')} "
+                             f"ELSE {var}.{f} END" for f in records.TIME_FIELDS)
+            replies.run(db.select_graph(name), f"{match} WHERE {dated} SET {sets}", False)
+        db.connection.hset(GRAPH_LAYOUT, name, TIMES_AS_SECONDS)
 
 
 @dataclass
@@ -266,7 +299,7 @@ def _time_sets(var: str, wire: tuple[str, ...], exists: str, superseded: str | N
     items = []
     for name in records.TIME_FIELDS:
         given = _at(wire, name)
-        fresh = f"localdatetime({given})"
+        fresh = given
         if name in ("created_at", "valid_at"):
             fresh = f"CASE WHEN {exists} AND '{name}' IN {_at(wire, 'keep_times')} THEN {var}.{name} ELSE {fresh} END"
         elif superseded:
@@ -310,9 +343,9 @@ UNWIND $expire AS row
 MATCH (o:{NODE_LABEL} {{node_id: row.old_id}})
 WITH o, row, o.expired_at IS NULL AS live WHERE live OR o.superseded_by IS NULL
 SET o.superseded_by = coalesce(o.superseded_by, row.new_id),
-    o.expired_at = CASE WHEN live THEN localdatetime(row.expired_at) ELSE o.expired_at END,
+    o.expired_at = CASE WHEN live THEN row.expired_at ELSE o.expired_at END,
     o.invalid_at = CASE WHEN live AND row.invalid_at IS NOT NULL AND o.invalid_at IS NULL
-                        THEN localdatetime(row.invalid_at) ELSE o.invalid_at END,
+                        THEN row.invalid_at ELSE o.invalid_at END,
     o.invalidation_reason = CASE WHEN live THEN row.reason ELSE o.invalidation_reason END
 RETURN sum(CASE WHEN live THEN 1 ELSE 0 END) AS superseded
 }}

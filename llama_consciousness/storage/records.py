@@ -2,7 +2,7 @@
 
 FalkorDB properties are primitives or arrays of them: an emotion vector
 becomes parallel arrays of names, canonical names and intensities, free-form
-dicts become JSON text, times are ``localdatetime`` in UTC to the second.
+dicts become JSON text, times are integer seconds since 1970 in UTC (``temporal.cypher_time``).
 Each record gets a ``content_hash`` so that writing it again changes nothing
 (and leaves no orphan vector in the index, as every update of an indexed
 node does).
@@ -17,17 +17,15 @@ import numpy as np
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from datetime import datetime
 from typing import Any
 
 
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
-from llama_consciousness.schema._time import to_utc
 from llama_consciousness.schema.relationship import default_edge_id
 from llama_consciousness.scoring.emotions import canonical_emotion
 from llama_consciousness.scoring.identity import base_identity
 from llama_consciousness.storage.params import Vector
-from llama_consciousness.temporal import cypher_time
+from llama_consciousness.temporal import cypher_time, from_cypher_time, iso_time
 
 TIME_FIELDS = ("valid_at", "invalid_at", "created_at", "expired_at")
 
@@ -90,8 +88,11 @@ def edge_projection(var: str) -> str:
     return projection(var, EDGE_READ_PROPS + (LEGACY_COPY,))
 
 
-def _time(value: datetime | None) -> str | None:
-    return None if value is None else cypher_time(value)
+def _times(model: Any) -> tuple[dict[str, int | None], dict[str, str | None]]:
+    """The four times as stored (seconds) and as hashed (ISO text: the hashes predate the seconds)."""
+    values = [getattr(model, f) for f in TIME_FIELDS]
+    return ({f: None if v is None else cypher_time(v) for f, v in zip(TIME_FIELDS, values)},
+            {f: None if v is None else iso_time(v) for f, v in zip(TIME_FIELDS, values)})
 
 
 def _emotions(vector: Mapping[str, float] | None) -> dict[str, list]:
@@ -168,11 +169,11 @@ def node_row(node: MemoryNode, base_id: str | None = None, volatile: tuple[str, 
     props.update(_emotions(node.emotion_vector))
     for field, prop in JSON_PROPS.items():
         props[prop] = _json(getattr(node, field))
-    times = {f: _time(getattr(node, f)) for f in TIME_FIELDS}
+    times, iso = _times(node)
     defaulted = defaulted_times(node)
     embedding = None if node.embedding is None else wire_vector(node.embedding)
     hashed = {**{k: v for k, v in props.items() if k not in volatile},
-              **{k: v for k, v in times.items() if k not in defaulted}, "has_embedding": embedding is not None}
+              **{k: v for k, v in iso.items() if k not in defaulted}, "has_embedding": embedding is not None}
     if not node.injection_suspected:
         # a field added after memories were stored: unflagged, they keep their hash (no rewrite, no orphan vector)
         del hashed["injection_suspected"]
@@ -259,9 +260,9 @@ def edge_row(edge: ConsciousnessRelationship | PreparedEdge) -> dict[str, Any]:
     props: dict[str, Any] = {f: getattr(edge, f) for f in EDGE_SCALARS}
     props.update(_emotions(edge.emotion_vector))
     props["sensory_details_json"] = _json(edge.sensory_details)
-    times = {f: _time(getattr(edge, f)) for f in TIME_FIELDS}
+    times, iso = _times(edge)
     defaulted = defaulted_times(edge)
-    hashed = {**props, **{k: v for k, v in times.items() if k not in defaulted}}
+    hashed = {**props, **{k: v for k, v in iso.items() if k not in defaulted}}
     return {"edge_id": edge.edge_id, "source_id": edge.source_id, "target_id": edge.target_id, "props": props,
             "times": times, "keep_times": defaulted, "hash": _digest(hashed)}
 
@@ -287,7 +288,7 @@ def _clean(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:
             data[field] = json.loads(text)
     for f in TIME_FIELDS:
         if f in data:
-            data[f] = to_utc(data[f])
+            data[f] = from_cypher_time(data[f])
     return data
 
 

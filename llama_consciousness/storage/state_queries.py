@@ -26,8 +26,8 @@ their own are listed in Python and the query asks ``n.goal IN $g_list OR
 $g_t0 IN n.concepts OR ...`` (:func:`matching_goals`); without one the
 label is scanned.  :func:`_norm_goal` is ``normalise_goal`` in Cypher.
 
-**Days without datetime arithmetic.**  FalkorDB cannot subtract datetimes:
-a memory's age comes from its date components (:func:`_epoch_seconds`).
+**Days by subtraction.**  Times are stored as seconds since 1970, so a
+memory's age is ``$now_s - n.created_at``.
 
 Values only ever travel as parameters; the only generated names are
 parameter names (``$s_0``, ``$g_t0``...).
@@ -49,7 +49,6 @@ from llama_consciousness.scoring.state import (
     RECENCY_HORIZON_DAYS,
     effective_goal,
     emotional_similarity,
-    epoch_seconds,
     goal_match_score,
     goal_terms,
     normalise_goal,
@@ -215,35 +214,15 @@ def _emotion_bound(var: str = "n", out: str = "emo") -> str:
     )
 
 
-def _epoch_seconds(dt: str) -> str:
-    """Seconds since 1970 of a localdatetime expression (days-from-civil: FalkorDB cannot subtract datetimes)."""
-    y = f"({dt}.year - CASE WHEN {dt}.month <= 2 THEN 1 ELSE 0 END)"
-    return (
-        f"(({y} / 400) * 146097 + ({y} % 400) * 365 + ({y} % 400) / 4 - ({y} % 400) / 100 "
-        f"+ (153 * (({dt}.month + 9) % 12) + 2) / 5 + {dt}.day - 1 - 719468) * 86400 "
-        f"+ {dt}.hour * 3600 + {dt}.minute * 60 + {dt}.second"
-    )
-
-
-def _anchor_filter(q: StateQuery, var: str, prefix: str) -> tuple[str, dict[str, Any], str]:
-    """Current, not quarantined, not an entity hub, and within the temporal scope.
-
-    Returns the predicate, its parameters and a ``WITH`` clause to start the
-    query with, where the times are parsed once (``localdatetime($p) AS
-    p_v``) instead of per memory: a quarter of the cost of a scan.
-    """
+def _anchor_filter(q: StateQuery, var: str, prefix: str) -> tuple[str, dict[str, Any]]:
+    """Current, not quarantined, not an entity hub, and within the temporal scope: the predicate and its
+    parameters."""
     pred = MemoryFilter(q.window).cypher(var, prefix)
     text, params = pred.text, dict(pred.params)
     if q.since is not None:
-        text += f" AND {var}.created_at > localdatetime(${prefix}since)"
+        text += f" AND {var}.created_at > ${prefix}since"
         params[f"{prefix}since"] = cypher_time(q.since)
-    binds = []
-    for name in sorted(params):  # parameter names of our own, never user input
-        call = f"localdatetime(${name})"
-        if call in text:
-            text = text.replace(call, f"{name}_v")
-            binds.append(f"{call} AS {name}_v")
-    return text, params, ("WITH " + ", ".join(binds) + " ") if binds else ""
+    return text, params
 
 
 def _goal_params(q: StateQuery) -> dict[str, Any]:
@@ -315,7 +294,7 @@ def _goal_stage(q: StateQuery, var: str = "n") -> tuple[str, str]:
                     f"WITH * WHERE goal_score >= {MIN_PARTIAL_SCORE - _EPS} ")
 
 
-def _sources(q: StateQuery, candidates: Sequence[tuple[str, float]] | None, bind: str = ""
+def _sources(q: StateQuery, candidates: Sequence[tuple[str, float]] | None
              ) -> list[tuple[Head, str, dict[str, Any]]]:
     """Where the memories of a query come from: (head given the filters, goal WITH, params).
 
@@ -326,17 +305,17 @@ def _sources(q: StateQuery, candidates: Sequence[tuple[str, float]] | None, bind
     """
     if q.goal is None or q.goal_match != "semantic":
         extra, goal_with = _goal_stage(q)
-        return [(lambda f: f"{bind}MATCH (n:{NODE_LABEL}) WHERE {f}{extra} WITH n, null AS v_sim ", goal_with, {})]
+        return [(lambda f: f"MATCH (n:{NODE_LABEL}) WHERE {f}{extra} WITH n, null AS v_sim ", goal_with, {})]
     goal_with = "WITH *, CASE WHEN n.goal = $g_goal THEN 1.0 ELSE v_sim END AS goal_score "
     out: list[tuple[Head, str, dict[str, Any]]] = [
-        (lambda f: f"{bind}MATCH (n:{NODE_LABEL}) WHERE n.goal = $g_goal AND {f} WITH n, 1.0 AS v_sim ",
+        (lambda f: f"MATCH (n:{NODE_LABEL}) WHERE n.goal = $g_goal AND {f} WITH n, 1.0 AS v_sim ",
          goal_with, {})]
     if candidates is not None:
-        out.append((lambda f: (f"{bind}UNWIND $v_cands AS cand MATCH (n:{NODE_LABEL} {{node_id: cand.id}}) "
+        out.append((lambda f: (f"UNWIND $v_cands AS cand MATCH (n:{NODE_LABEL} {{node_id: cand.id}}) "
                                f"WHERE cand.sim >= $v_min AND {f} WITH n, cand.sim AS v_sim "),
                     goal_with, {"v_cands": [{"id": i, "sim": float(s)} for i, s in candidates]}))
     elif q.goal_embedding is not None:
-        out.append((lambda f: (f"{bind}CALL db.idx.vector.queryNodes('{NODE_LABEL}', 'embedding', $v_fetch, "
+        out.append((lambda f: (f"CALL db.idx.vector.queryNodes('{NODE_LABEL}', 'embedding', $v_fetch, "
                                "vecf32($v_q)) YIELD node AS n, score AS v_dist "
                                f"WHERE 1.0 - v_dist >= $v_min AND {f} WITH n, 1.0 - v_dist AS v_sim "),
                     goal_with, {"v_q": records.wire_vector(q.goal_embedding),
@@ -384,7 +363,7 @@ def related_unresolved(plans: LevelPlans, q: StateQuery, k: int,
     """
     if k <= 0:
         return []
-    where, params, bind = _anchor_filter(q, "n", "a_")
+    where, params = _anchor_filter(q, "n", "a_")
     params.update(_goal_params(q))
     params.update(_emotion_params(q))
     params.update({"v_min": float(q.semantic_threshold),
@@ -401,7 +380,7 @@ def related_unresolved(plans: LevelPlans, q: StateQuery, k: int,
     else:
         score, emo = "WITH *, n.energy * goal_score AS score ", "null"
     hits: dict[str, StateHit] = {}
-    for head, goal_with, extra in _sources(q, candidates, bind):
+    for head, goal_with, extra in _sources(q, candidates):
         cypher = (head(f"n.resolution_state IN $states AND {where}") + f"{goal_with}{score}"
                   f"WITH n, score, goal_score, {emo} AS emo ORDER BY score DESC, n.node_id LIMIT $lim "
                   f"RETURN {_NODE_N}, score, goal_score, emo, null AS days")
@@ -417,7 +396,7 @@ def similar_state(plans: LevelPlans, q: StateQuery, k: int) -> Plan:
     """
     if k <= 0 or not q.emotions:
         return []
-    where, params, bind = _anchor_filter(q, "n", "a_")
+    where, params = _anchor_filter(q, "n", "a_")
     params.update(_emotion_params(q))
     shares, shares_params = _shares_emotion(necessary_emotions(q.emotions, q.emotion_threshold))
     params.update(shares_params)
@@ -425,7 +404,7 @@ def similar_state(plans: LevelPlans, q: StateQuery, k: int) -> Plan:
                    "e_hi": float(q.energy + q.energy_tolerance) + _EPS, "e_now": float(q.energy),
                    "e_min": float(q.emotion_threshold)})
     cypher = (
-        f"{bind}MATCH (n:{NODE_LABEL}) WHERE n.energy >= $e_lo AND n.energy <= $e_hi AND {shares} AND {where} "
+        f"MATCH (n:{NODE_LABEL}) WHERE n.energy >= $e_lo AND n.energy <= $e_hi AND {shares} AND {where} "
         + _emotion_bound("n")
         + "WITH n, emo WHERE emo > $e_min "
         "WITH n, emo, emo * (1.0 - abs(n.energy - $e_now)) AS score ORDER BY score DESC, n.node_id LIMIT $lim "
@@ -448,11 +427,11 @@ def what_i_was_doing(plans: LevelPlans, q: StateQuery, k: int) -> Plan:
     """
     if k <= 0:
         return []
-    where, params, bind = _anchor_filter(q, "n", "a_")
-    params.update({"now_s": epoch_seconds(q.now), "horizon": float(RECENCY_HORIZON_DAYS)})
+    where, params = _anchor_filter(q, "n", "a_")
+    params.update({"now_s": cypher_time(q.now), "horizon": float(RECENCY_HORIZON_DAYS)})
     cypher = (
-        f"{bind}MATCH (n:{NODE_LABEL}) WHERE n.resolution_state = 'in_progress' AND {where} "
-        f"WITH n, n.created_at AS dt WITH n, ($now_s - ({_epoch_seconds('dt')})) / 86400.0 AS days "
+        f"MATCH (n:{NODE_LABEL}) WHERE n.resolution_state = 'in_progress' AND {where} "
+        "WITH n, ($now_s - n.created_at) / 86400.0 AS days "
         "WITH n, CASE WHEN days < 0.0 THEN 0.0 ELSE days END AS days "
         "WITH n, days, n.energy / (1.0 + days / $horizon) AS score ORDER BY score DESC, n.node_id LIMIT $lim "
         f"RETURN {_NODE_N}, score, null AS goal_score, null AS emo, days"
@@ -475,7 +454,7 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
     """
     if k <= 0 or max_patterns <= 0 or (q.goal is None and not q.emotions):
         return []
-    where, params, bind = _anchor_filter(q, "n", "a_")
+    where, params = _anchor_filter(q, "n", "a_")
     res_pred = MemoryFilter(q.window).cypher("res", "rs_")
     link = cypher_predicate(q.window, "r", "rl_")
     params.update(_goal_params(q))
@@ -491,7 +470,7 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
     else:
         emo_where, emo_with = "", "WITH *, null AS emo "
     anchors: dict[str, tuple[StateHit, list[Any]]] = {}
-    for head, goal_with, extra in _sources(q, candidates, bind):
+    for head, goal_with, extra in _sources(q, candidates):
         cypher = (
             head(f"n.resolution_state = 'resolved'{emo_where} AND {where}") + f"{goal_with}{emo_with}"
             "WITH n, goal_score, emo, coalesce(goal_score, 1.0) * coalesce(emo, 1.0) AS sim "

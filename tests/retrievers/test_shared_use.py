@@ -2,14 +2,17 @@
 
 A chatbot serves its users from one retriever; a result kept on the
 retriever (or on a postprocessor) between two steps of a call could reach
-another user.  Here 16 threads and then 16 asyncio tasks ask different
-citizens different questions through the same objects, each several times,
-and every answer must equal the one the same question got when asked alone.
+another user.  Here 64 threads, 64 asyncio tasks (on successive event
+loops, one loop per thread, and one loop shared by threads) ask different
+citizens different questions through the same objects, and every answer
+must equal the one the same question got when asked alone.  Connections are
+bounded: callers wait for one, never fail for want of one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from typing import Any
 
@@ -74,19 +77,45 @@ def test_one_retriever_and_chain_shared_by_threads_and_tasks(memory: Consciousne
             out.append((i, answer, [n.node.node_id for n in retriever.retrieve_intention(intentions[i])]))
         return out
 
-    for got in at_once(caller, 16, rounds=1):
+    for got in at_once(caller, 64, rounds=1):
         for calls in got:
             for i, answer, plain in calls:
                 assert answer == alone[i], i
                 assert plain == plain_alone[i], i
 
-    async def tasks() -> list[tuple[int, tuple[Any, ...]]]:
-        async def one(k: int) -> tuple[int, tuple[Any, ...]]:
-            i = (k * 7) % len(intentions)
-            return i, _answer(*await retriever.aretrieve_stream_and_nodes(intentions[i]))
+    async def one(k: int) -> tuple[int, tuple[Any, ...]]:
+        i = (k * 7) % len(intentions)
+        return i, _answer(*await retriever.aretrieve_stream_and_nodes(intentions[i]))
 
-        return list(await asyncio.gather(*(one(k) for k in range(16))))
+    async def tasks() -> list[tuple[int, tuple[Any, ...]]]:
+        return list(await asyncio.gather(*(one(k) for k in range(64))))
 
     for _ in range(2):  # a new event loop each time: nothing is bound to the first one
         for i, answer in asyncio.run(tasks()):
             assert answer == alone[i], i
+    for i, answer in at_once(lambda k: asyncio.run(one(k)), 16, rounds=1)[0]:  # one event loop per thread
+        assert answer == alone[i], i
+    shared = asyncio.new_event_loop()  # one loop, running in its own thread, fed by many threads
+    runner = threading.Thread(target=shared.run_forever, daemon=True)
+    runner.start()
+    try:
+        got = at_once(lambda k: asyncio.run_coroutine_threadsafe(one(k), shared).result(60), 16, rounds=1)[0]
+    finally:
+        shared.call_soon_threadsafe(shared.stop)
+        runner.join(10)
+        shared.close()
+    for i, answer in got:
+        assert answer == alone[i], i
+
+
+def test_a_small_connection_bound_makes_callers_wait_not_fail(memory: ConsciousnessMemory) -> None:
+    """32 threads on a memory of at most 4 FalkorDB connections (a retrieval wants about ten): every answer
+    is the one asked alone, and no more than 4 connections are ever opened."""
+    citizens = _write(memory, uuid.uuid4().hex[:6])
+    with ConsciousnessMemory(falkordb_url=memory._falkordb_server.url, max_connections=4) as small:
+        retriever = small.retriever()
+        intentions = [RetrievalIntention(query_text=q, citizen_id=c) for c in citizens for q in QUESTIONS]
+        alone = [[n.node.node_id for n in retriever.retrieve_intention(i)] for i in intentions]
+        got = at_once(lambda k: [n.node.node_id for n in retriever.retrieve_intention(intentions[k % 16])], 32)
+        assert all(ids == alone[k % 16] for answers in got for k, ids in enumerate(answers))
+        assert len(small.db.connection.connection_pool._connections) <= 4

@@ -85,7 +85,7 @@ def test_a_failing_batch_leaves_the_graph_as_it_was(fresh_graph) -> None:
     while query.params.get("edges") is None:  # skip the pre-check, reach the write
         query = plan.send([])
     row = query.params["edges"][0]
-    row[EDGE_WIRE.index("created_at")] = "not a time"  # the server rejects this row
+    row[EDGE_WIRE.index("emotion_values")] = {"not": "storable"}  # the server rejects this row (a map property)
     with pytest.raises(StorageError, match="query on graph"):
         store._execute(query)
     assert store.counts() == (1, 0)
