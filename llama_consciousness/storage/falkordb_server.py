@@ -139,8 +139,11 @@ class EmbeddedFalkorDB:
         with self._locked():
             state = self._read_state()
             pid, sock = state.get("pid"), state.get("socket")
-            if pid and sock and _alive(pid) and self._ping(Path(sock)):
-                logger.info("reusing FalkorDB server pid %s on %s", pid, sock)
+            if pid and sock and _alive(pid):
+                # alive is enough: a server that is busy or stalled still owns the files, and a
+                # second one on the same directory would fork its data
+                if not self._ping(Path(sock)):
+                    logger.warning("FalkorDB server pid %s on %s is alive but not answering; using it", pid, sock)
                 self._pid, self._socket = pid, Path(sock)
             else:
                 self._pid, self._socket = self._spawn()
@@ -161,12 +164,12 @@ class EmbeddedFalkorDB:
         command.  Another process may have restarted it already: then it is
         adopted, not started twice.
         """
-        if not self._held or self.is_running():
+        if not self._held or _alive(self._pid):  # a stalled server is not dead: never start a second one
             return False
         with self._locked():
             state = self._read_state()
             pid, sock = state.get("pid"), state.get("socket")
-            if pid and sock and _alive(pid) and self._ping(Path(sock)):
+            if pid and sock and _alive(pid):
                 self._pid, self._socket = pid, Path(sock)
             else:
                 logger.warning("the FalkorDB server of %s died; starting it again", self.directory)

@@ -49,6 +49,9 @@ def _ts(value: datetime | None) -> datetime | None:
     return None if value is None else to_utc(value).replace(microsecond=0)
 
 
+_SCHEMA_LOCK = 0x6C63_7363  # "lcsc": the advisory lock of ensure_schema
+
+
 def _wait(conn: Any, deadline: float) -> None:
     """Drive a non-blocking libpq connection until its current operation ends, or raise ``TimeoutError``."""
     poller = select.poll()
@@ -206,6 +209,9 @@ class PgVectorStore:
 
         def work(cur: Any, deadline: float) -> None:
             _execute(cur, "BEGIN", None, deadline)
+            # processes opening a fresh database together: "IF NOT EXISTS" is not atomic in Postgres
+            # (a duplicate key on pg_type), so they take turns
+            _execute(cur, "SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,), deadline)
             for statement in statements:
                 _execute(cur, statement, None, deadline)
             _execute(cur, "COMMIT", None, deadline)

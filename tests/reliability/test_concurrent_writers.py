@@ -339,3 +339,27 @@ def test_other_refusals_of_a_creation_still_raise(own_memory) -> None:
             store.ensure_schema()
     finally:
         store.delete()
+
+
+def test_writers_creating_the_postgres_vector_table_at_once_all_succeed(postgres_url) -> None:
+    """Reproduced before (benchmarks/chaos.py, 3 of 5 trials): two writers creating the table of a new
+    dimension together failed with a duplicate key on pg_type ("IF NOT EXISTS" is not atomic)."""
+    import random
+
+    import psycopg2
+
+    from llama_consciousness.storage.pgvector_store import PgVectorStore
+    from tests.concurrency import at_once
+
+    for _ in range(3):
+        dimension = random.randint(300, 2000)
+        stores = [PgVectorStore(postgres_url, dimension) for _ in range(8)]
+        try:
+            at_once(lambda i: stores[i].ensure_schema(), 8, rounds=1)
+        finally:
+            for store in stores:
+                store.close()
+            conn = psycopg2.connect(postgres_url)
+            with conn, conn.cursor() as cur:
+                cur.execute(f"DROP TABLE IF EXISTS lc_memory_vectors_{dimension}")
+            conn.close()

@@ -138,3 +138,28 @@ def test_a_level_graph_deleted_or_replaced_is_an_error_entry_not_an_empty_level(
     never = other.retrieve_stream(RetrievalIntention(query_text="tide", citizen_id="never_written_" + citizen,
                                                      query_levels=["N1"]))
     assert never.levels["n1_personal"].error is None and not never.levels["n1_personal"].vector_results
+
+
+def test_a_stalled_embedded_server_is_waited_for_never_replaced(own_dir: Path) -> None:
+    """Reproduced before: a stalled (not dead) embedded server failed the revival's ping, so a second
+    server was started on the same data directory, and each stalled call took 5 s instead of its timeout."""
+    import psutil
+
+    with ConsciousnessMemory(data_dir=own_dir) as memory:
+        memory.upsert(_notes())
+        six = SixWayHybridRetriever(memory, CITIZEN, config=RetrievalConfig(channel_timeout_s=1.0))
+        question = RetrievalIntention(query_text="tide gauge", citizen_id=CITIZEN)
+        assert len(_found(six.retrieve_stream(question))) == 9
+        pid = memory._falkordb_server.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            stream = six.retrieve_stream(question)
+            assert time.monotonic() - started <= 1.15
+            assert all(lv.error for lv in stream.levels.values())
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        servers = [p for p in psutil.process_iter(["cmdline"])
+                   if any(str(own_dir) in part for part in (p.info["cmdline"] or []))]
+        assert [p.pid for p in servers] == [pid]
+        assert len(_found(six.retrieve_stream(question))) == 9
