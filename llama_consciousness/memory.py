@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -40,7 +41,7 @@ from llama_consciousness.storage.level_store import (
 )
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.paths import default_data_dir, ensure_writable_dir
-from llama_consciousness.storage.pool import DEFAULT_MAX_CONNECTIONS, BoundedPool
+from llama_consciousness.storage.pool import CONNECTIONS_PER_RETRIEVAL, DEFAULT_MAX_CONNECTIONS, BoundedPool
 from llama_consciousness.storage.vectors import GraphVectors, LevelVectors, PostgresVectors
 from llama_consciousness.temporal import TemporalWindow
 
@@ -121,8 +122,10 @@ class ConsciousnessMemory:
     max_connections:
         At most this many FalkorDB connections (64): callers beyond it wait
         for one, never fail for want of one.  A retrieval holds about one per
-        query in flight (ten at most with the default channels).  Postgres
-        has its own pool of 8.
+        query in flight (ten at most with the default channels), so
+        ``max_connections // 10`` retrievals run at once and the others wait
+        their turn before their ``channel_timeout_s`` starts.  Postgres has
+        its own pool of 8.
     """
 
     def __init__(
@@ -138,6 +141,9 @@ class ConsciousnessMemory:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         self.max_connections = max_connections
+        # Retrievals at once: a caller beyond them waits here, before its deadline starts, instead of
+        # spending its channel_timeout_s in a queue for connections (and coming back partial).
+        self.retrievals = threading.BoundedSemaphore(max(1, max_connections // CONNECTIONS_PER_RETRIEVAL))
         self.falkordb_url = falkordb_url or os.environ.get(FALKORDB_URL_ENV) or None
         self.postgres_url = postgres_url or os.environ.get(POSTGRES_URL_ENV) or None
         self.vector_backends = _parse_backends(vector_backends)

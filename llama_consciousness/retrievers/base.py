@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any, Generic, TypeVar
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -136,8 +137,14 @@ class StreamRetriever(BaseRetriever, Generic[R]):
         """The retrieval: the stream of what the channels found, and the ranked nodes."""
         raise NotImplementedError
 
+    def _admitted(self, request: R) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+        """``gather`` once the memory admits another retrieval (``memory.retrievals``): callers beyond
+        what its connections serve at once wait their turn here, before their deadline starts."""
+        with getattr(getattr(self, "memory", None), "retrievals", None) or nullcontext():
+            return self.gather(request)
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self.gather(self.request_for(query_bundle))[1]
+        return self._admitted(self.request_for(query_bundle))[1]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return await asyncio.to_thread(self._retrieve, query_bundle)
@@ -157,7 +164,7 @@ class StreamRetriever(BaseRetriever, Generic[R]):
             with self.callback_manager.event(
                 CBEventType.RETRIEVE, payload={EventPayload.QUERY_STR: bundle.query_str}
             ) as retrieve_event:
-                stream, nodes = self.gather(request)
+                stream, nodes = self._admitted(request)
                 if self.stream_postprocessors:
                     stream, nodes = complete_stream(stream, nodes, request, self.stream_postprocessors)
                 retrieve_event.on_end(payload={EventPayload.NODES: nodes})

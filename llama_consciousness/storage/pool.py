@@ -18,6 +18,8 @@ from typing import Any
 from redis import BlockingConnectionPool
 
 DEFAULT_MAX_CONNECTIONS = 64
+CONNECTIONS_PER_RETRIEVAL = 10
+"""About the most a retrieval holds at once (three levels x three channels, and the graph listing)."""
 
 
 class BoundedPool(BlockingConnectionPool):

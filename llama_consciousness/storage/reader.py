@@ -23,6 +23,8 @@ class MemoryReader(Protocol):
     """The LlamaIndex ``BaseEmbedding`` memories and questions are embedded with."""
     entity_index_cache: dict[str, Any]
     """Per graph, the entity-name index retrievers share (rebuilt when the graph's version moves)."""
+    retrievals: Any
+    """A semaphore: how many retrievals run at once (the others wait their turn before their deadline)."""
 
     def level(self, level: str, citizen_id: str | None = None) -> LevelGraphStore:
         """The store of one level graph (N1 needs the citizen)."""
