@@ -35,8 +35,8 @@ MAX_EMOTION_NAME_CHARS = 64
 MAX_LIST_ITEMS = 256
 """Items in a memory's ``concepts`` or ``surfaces_when``, and keys of its ``sensory_details``."""
 MAX_EMBEDDING_COMPONENT = 1e6
-"""Largest absolute value of an embedding component (real ones are near unit length; the store sends
-components as integers scaled by 10^7, which a component beyond 9e11 would overflow)."""
+"""Largest absolute value of an embedding component: real ones are near unit length, and one beyond
+is a broken model (the store keeps float32)."""
 
 
 def check_vector(values: Any, what: str = "embedding") -> list[float]:
