@@ -1,18 +1,10 @@
-"""One memory level in one FalkorDB graph.  All Cypher lives here.
+"""One memory level in one FalkorDB graph.
 
-Layout of a level graph:
-
-* every memory is a ``(:Memory)`` node keyed by a unique ``node_id``; its
-  ``node_type`` (Decision, Person, ...) is a property, because labels cannot
-  be query parameters and no user text is ever formatted into a query;
-* every relationship is a ``[:LINK]`` edge keyed by ``edge_id``, its spec
-  type (JUSTIFIES, RESOLVED_BY, ...) in the ``relation_type`` property, for
-  the same reason;
-* the embedding sits on the memory node under an HNSW index (cosine).
-
-Each operation is written once, as a generator that yields its queries and
-receives their results (a "sans-I/O" plan): the store runs a plan query by
-query, ``storage.interleaved`` runs several plans at once.
+Memories are ``(:Memory)`` nodes keyed by ``node_id``, relationships ``[:LINK]`` edges keyed by
+``edge_id``; their spec types are properties (``node_type``, ``relation_type``) because labels cannot
+be query parameters and no user text is ever formatted into a query.  The embedding sits on the node
+under an HNSW index (cosine).  Each operation is a generator that yields its queries and receives their
+results (a "sans-I/O" plan): the store runs it query by query, ``storage.interleaved`` several at once.
 """
 
 from __future__ import annotations
@@ -98,10 +90,7 @@ class UniqueConstraint:
 
 @dataclass(frozen=True)
 class Await:
-    """Work started beside the plan (a Postgres search, see ``storage.vectors``): the plan gets its result.
-
-    ``run_interleaved`` keeps reading the other plans' replies meanwhile.
-    """
+    """Work started beside the plan (a Postgres search): the plan gets its result; other plans run meanwhile."""
 
     future: Future
 
@@ -206,15 +195,10 @@ class Supersession:
 Plan = Generator[Step, Any, Any]
 
 
-# -- schema made by several writers at once ---------------------------------
-#
-# Writers opening a fresh data directory together all create the same indexes;
-# the server creates each once and refuses the others with "Attribute 'x' is
-# already indexed" (range, full-text, vector; x is the statement's first
-# attribute already covered) or "Constraint already exists".  A refused CREATE
-# INDEX changes nothing, not even for its other attributes, so a refusal is not
-# taken on trust: the schema is read again, the refused attribute must now be
-# there (else the error is raised), and whatever is still missing is created.
+# Schema made by several writers at once: the server refuses all but one with "Attribute 'x' is
+# already indexed" (x: the first attribute covered) or "Constraint already exists".  A refused CREATE
+# INDEX changes nothing, so the schema is read again: the refused attribute must now be there (else
+# the error is raised), and whatever is still missing is created.
 
 _CREATED_ELSEWHERE = re.compile(r"Attribute '(?P<attribute>[^']*)' is already indexed|Constraint already exists")
 
@@ -229,21 +213,6 @@ class SchemaItem:
     kind: str
     attributes: tuple[str, ...]
     step: Query | UniqueConstraint
-
-
-def node_range_index(attributes: Sequence[str]) -> SchemaItem:
-    """Range indexes on memory attributes (constants of this package, never user input)."""
-    return SchemaItem("NODE RANGE", tuple(attributes), Query(
-        f"CREATE INDEX FOR (n:{NODE_LABEL}) ON (" + ", ".join(f"n.{p}" for p in attributes) + ")"))
-
-
-def created_elsewhere(exc: BaseException) -> re.Match[str] | None:
-    """The server's refusal (a ``ResponseError``, or wrapped in a ``StorageError``) of a creation because it
-    exists already (see above), else None."""
-    cause = exc if isinstance(exc, ResponseError) else exc.__cause__
-    if not isinstance(cause, ResponseError):
-        return None
-    return _CREATED_ELSEWHERE.fullmatch(str(cause).strip())
 
 
 def create_missing(missing: Callable[[], Plan]) -> Plan:
@@ -266,8 +235,9 @@ def create_missing(missing: Callable[[], Plan]) -> Plan:
             try:
                 yield item.step
             except (StorageError, ResponseError) as exc:
-                answer = created_elsewhere(exc)
-                if answer is None:
+                cause = exc if isinstance(exc, ResponseError) else exc.__cause__
+                answer = isinstance(cause, ResponseError) and _CREATED_ELSEWHERE.fullmatch(str(cause).strip())
+                if not answer:
                     raise
                 logger.debug("%s on %s: created meanwhile by another writer (%s)", item.kind, item.attributes, exc)
                 refused = (item, answer, exc)
@@ -289,13 +259,8 @@ def _at(wire: tuple[str, ...], name: str) -> str:
 
 
 def _time_sets(var: str, wire: tuple[str, ...], exists: str, superseded: str | None = None) -> str:
-    """SET items for the four times.
-
-    Stored times the caller left to defaults are kept (the row's
-    ``keep_times``); with ``superseded``, an expiry written by a newer
-    version is kept when the record itself does not carry one, so
-    re-ingesting an old version never brings it back to life.
-    """
+    """SET items for the four times: stored times the caller left to defaults are kept (``keep_times``); with
+    ``superseded``, a newer version's expiry is kept, so re-ingesting an old version never revives it."""
     items = []
     for name in records.TIME_FIELDS:
         given = _at(wire, name)
@@ -375,13 +340,10 @@ _PARTS = (
 
 
 def _upsert_query(present: set[str]) -> tuple[str, list[str]]:
-    """Memories, expiries and relationships of a batch in ONE query: one transaction.
+    """Memories, expiries and relationships of a batch in ONE query, so one transaction (all or nothing).
 
-    FalkorDB applies a query's changes only when all of it succeeds, so a
-    batch lands whole or not at all.  Each part is a ``CALL {}`` subquery
-    ending in an aggregation, which always yields one row: a part that
-    changes nothing cannot stop the parts after it.  Memories come first so
-    that expiries and relationships can refer to memories of the same batch.
+    Each part is a ``CALL {}`` ending in an aggregation, which always yields one row, so a part that
+    changes nothing cannot stop the next; memories come first so the rest can refer to them.
     """
     text, columns = [], []
     for key, part, names in _PARTS:
@@ -398,6 +360,31 @@ def _dedupe(items: Iterable[Any], key: str) -> list[Any]:
         seen.pop(getattr(item, key), None)
         seen[getattr(item, key)] = item
     return list(seen.values())
+
+
+def indexed(read_only: bool = True) -> Plan:
+    """The graph's indexes: ``{(entity, "Label.prop"): index types}``, and the options of the memories'
+    vector index (None without one)."""
+    rows = yield Query("CALL db.indexes() YIELD label, properties, types, options, entitytype "
+                       "RETURN label, properties, types, options, entitytype", read_only=read_only)
+    have: dict[tuple[str, str], set[str]] = {}
+    vector_options: dict[str, Any] | None = None
+    for label, props, types, options, entity in rows:
+        for prop in props:
+            have.setdefault((entity, f"{label}.{prop}"), set()).update(types.get(prop) or [])
+        if entity == "NODE" and label == NODE_LABEL and VECTOR_PROPERTY in props:
+            vector_options = dict(options.get(VECTOR_PROPERTY) or {})
+    return have, vector_options
+
+
+def range_index(have: dict[tuple[str, str], set[str]], entity: str, props: Sequence[str]) -> list[SchemaItem]:
+    """The range index on those of ``props`` (constants, never user input) that ``have`` lacks, if any;
+    ``entity`` is "NODE" (memories) or "RELATIONSHIP" (links)."""
+    node = entity == "NODE"
+    label, v, pattern = (NODE_LABEL, "n", f"(n:{NODE_LABEL})") if node else (EDGE_TYPE, "r", f"()-[r:{EDGE_TYPE}]-()")
+    absent = tuple(p for p in props if "RANGE" not in have.get((entity, f"{label}.{p}"), set()))
+    text = f"CREATE INDEX FOR {pattern} ON (" + ", ".join(f"{v}.{p}" for p in absent) + ")"
+    return [SchemaItem(f"{entity} RANGE", absent, Query(text))] if absent else []
 
 
 def _stored_hashes(pattern: str, ids: list[str]) -> Plan:
@@ -437,30 +424,10 @@ class LevelPlans:
 
     def _missing_schema(self) -> Plan:
         """What the graph still lacks, as :class:`SchemaItem` (read afresh each time)."""
-        # Not read-only: GRAPH.RO_QUERY refuses a graph that does not exist
-        # yet, GRAPH.QUERY creates it, which is what a new level needs.
-        rows = yield Query(
-            "CALL db.indexes() YIELD label, properties, types, options, entitytype "
-            "RETURN label, properties, types, options, entitytype"
-        )
-        have: dict[tuple[str, str], set[str]] = {}
-        vector_options: dict[str, Any] | None = None
-        for label, props, types, options, entity in rows:
-            for prop in props:
-                have.setdefault((entity, f"{label}.{prop}"), set()).update(types.get(prop, []))
-            if entity == "NODE" and label == NODE_LABEL and VECTOR_PROPERTY in props:
-                vector_options = dict(options.get(VECTOR_PROPERTY) or {})
-        missing: list[SchemaItem] = []
-        node_missing = tuple(p for p in NODE_RANGE_INDEXES
-                             if "RANGE" not in have.get(("NODE", f"{NODE_LABEL}.{p}"), set()))
-        edge_missing = tuple(p for p in EDGE_RANGE_INDEXES
-                             if "RANGE" not in have.get(("RELATIONSHIP", f"{EDGE_TYPE}.{p}"), set()))
-        if node_missing:
-            missing.append(node_range_index(node_missing))
-        if edge_missing:
-            missing.append(SchemaItem("RELATIONSHIP RANGE", edge_missing, Query(
-                f"CREATE INDEX FOR ()-[r:{EDGE_TYPE}]-() ON (" + ", ".join(f"r.{p}" for p in edge_missing) + ")"
-            )))
+        # Not read-only: GRAPH.RO_QUERY refuses a graph that does not exist yet, GRAPH.QUERY creates it.
+        have, vector_options = yield from indexed(read_only=False)
+        missing = range_index(have, "NODE", NODE_RANGE_INDEXES)
+        missing += range_index(have, "RELATIONSHIP", EDGE_RANGE_INDEXES)
         if "FULLTEXT" not in have.get(("NODE", f"{NODE_LABEL}.description"), set()):
             # The keyword channel's index, kept up to date by every write: built
             # later, on a first query, it takes seconds per 10K memories.
@@ -543,14 +510,10 @@ class LevelPlans:
     ) -> Plan:
         """Write memories, expire the versions they supersede, write relationships: one transaction.
 
-        Unchanged records are not touched (see ``records``).  A record referring
-        to a memory neither stored nor in the batch is an error, raised before
-        anything is written.  ``base_ids`` overrides some version identities;
-        relationships in ``derived`` (inferred: SUPERSEDES, MENTIONS) are created
-        when absent but never overwrite an explicit one; ``present`` ids were
-        just found stored and are not looked up again.  ``check_stored=False``
-        skips reading the stored hashes (a bulk load into a new level, where
-        they find nothing): the write leaves unchanged rows alone either way.
+        Unchanged records are not touched; a record referring to a memory neither stored nor in the
+        batch is an error before anything is written.  ``derived`` relationships (SUPERSEDES, MENTIONS)
+        never overwrite an explicit one; ``present`` ids are known stored; ``check_stored=False`` skips
+        reading stored hashes (a bulk load into a new level).
         """
         nodes = _dedupe(nodes, "node_id")
         edges = [self._place_edge(e) for e in _dedupe(relationships, "edge_id")]
@@ -577,16 +540,13 @@ class LevelPlans:
                 {"ids": Ids(wanted)},
                 read_only=True,
             )
-            missing = {r[0] for r in rows}
-            if missing:
+            if missing := {r[0] for r in rows}:
                 dangling = [f"{e.source_id} -[{e.relation_type}]-> {e.target_id}" for e in edges
                             if e.source_id in missing or e.target_id in missing]
                 dangling += [f"{s.new_id} supersedes {s.old_id}" for s in supersessions if s.old_id in missing]
-                raise StorageError(
-                    f"records refer to memories that are not in graph {self.graph!r}: "
-                    f"missing {sorted(missing)}; in: {dangling[:10]}"
-                    + (f" and {len(dangling) - 10} more" if len(dangling) > 10 else "")
-                )
+                more = f" and {len(dangling) - 10} more" if len(dangling) > 10 else ""
+                raise StorageError(f"records refer to memories that are not in graph {self.graph!r}: "
+                                   f"missing {sorted(missing)}; in: {dangling[:10]}{more}")
         # Rows whose content is already stored are not sent at all: a rerun
         # costs a list of hashes instead of every embedding again.
         total_nodes, total_edges = len(node_rows), len(edge_rows)
@@ -618,11 +578,8 @@ class LevelPlans:
     # -- reads ----------------------------------------------------------------
 
     def get_nodes(self, node_ids: Sequence[str]) -> Plan:
-        rows = yield Query(
-            f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN {_NODE_PROJECTION}",
-            {"ids": Ids(node_ids)},
-            read_only=True,
-        )
+        rows = yield Query(f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN {_NODE_PROJECTION}",
+                           {"ids": Ids(node_ids)}, read_only=True)
         found = {n.node_id: n for n in (records.node_from_props(r[0]) for r in rows)}
         return [found[i] for i in node_ids if i in found]
 
@@ -640,21 +597,15 @@ class LevelPlans:
         if node_ids is None:
             rows = yield Query(f"MATCH ()-[r:{EDGE_TYPE}]->() RETURN {_EDGE_PROJECTION}", read_only=True)
         else:
-            rows = yield Query(
-                f"MATCH (s:{NODE_LABEL})-[r:{EDGE_TYPE}]->(t:{NODE_LABEL}) "
-                f"WHERE s.node_id IN $ids OR t.node_id IN $ids RETURN {_EDGE_PROJECTION}",
-                {"ids": Ids(node_ids)},
-                read_only=True,
-            )
+            rows = yield Query(f"MATCH (s:{NODE_LABEL})-[r:{EDGE_TYPE}]->(t:{NODE_LABEL}) "
+                               f"WHERE s.node_id IN $ids OR t.node_id IN $ids RETURN {_EDGE_PROJECTION}",
+                               {"ids": Ids(node_ids)}, read_only=True)
         return [records.edge_from_props(r[0]) for r in rows]
 
     def named_nodes(self, node_types: Sequence[str]) -> Plan:
         """``(node_id, name)`` of the memories of the given types (entity matching)."""
-        rows = yield Query(
-            f"MATCH (n:{NODE_LABEL}) WHERE n.node_type IN $types RETURN n.node_id, n.name",
-            {"types": list(node_types)},
-            read_only=True,
-        )
+        rows = yield Query(f"MATCH (n:{NODE_LABEL}) WHERE n.node_type IN $types RETURN n.node_id, n.name",
+                           {"types": list(node_types)}, read_only=True)
         return [(r[0], r[1]) for r in rows]
 
     def named_nodes_all(self) -> Plan:
@@ -664,20 +615,14 @@ class LevelPlans:
 
     def versions(self, base_ids: Sequence[str]) -> Plan:
         """The stored versions of these base identities, oldest first."""
-        rows = yield Query(
-            f"UNWIND $bases AS b MATCH (n:{NODE_LABEL} {{base_id: b}}) "
-            f"RETURN {_NODE_PROJECTION}, n.base_id ORDER BY n.created_at, n.node_id",
-            {"bases": list(base_ids)},
-            read_only=True,
-        )
+        rows = yield Query(f"UNWIND $bases AS b MATCH (n:{NODE_LABEL} {{base_id: b}}) "
+                           f"RETURN {_NODE_PROJECTION}, n.base_id ORDER BY n.created_at, n.node_id",
+                           {"bases": list(base_ids)}, read_only=True)
         return [(records.node_from_props(r[0]), r[1]) for r in rows]
 
     def nearest(self, queries: Sequence[tuple[str, Sequence[float]]], k: int = 3) -> Plan:
-        """For each ``(id, vector)``, its k nearest current memories (not entities), in ONE query.
-
-        Used to find near-duplicates at ingestion, where a query per memory
-        would cost a round trip each.  Returns ``{id: [(node_id, similarity)]}``.
-        """
+        """``{id: [(node_id, base_id, similarity)]}``: for each ``(id, vector)`` its k nearest current
+        memories (not entities), in ONE query (near-duplicates at ingestion: no round trip per memory)."""
         if not self.store_vectors or not queries:
             return {}
         for qid, vector in queries:
@@ -697,20 +642,14 @@ class LevelPlans:
 
     def has_current_memories(self) -> Plan:
         """Whether any current (unexpired) memory that is not an entity is stored."""
-        rows = yield Query(
-            f"MATCH (n:{NODE_LABEL}) WHERE {_CURRENT_MEMORY} "
-            "RETURN n.node_id LIMIT 1",
-            read_only=True,
-        )
+        rows = yield Query(f"MATCH (n:{NODE_LABEL}) WHERE {_CURRENT_MEMORY} RETURN n.node_id LIMIT 1",
+                           read_only=True)
         return bool(rows)
 
     def existing_ids(self, node_ids: Sequence[str]) -> Plan:
         """Which of ``node_ids`` are stored in this graph."""
-        rows = yield Query(
-            f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN id",
-            {"ids": Ids(node_ids)},
-            read_only=True,
-        )
+        rows = yield Query(f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN id",
+                           {"ids": Ids(node_ids)}, read_only=True)
         return {r[0] for r in rows}
 
     def counts(self) -> Plan:
@@ -728,11 +667,10 @@ class LevelPlans:
         min_confidence: float | None = None,
         oversample: int = 4,
     ) -> Plan:
-        """The k nearest memories that pass the filter (a window or a full ``MemoryFilter``), filters inside the query.
+        """The k nearest memories that pass the filter (a window or a ``MemoryFilter``), filters in the query.
 
-        Filters after the KNN step (and orphan vectors left by updates) can
-        leave fewer than k rows, so the index is asked for ``oversample * k``
-        and, while that was not enough, asked again for four times as many.
+        Filters after the KNN step (and orphan vectors left by updates) can leave fewer than k rows, so
+        the index is asked for ``oversample * k`` and, while short, again for four times as many.
         """
         self._check_dimension(embedding, "the query embedding")
         if k <= 0:
@@ -780,15 +718,8 @@ class LevelPlans:
 
     def reindex_vectors(self) -> Plan:
         """Drop and rebuild the vector index, clearing orphan vectors."""
-        rows = yield Query(
-            "CALL db.indexes() YIELD label, properties, types, entitytype RETURN label, properties, types, entitytype",
-            read_only=True,
-        )
-        exists = any(
-            label == NODE_LABEL and VECTOR_PROPERTY in props and "VECTOR" in types.get(VECTOR_PROPERTY, [])
-            for label, props, types, entity in rows
-        )
-        if exists:
+        have, _ = yield from indexed()
+        if "VECTOR" in have.get(("NODE", f"{NODE_LABEL}.{VECTOR_PROPERTY}"), set()):
             yield Query(f"DROP VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.{VECTOR_PROPERTY})")
             # the label's index is rebuilt in the background and still lists the
             # vector field meanwhile; ensure_schema must not mistake it for live
@@ -801,14 +732,10 @@ KNN_ATTEMPTS = 4
 
 
 def _knn_page(graph: str, cypher: str, params: dict[str, Any]) -> Plan:
-    """A page of the vector index, read again while it repeats a memory.
+    """A page of the vector index, read again while it repeats a memory (its last column: no repeat).
 
-    Concurrent searches of one graph corrupt each other's pages (FalkorDB
-    #2848); ``knn_gate`` keeps this process's searches apart, but one from
-    another process can still collide, and a repeated memory is the visible
-    part of that.  The query's last column says whether its page held each
-    memory once.  After ``KNN_ATTEMPTS`` the last page is used, its repeats
-    dropped, with a warning.
+    Concurrent searches of one graph corrupt each other's pages (FalkorDB #2848); ``knn_gate`` keeps this
+    process's searches apart, not another process's.  After ``KNN_ATTEMPTS`` the last page is used.
     """
     rows: list[Any] = []
     for _ in range(KNN_ATTEMPTS):
@@ -833,10 +760,7 @@ def _missing_graph(exc: Exception) -> bool:
 
 
 class LevelGraphStore:
-    """A level graph driven by the synchronous FalkorDB client.
-
-    Its operations (``upsert``, ``vector_search``, ...) run the ``LevelPlans`` plans of the same name (``_runs``).
-    """
+    """A level graph driven by the synchronous FalkorDB client; its operations run the ``LevelPlans`` plans."""
 
     def __init__(self, db: Any, plans: LevelPlans, timeout_ms: int | None = None) -> None:
         self.db = db
@@ -847,11 +771,7 @@ class LevelGraphStore:
         self.timeout_ms = timeout_ms
 
     def run(self, plan: Plan) -> Any:
-        """Run a query plan (a generator of queries from ``LevelPlans`` or ``storage.channels``) to its result.
-
-        A step's error is thrown into the plan at the step's ``yield``: a plan
-        that expects it handles it, any other plan raises it as before.
-        """
+        """Run a query plan to its result; a step's error is thrown into the plan at its ``yield``."""
         try:
             query = next(plan)
             while True:

@@ -60,7 +60,7 @@ from llama_consciousness.storage import records
 from llama_consciousness.storage.channels import links_among
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import (EDGE_TYPE, MAX_FETCH, NODE_LABEL, LevelPlans, Plan, Query,
-                                                     create_missing, node_range_index)
+                                                     create_missing, indexed, range_index)
 from llama_consciousness.temporal import TemporalWindow, cypher_predicate, cypher_time
 
 UNRESOLVED = ("blocked", "in_progress")
@@ -593,13 +593,8 @@ def ensure_state_indexes(plans: LevelPlans) -> Plan:
     """
 
     def missing() -> Plan:
-        rows = yield Query("CALL db.indexes() YIELD label, properties, types, entitytype "
-                           "RETURN label, properties, types, entitytype", read_only=True)
-        have = {prop for label, props, types, entity in rows if entity == "NODE" and label == NODE_LABEL
-                for prop in props if "RANGE" in (types.get(prop) or [])}
-        # property names are constants of this module, never user input
-        absent = [p for p in STATE_INDEXES if p not in have]
-        return [node_range_index(absent)] if absent else []
+        have, _ = yield from indexed()
+        return range_index(have, "NODE", STATE_INDEXES)
 
     created = yield from create_missing(missing)
     return [p for item in created for p in item.attributes]
