@@ -78,6 +78,7 @@ from llama_consciousness.scoring.state import (
 )
 from llama_consciousness.storage import run_interleaved
 from llama_consciousness.storage import state_queries as sq
+from llama_consciousness.storage.channels import links_among
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import MAX_FETCH, LevelGraphStore
 from llama_consciousness.storage.reader import MemoryReader
@@ -308,7 +309,8 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
                                         max_patterns=self.config.max_patterns, candidates=candidates)
         relationships = [r for hit in hits for r in hit.path]
         if self.config.include_relationships and q.mode != "find_resolution_patterns" and len(hits) >= 2:
-            relationships += yield from sq.relationships_among(plans, [h.node.node_id for h in hits], q)
+            found = yield from links_among(plans, [h.node.node_id for h in hits], MemoryFilter(q.window))
+            relationships += [rel for rel, _ in found]
         return hits, relationships
 
     # -- assembly ---------------------------------------------------------------------------

@@ -1,36 +1,11 @@
 """State-based retrieval (decision #8) on one level graph, as query plans; filters and ranking in the queries.
 
-The modes (scores of ``scoring.state``): ``find_related_unresolved``
-(blocked / in_progress memories matching the goal, by ``energy * goal
-match``; without a goal by ``energy * (0.5 + 0.5 * emotional similarity)``),
-``find_similar_state`` (emotion cosine above the threshold, energy within
-the tolerance), ``find_what_i_was_doing`` (in_progress, by ``energy / (1 +
-days / 30)``), ``find_resolution_patterns`` (resolved past states with a
-RESOLVED_BY link, by discovery energy then similarity, with the Decision /
-Action / Learning memories within two links of each resolution).  Matched
-memories are current, not quarantined, not entity hubs, and in the
-``recent`` scope created within ``recent_days``.
-
-**Emotional similarity.**  FalkorDB has no similarity procedures: the cosine
-is Cypher arithmetic over ``emotion_canonical`` / ``emotion_values`` against
-one map parameter keyed by canonical name.  A memory naming one feeling
-twice ("excited 0.8, excitement 0.6") counts it once, at its strongest;
-doing that in Cypher triples the cost, so those rare rows get an upper bound
-in the query and their exact cosine in Python (:func:`_emotion_bound`,
-:func:`_verified`).  The ``emotion_canonical`` index narrows candidates to
-memories carrying one of :func:`necessary_emotions`.
-
-**Partial goals by index.**  With a level's goal vocabulary
-(:func:`goal_vocabulary`, cached by the retriever) the goals that match on
-their own are listed in Python and the query asks ``n.goal IN $g_list OR
-$g_t0 IN n.concepts OR ...`` (:func:`matching_goals`); without one the
-label is scanned.  :func:`_norm_goal` is ``normalise_goal`` in Cypher.
-
-**Days by subtraction.**  Times are stored as seconds since 1970, so a
-memory's age is ``$now_s - n.created_at``.
-
-Values only ever travel as parameters; the only generated names are
-parameter names (``$s_0``, ``$g_t0``...).
+The four modes and their scores are ``scoring.state``'s, computed in Cypher.  FalkorDB has no similarity
+procedures, so the emotional cosine is arithmetic against one map parameter; a memory naming one feeling
+twice counts it once, which would triple the query's cost, so those rare rows get an upper bound in the
+query and their exact cosine in Python (:func:`_verified`).  Indexes narrow the scans: ``emotion_canonical``
+to memories carrying one of :func:`necessary_emotions`, ``goal``/``concepts`` to the goals that can match
+(:func:`matching_goals`).  Values only travel as parameters (generated names: ``$s_0``, ``$g_t0``...).
 """
 
 from __future__ import annotations
@@ -57,7 +32,6 @@ from llama_consciousness.scoring.state import (
     unresolved_score,
 )
 from llama_consciousness.storage import records
-from llama_consciousness.storage.channels import links_among
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import (EDGE_TYPE, MAX_FETCH, NODE_LABEL, LevelPlans, Plan, Query,
                                                      create_missing, indexed, range_index)
@@ -81,13 +55,8 @@ _EDGE_LIST = f"[r IN relationships(p) | {_EDGE_R}]"
 
 @dataclass(frozen=True)
 class StateQuery:
-    """A state-based request resolved into query inputs (built once per retrieval).
-
-    ``emotions`` are canonical names -> non-zero intensities, ``emotion_norm``
-    their norm; ``goal_match`` is ``exact``, ``partial`` or ``semantic`` (then
-    ``goal_embedding`` is the embedded goal).  A goal with nothing left once
-    normalised ("___") becomes None (``scoring.state.effective_goal``).
-    """
+    """A state-based request resolved into query inputs: ``emotions`` are canonical names -> non-zero
+    intensities; a goal with nothing left once normalised ("___") becomes None."""
 
     mode: str
     now: datetime
@@ -126,12 +95,8 @@ class StateQuery:
 
 @dataclass(frozen=True)
 class StateHit:
-    """A memory that fits the state, with the numbers that made it fit.
-
-    ``role`` is ``state``, ``resolution`` (what RESOLVED_BY a matched past
-    state, ``pattern_id``) or ``related`` (a Decision / Action / Learning near
-    a resolution); ``path`` is the links from the past state.
-    """
+    """A memory that fits the state: ``role`` is ``state``, ``resolution`` (what RESOLVED_BY the past state
+    ``pattern_id``) or ``related`` (near a resolution); ``path`` is the links from the past state."""
 
     node: MemoryNode
     score: float
@@ -149,10 +114,7 @@ class StateHit:
 
 
 def _norm_goal(var: str) -> str:
-    """``scoring.state.normalise_goal`` in Cypher: ``toLower``, each of ``GOAL_SPACES`` as a space, ``trim``.
-
-    ``trim`` strips spaces only, hence the replacements first (``$g_sp0``...).
-    """
+    """``scoring.state.normalise_goal`` in Cypher (``trim`` strips spaces only, hence the replacements)."""
     text = f"toLower(coalesce({var}.goal, ''))"
     for i in range(len(GOAL_SPACES)):
         text = f"replace({text}, $g_sp{i}, ' ')"
@@ -196,12 +158,8 @@ def _shares_emotion(names: Sequence[str], var: str = "n") -> tuple[str, dict[str
 
 
 def _emotion_bound(var: str = "n", out: str = "emo") -> str:
-    """WITH clauses computing ``out``: the cosine of ``var``'s emotions with ``$e_vec``, or a bound of it.
-
-    Exact when the canonical names are all different; else an upper bound (the
-    plain cosine x sqrt(number of names), capped at 1), made exact in Python
-    (:func:`_verified`).
-    """
+    """WITH clauses computing ``out``: the cosine of ``var``'s emotions with ``$e_vec``, exact when the names
+    are all different, else an upper bound (cosine x sqrt(number of names), capped at 1)."""
     ec, ev, dot, nn = f"{var}_ec", f"{var}_ev", f"{var}_dot", f"{var}_nn"
     bound = f"{dot} * sqrt(toFloat(size({ec})))"
     return (
@@ -215,8 +173,7 @@ def _emotion_bound(var: str = "n", out: str = "emo") -> str:
 
 
 def _anchor_filter(q: StateQuery, var: str, prefix: str) -> tuple[str, dict[str, Any]]:
-    """Current, not quarantined, not an entity hub, and within the temporal scope: the predicate and its
-    parameters."""
+    """Current, not quarantined, not an entity hub, within the temporal scope: predicate and parameters."""
     pred = MemoryFilter(q.window).cypher(var, prefix)
     text, params = pred.text, dict(pred.params)
     if q.since is not None:
@@ -239,26 +196,23 @@ def _emotion_params(q: StateQuery) -> dict[str, Any]:
     return {"e_vec": dict(q.emotions), "e_norm": float(q.emotion_norm)}
 
 
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _hits(rows: Sequence[Sequence[Any]]) -> list[StateHit]:
     """Rows of (node, score, goal match, emotional similarity, days) as hits."""
-    out = []
-    for props, score, goal, emo, days in rows:
-        out.append(StateHit(records.node_from_props(props), float(score),
-                            goal_match=None if goal is None else float(goal),
-                            emotion_similarity=None if emo is None else float(emo),
-                            days_ago=None if days is None else float(days)))
-    return out
+    return [StateHit(records.node_from_props(props), float(score), goal_match=_float(goal),
+                     emotion_similarity=_float(emo), days_ago=_float(days)) for props, score, goal, emo, days in rows]
 
 
-def _merge(hits: dict[str, StateHit], new: list[StateHit]) -> None:
-    for hit in new:
-        best = hits.get(hit.node.node_id)
-        if best is None or hit.score > best.score:
-            hits[hit.node.node_id] = hit
-
-
-def _top(hits: dict[str, StateHit], k: int) -> list[StateHit]:
-    return sorted(hits.values(), key=lambda h: (-h.score, h.node.node_id))[:k]
+def _top(hits: Sequence[StateHit], k: int) -> list[StateHit]:
+    """The best k, each memory once at its best score."""
+    best: dict[str, StateHit] = {}
+    for hit in hits:
+        if hit.node.node_id not in best or hit.score > best[hit.node.node_id].score:
+            best[hit.node.node_id] = hit
+    return sorted(best.values(), key=lambda h: (-h.score, h.node.node_id))[:k]
 
 
 # -- sources ----------------------------------------------------------------
@@ -326,28 +280,31 @@ def _sources(q: StateQuery, candidates: Sequence[tuple[str, float]] | None
 Rescore = Callable[[StateHit], "StateHit | None"]
 
 
-def _verified(cypher: str, params: dict[str, Any], k: int, rescore: Rescore | None) -> Plan:
-    """The top k of a query that returns hits by ``score`` DESC under ``LIMIT $lim``.
-
-    With ``rescore`` the scores are upper bounds (:func:`_emotion_bound`) and
-    ``rescore`` gives the exact hit (None: below the threshold); more rows are
-    fetched until k exact scores reach the lowest bound fetched.
-    """
-    if rescore is None:
-        return _hits((yield Query(cypher, {**params, "lim": int(k)}, read_only=True)))
-    # Rows without repeated emotion names are exact: k rows are usually enough.
+def _refetch(cypher: str, params: dict[str, Any], k: int, exact: Callable[[list[Any]], list[StateHit]],
+             row_bound: Callable[[Any], tuple], hit_key: Callable[[StateHit], tuple]) -> Plan:
+    """``exact(rows)`` of a query returning rows by an upper bound DESC under ``LIMIT $lim``: k rows first
+    (usually exact already), more until k exact hits reach the bound of the last row fetched, so that a
+    row left behind can do no better."""
     limit = int(k)
     while True:
         rows = yield Query(cypher, {**params, "lim": limit}, read_only=True)
-        bounded = _hits(rows)
-        exact = [hit for hit in map(rescore, bounded) if hit is not None]
+        hits = exact(rows)
         if len(rows) < limit or limit >= MAX_FETCH:
-            break
-        floor = bounded[-1].score
-        if sum(1 for hit in exact if hit.score >= floor - _EPS) >= k:
-            break
+            return hits
+        floor = row_bound(rows[-1])
+        if sum(1 for hit in hits if hit_key(hit) >= floor) >= k:
+            return hits
         limit = min(max(limit * 4, limit + VERIFY_EXTRA), MAX_FETCH)
-    return sorted(exact, key=lambda h: (-h.score, h.node.node_id))[:k]
+
+
+def _verified(cypher: str, params: dict[str, Any], k: int, rescore: Rescore | None) -> Plan:
+    """The top k of a query returning hits by ``score`` DESC under ``LIMIT $lim``; with ``rescore`` the
+    scores are upper bounds (:func:`_emotion_bound`), ``rescore`` the exact hit (None: below the threshold)."""
+    if rescore is None:
+        return _hits((yield Query(cypher, {**params, "lim": int(k)}, read_only=True)))
+    exact = yield from _refetch(cypher, params, k, lambda rows: [h for h in map(rescore, _hits(rows)) if h],
+                                lambda row: (float(row[1]),), lambda hit: (hit.score + _EPS,))
+    return _top(exact, k)
 
 
 # -- the modes --------------------------------------------------------------------
@@ -379,12 +336,12 @@ def related_unresolved(plans: LevelPlans, q: StateQuery, k: int,
                 return replace(hit, score=unresolved_score(hit.node.energy, None, sim), emotion_similarity=sim)
     else:
         score, emo = "WITH *, n.energy * goal_score AS score ", "null"
-    hits: dict[str, StateHit] = {}
+    hits: list[StateHit] = []
     for head, goal_with, extra in _sources(q, candidates):
         cypher = (head(f"n.resolution_state IN $states AND {where}") + f"{goal_with}{score}"
                   f"WITH n, score, goal_score, {emo} AS emo ORDER BY score DESC, n.node_id LIMIT $lim "
                   f"RETURN {_NODE_N}, score, goal_score, emo, null AS days")
-        _merge(hits, (yield from _verified(cypher, {**params, **extra}, k, rescore)))
+        hits += yield from _verified(cypher, {**params, **extra}, k, rescore)
     return _top(hits, k)
 
 
@@ -470,6 +427,22 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
     else:
         emo_where, emo_with = "", "WITH *, null AS emo "
     anchors: dict[str, tuple[StateHit, list[Any]]] = {}
+
+    def exact(rows: list[Any]) -> list[StateHit]:
+        """The rows' past states with their exact similarity (the query's may be a bound); into ``anchors``."""
+        kept: list[StateHit] = []
+        for props, sim, goal_score, emo, resolutions in rows:
+            node = records.node_from_props(props)
+            emotion = emotional_similarity(q.emotions, node.emotion_vector) if q.emotions else None
+            if emotion is not None and emotion <= q.pattern_threshold:
+                continue
+            goal = _float(goal_score)
+            kept.append(hit := StateHit(node, pattern_similarity(goal, emotion), "state", goal, emotion))
+            if node.node_id not in anchors or hit.score > anchors[node.node_id][0].score:
+                anchors[node.node_id] = (hit, [(records.node_from_props(res), records.edge_from_props(rel))
+                                               for res, rel in resolutions])
+        return kept
+
     for head, goal_with, extra in _sources(q, candidates):
         cypher = (
             head(f"n.resolution_state = 'resolved'{emo_where} AND {where}") + f"{goal_with}{emo_with}"
@@ -483,34 +456,10 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
             "[i IN range(0, size(ress) - 1) | "
             f"[{records.node_projection('ress[i]')}, {records.edge_projection('rs[i]')}]]"
         )
-        # Rows come by (impact, similarity); a row's similarity may be an upper
-        # bound (repeated emotion names), made exact here.  As in _verified: fetch
-        # more until max_patterns exact rows reach the key of the last row fetched
-        # (its impact, then its bound): a row left behind can then do no better.
-        limit = max_patterns
-        while True:
-            rows = yield Query(cypher, {**params, **extra, "lim": limit}, read_only=True)
-            kept: list[StateHit] = []
-            for props, sim, goal_score, emo, resolutions in rows:
-                node = records.node_from_props(props)
-                goal = None if goal_score is None else float(goal_score)
-                exact = None
-                if q.emotions:
-                    exact = emotional_similarity(q.emotions, node.emotion_vector)
-                    if exact <= q.pattern_threshold:
-                        continue
-                hit = StateHit(node, pattern_similarity(goal, exact), "state", goal, exact)
-                kept.append(hit)
-                if node.node_id not in anchors or hit.score > anchors[node.node_id][0].score:
-                    anchors[node.node_id] = (hit, [(records.node_from_props(res), records.edge_from_props(rel))
-                                                   for res, rel in resolutions])
-            if len(rows) < limit or limit >= MAX_FETCH:
-                break
-            floor_impact, floor_sim = _impact(records.node_from_props(rows[-1][0])), float(rows[-1][1])
-            if sum(1 for hit in kept if _impact(hit.node) > floor_impact
-                   or (_impact(hit.node) == floor_impact and hit.score >= floor_sim - _EPS)) >= max_patterns:
-                break
-            limit = min(max(limit * 4, limit + VERIFY_EXTRA), MAX_FETCH)
+        # rows by (impact, similarity bound)
+        yield from _refetch(cypher, {**params, **extra}, max_patterns, exact,
+                            lambda row: (_impact(records.node_from_props(row[0])), float(row[1])),
+                            lambda hit: (_impact(hit.node), hit.score + _EPS))
 
     order = sorted(anchors.values(),
                    key=lambda a: (-_impact(a[0].node), -a[0].score, a[0].node.node_id))[:max_patterns]
@@ -576,12 +525,6 @@ def state_plan(plans: LevelPlans, q: StateQuery, k: int, *, max_patterns: int = 
     if q.mode == "find_resolution_patterns":
         return (yield from resolution_patterns(plans, q, k, max_patterns, candidates))
     raise ValueError(f"unknown state query mode {q.mode!r}")
-
-
-def relationships_among(plans: LevelPlans, node_ids: Sequence[str], q: StateQuery) -> Plan:
-    """The current links between the given memories (what the energy feedback reads)."""
-    found = yield from links_among(plans, node_ids, MemoryFilter(q.window))
-    return [rel for rel, _ in found]
 
 
 def ensure_state_indexes(plans: LevelPlans) -> Plan:
