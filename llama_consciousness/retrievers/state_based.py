@@ -1,34 +1,13 @@
 """``StateBasedRetriever``: retrieval driven by the current energy, emotions and goal (the spec's decision #8).
 
-When a citizen wakes without a question (S6), it retrieves what fits its state,
-in one of four modes (scores in ``scoring.state``, computed inside FalkorDB by
-``storage.state_queries``):
-
-``find_related_unresolved``
-    blocked / in_progress memories matching the current goal, ranked by energy x
-    goal match (``include_only_unresolved=False``: resolved ones too); without a
-    goal, every unresolved memory, the emotionally resonant first.
-``find_similar_state``
-    emotional cosine above ``similar_state_threshold`` and energy within
-    ``energy_tolerance``; needs emotions.
-``find_what_i_was_doing``
-    in_progress memories ranked by ``energy / (1 + days / 30)``.
-``find_resolution_patterns``
-    past resolved states like the current one that something RESOLVED_BY, each
-    followed by its resolutions and the Decision / Action / Learning memories
-    within two links of them; needs a goal or emotions.  The RESOLVED_BY link's
-    own ``resolution_state`` is not required to be "resolved": links default to
-    "in_progress" when written, and the link's type already says what it means.
-
-Every mode sees only memories current at the state's ``generated_at`` (an
-unresolved item that expired is not unfinished business any more), not
-quarantined and not entity hubs; ``temporal_scope="recent"`` keeps those created
-within ``recent_days``.  Results mirror the six-way retriever: nodes
-``"<level>:<node_id>"`` with sources ``N1_state`` / ``N1_resolution`` and the
-state's numbers in the metadata, and a stream whose ``vector_results`` are the
-state matches and ``graph_results`` the resolutions and their neighbours.  As a
-plain LlamaIndex retriever it needs ``default_state``: ``retrieve(text)`` runs
-that state now, with the text, when not empty, as the current goal.
+When a citizen wakes without a question (S6), it retrieves what fits its state in one of four modes
+(``find_related_unresolved``, ``find_similar_state``, ``find_what_i_was_doing``,
+``find_resolution_patterns``; scores in ``scoring.state``, computed inside FalkorDB by
+``storage.state_queries``).  Every mode sees only memories current at the state's ``generated_at`` (an
+expired item is not unfinished business any more).  A RESOLVED_BY link's own ``resolution_state`` is not
+required to be "resolved": links default to "in_progress", and the link's type says what it means.
+Results mirror the six-way retriever: sources ``N1_state`` / ``N1_resolution``, a stream whose
+``vector_results`` are the state matches and ``graph_results`` the resolutions and their neighbours.
 """
 
 from __future__ import annotations
@@ -160,12 +139,8 @@ def _counted(plan: Any, out: StateLevelOutcome) -> Any:
 
 
 class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
-    """Memories that fit the current state, over N1, N2 and N3 (see the module doc).
-
-    Call :meth:`retrieve_state` / :meth:`retrieve_stream` (or their async forms)
-    with a :class:`StateBasedRetrieval`; ``default_state`` makes the retriever
-    usable wherever LlamaIndex expects a ``BaseRetriever``.
-    """
+    """Memories that fit a :class:`StateBasedRetrieval` over N1, N2 and N3; with ``default_state`` (felt now,
+    a non-empty query text as its goal) it works wherever LlamaIndex expects a ``BaseRetriever``."""
 
     def __init__(
         self,
@@ -292,11 +267,8 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
         return self._finish(state, q, outcomes, retrieved_at, started)
 
     def _level_plan(self, plans: Any, q: sq.StateQuery, nearest: Any) -> Any:
-        """What one level runs: the goal vocabulary if due, the mode's plan, the links met.
-
-        ``nearest`` is the plan of the goal's nearest memories from vectors the graph queries cannot search
-        (already started), or None.
-        """
+        """What one level runs: the goal vocabulary if due, the mode's plan (``nearest``: the plan of the
+        goal's nearest memories from Postgres vectors, or None), the links met."""
         if self.config.goal_match == "partial" and q.goal is not None and q.mode in _GOAL_MODES:
             vocabulary = cached(self._goals, self.memory, plans.graph, GOAL_VOCABULARY_TTL_S)
             if vocabulary is MISSING:
