@@ -1,30 +1,15 @@
-"""Entities mentioned in memories and queries.
+"""Entities mentioned in memories (nodes linked by ``MENTIONS``) and queries (where traversal starts).
 
-Entities of a memory become graph nodes linked to it by ``MENTIONS`` edges;
-entities of a query are where graph traversal starts ("How does Luca's
-approach to V2 differ from Felix's?" -> Luca, V2, Felix).  Names are compared
-by :func:`~llama_consciousness.scoring.names.normalize_entity_name`, so the
-extractors only find mentions.  :class:`OfflineEntityExtractor` (rules, no
-model) runs on every query, so it must be fast; :class:`LLMEntityExtractor`
-asks a LlamaIndex ``LLM`` and falls back to the rules when that fails.
-
-Offline rules.  A mention is a **lexicon** entry (``known_people``,
-``vocabulary``, the memory's ``concepts``) found by key; a **run** of
-capitalised words, CamelCase words, acronyms and codes ("Microsoft GraphRAG",
-"V2", "GPT-4"), continued by a number after a capitalised word ("Phase 3"), by
-a few head nouns after a code ("V2 architecture", :data:`HEAD_NOUNS`) and by
-"of"/"van"/"de" between capitalised words; or a **quoted** term of at most six
-words.  Stop words are never entities, and a lone capitalised word opening a
-sentence needs evidence (a known name, a possessive, a person cue).  Mostly
-upper-case text is read as lower case.  A run is a Person (a known first name,
-a person cue such as "asked"/"said", a possessive; also a lower-case first
-name with a possessive or cue, as queries are often typed in lower case), an
-Organization, a Project ("Phase ..."), a Tool (a CamelCase word or known
-tool), a Concept (ends with a head noun) or an Entity.  Overlaps are resolved
-longest first (lexicon, run, quote on equal length); codes, CamelCase words,
-first names and lexicon entries inside a longer mention are kept too, since
-traversal benefits from every starting point.  Entities come in text order,
-deduplicated by key.
+:class:`OfflineEntityExtractor` (rules, no model) runs on every query, so it must be fast;
+:class:`LLMEntityExtractor` asks a LlamaIndex ``LLM`` and falls back to the rules.  Names are compared by
+``normalize_entity_name``, so the extractors only find mentions.  Offline, a mention is a **lexicon** entry
+(known people, vocabulary, the memory's concepts), a **run** of capitalised words, CamelCase words,
+acronyms and codes ("Microsoft GraphRAG", "GPT-4", "Phase 3", "V2 architecture", "Bank of America"), or
+a **quoted** term of at most six words.  A lone capitalised word opening a sentence needs evidence (a
+known name, a possessive, a person cue); a lower-case first name with a possessive or cue is a Person,
+as queries are often typed in lower case; mostly upper-case text is read as lower case.  Overlaps are
+resolved longest first; codes, names and lexicon entries inside a longer mention are kept too, since
+traversal benefits from every starting point.
 """
 
 from __future__ import annotations
@@ -43,17 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llama_consciousness.scoring.names import EntityIndex, normalize_entity_name, split_type_prefix
 
-__all__ = [
-    "ENTITY_TYPES",
-    "MAX_ENTITY_CHARS",
-    "MAX_ENTITY_WORDS",
-    "Entity",
-    "EntityType",
-    "LLMEntityExtractor",
-    "OfflineEntityExtractor",
-    "ENTITIES_KEY",
-    "parse_entity_list",
-]
+__all__ = ["ENTITY_TYPES", "MAX_ENTITY_CHARS", "MAX_ENTITY_WORDS", "Entity", "EntityType", "LLMEntityExtractor",
+           "OfflineEntityExtractor", "ENTITIES_KEY", "parse_entity_list"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,18 +39,13 @@ ENTITY_TYPES: tuple[str, ...] = ("Person", "Organization", "Concept", "Tool", "P
 #: Metadata key the transform writes.
 ENTITIES_KEY = "lc_entities"
 
-#: Size caps of an entity name, whatever found it.  Real names are far shorter
-#: (44 characters for "International Business Machines Corporation", 5 to 8
-#: words for "Ministry of Economic Affairs and Climate Policy"); a longer span
-#: is a title, a shouted sentence or a blob (hash, base64, minified code) that
-#: no query will name.  The caps also bound the work per mention, which keeps
-#: extraction linear in the length of the text, whatever its shape.
+#: Size caps of an entity name: real names are far shorter, a longer span is a title, a shouted sentence
+#: or a blob no query will name; the caps also keep extraction linear in the length of the text.
 MAX_ENTITY_CHARS = 100
 MAX_ENTITY_WORDS = 12
 
 
 def _too_long(name: str) -> bool:
-    """Whether ``name`` is over :data:`MAX_ENTITY_CHARS` or :data:`MAX_ENTITY_WORDS`."""
     return len(name) > MAX_ENTITY_CHARS or len(name.split()) > MAX_ENTITY_WORDS
 
 
@@ -346,11 +317,9 @@ def _adjacent(text: str, left: _Tok, right: _Tok) -> bool:
 class OfflineEntityExtractor:
     """Deterministic, model-free entity extraction (rules in the module docstring).
 
-    ``known_people``: names (or ids such as "person_luca") of people;
-    ``vocabulary``: concept names, or a mapping name -> entity type;
-    ``emit_parts``: also return the codes, names and lexicon entries inside
-    longer mentions; ``max_entities``: keep at most this many (the most
-    confident, returned in text order).
+    ``known_people``: names (or ids such as "person_luca"); ``vocabulary``: concept names, or name -> type;
+    ``emit_parts``: also the codes, names and lexicon entries inside longer mentions; ``max_entities``: the
+    most confident ones kept, in text order.
     """
 
     def __init__(
@@ -622,10 +591,8 @@ def _coerce_type(value: Any) -> Optional[str]:
     return _TYPE_WORDS.get(word)
 
 
-#: Opening brackets of an LLM answer tried as the start of its JSON list.
-#: Why 64: prose around a list holds a few brackets ("[1]", "{name}"); each
-#: try may read to the end of the answer, so a cap keeps a degenerate answer
-#: ("[[[[...", thousands deep) linear instead of quadratic.
+#: Opening brackets of an LLM answer tried as the start of its JSON list: prose holds a few ("[1]"); each
+#: try may read to the end, so a cap keeps a degenerate answer ("[[[[...") linear instead of quadratic.
 _MAX_DECODE_TRIES = 64
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*(.*?)```", re.DOTALL)
@@ -712,11 +679,9 @@ def _known_block(names: Sequence[str], budget: int) -> str:
 class LLMEntityExtractor:
     """Entity extraction by a LlamaIndex ``LLM`` (``llm.complete`` / ``acomplete``).
 
-    The prompt carries ``schema`` and up to ``known_entities_budget`` characters
-    of ``known_entities``.  Names matching a known entity (by key, or fuzzily at
-    ``match_threshold``) take its spelling; type prefixes ("person_Luca") set the
-    type.  Names over the size caps are dropped.  When the call raises or the
-    answer holds no JSON list (``[]`` is an answer), ``fallback`` answers instead.
+    The prompt carries ``schema`` and up to ``known_entities_budget`` characters of ``known_entities``;
+    names matching a known one (fuzzily at ``match_threshold``) take its spelling, type prefixes
+    ("person_Luca") set the type.  When the call raises or the answer holds no JSON list, ``fallback`` answers.
     """
 
     def __init__(
