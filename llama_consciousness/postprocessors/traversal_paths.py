@@ -1,18 +1,10 @@
 """``TraversalPathPostprocessor``: how the retrieved memories connect, and likely thoughts through them.
 
-"Consciousness thinks by traversing relationships": from the retrieved nodes this
-builds the spec's :class:`~llama_consciousness.schema.TraversalGraph`: the
-memories (activation = score / best score; tier from ``activation_tier`` when an
-earlier step set it, else by rank), with ``include_connectors`` the unretrieved
-memories linked to at least two retrieved ones of the same level graph; the
-links among them visible in the temporal window, weighted by
-:func:`~llama_consciousness.scoring.traversal.calculate_traversal_probability`
-for the current state (the intention's, else the fields'); suggested paths from
-the most activated memories; hubs, themes, counts and density.  Ids are
-prefixed by level (``"N2:decision_x"``): links never cross levels.  A level whose
-vectors live in Postgres has no embeddings in FalkorDB: its pairs count as the
-neutral 0.5 in semantic coherence.  The node list is returned unchanged, hubs
-marked ``metadata["hub"] = True``.
+It builds the spec's ``TraversalGraph``: the memories (activation = score / best score), with
+``include_connectors`` the unretrieved ones linked to at least two retrieved ones of the same level graph,
+the links among them visible in the window weighted for the current state, suggested paths from the most
+activated memories, hubs and themes.  Ids are prefixed by level (``"N2:decision_x"``): links never cross
+levels.  A level whose vectors live in Postgres counts as the neutral 0.5 in semantic coherence.
 """
 
 from __future__ import annotations
@@ -279,20 +271,12 @@ class TraversalPathPostprocessor(StreamPostprocessor):
             edge_id = graph_id(level, rel.edge_id)
             if edge_id in edges:
                 continue
-            fields = {
-                "edge_id": edge_id,
-                "source_id": source,
-                "target_id": target,
-                "relation_type": rel.relation_type,
-                "goal": rel.goal,
-                "mindstate": rel.mindstate,
-                "energy": rel.energy,
-                "confidence": rel.confidence,
-                "emotion_vector": _copy(rel.emotion_vector),
-                "energy_transfer_coefficient": rel.energy_transfer_coefficient,
-                "resolution_state": rel.resolution_state,
-                "traversal_weight": calculate_traversal_probability(rel, goal, emotions, energy),  # in [0, 1]
-            }
+            fields = {"edge_id": edge_id, "source_id": source, "target_id": target,
+                      **{f: getattr(rel, f) for f in ("relation_type", "goal", "mindstate", "energy", "confidence")},
+                      "emotion_vector": _copy(rel.emotion_vector),
+                      "energy_transfer_coefficient": rel.energy_transfer_coefficient,
+                      "resolution_state": rel.resolution_state,
+                      "traversal_weight": calculate_traversal_probability(rel, goal, emotions, energy)}
             # the fields of a valid relationship: not validated again (see ``_graph_node``)
             edges[edge_id] = (trusted_model(GraphEdge, fields) if type(rel) is ConsciousnessRelationship
                               else GraphEdge(**fields))
@@ -300,34 +284,19 @@ class TraversalPathPostprocessor(StreamPostprocessor):
 
     @staticmethod
     def _graph_node(m: _Member) -> GraphNode:
-        """The member as a graph node, not validated again when its memory is a plain one.
-
-        Its fields are those of a valid memory plus a clamped activation and a checked tier;
-        validating a hundred nodes and edges again was a quarter of the build's client time.
-        """
+        """The member as a graph node, not validated again when its memory is a plain one (its fields are a
+        valid memory's; validating again was a quarter of the build's client time)."""
         memory = m.memory
-        fields = {
-            "node_id": m.gid,
-            "node_type": memory.node_type,
-            "content": memory.name or memory.description,
-            "activation_score": float(m.score),
-            "activation_tier": m.tier or "background",
-            "energy": memory.energy,
-            "confidence": memory.confidence,
-            "emotion_vector": _copy(memory.emotion_vector),
-            "valid_at": memory.valid_at,
-            "invalid_at": memory.invalid_at,
-            "created_at": memory.created_at,
-            "expired_at": memory.expired_at,
-        }
+        fields = {"node_id": m.gid, "node_type": memory.node_type, "content": memory.name or memory.description,
+                  "activation_score": float(m.score), "activation_tier": m.tier or "background",
+                  "energy": memory.energy, "confidence": memory.confidence,
+                  "emotion_vector": _copy(memory.emotion_vector),
+                  **{f: getattr(memory, f) for f in ("valid_at", "invalid_at", "created_at", "expired_at")}}
         return trusted_model(GraphNode, fields) if type(memory) in _PLAIN_MEMORIES else GraphNode(**fields)
 
     def _with_coherence(self, paths: list[TraversalPath], members: dict[str, _Member],
                         known: dict[tuple[str, str], Optional[float]]) -> list[TraversalPath]:
-        """Semantic coherence from cosines the server computes where the vectors are (pgvector levels: neutral).
-
-        ``known`` has them for every link already; other steps are read with ``pair_similarities``.
-        """
+        """Semantic coherence from cosines computed where the vectors are (``known``: those of the links)."""
         if not paths:
             return paths
         wanted: dict[_GraphKey, list[tuple[str, str]]] = {}
@@ -355,11 +324,8 @@ class TraversalPathPostprocessor(StreamPostprocessor):
 
 
 def to_networkx_dict(graph: TraversalGraph) -> dict[str, Any]:
-    """The graph in networkx's node-link format (JSON-ready).
-
-    ``networkx.node_link_graph(data, edges="edges")`` rebuilds it as a ``MultiDiGraph``
-    (two memories may be linked by several relation types); edges carry their ``traversal_band``.
-    """
+    """The graph in networkx's node-link format (JSON-ready): ``networkx.node_link_graph(data, edges="edges")``
+    rebuilds it as a ``MultiDiGraph`` (several relation types may link two memories)."""
     hubs = set(graph.hub_nodes)
     nodes = [{"id": node.node_id, **node.model_dump(mode="json"), "hub": node.node_id in hubs}
              for node in graph.nodes]
@@ -383,11 +349,8 @@ def mermaid_text(text: str, limit: int = 60) -> str:
 
 
 def to_mermaid(graph: TraversalGraph) -> str:
-    """A ``graph LR`` Mermaid flowchart: one box per memory, one arrow per link.
-
-    Node ids are generated (``n0``, ``n1``...) so no memory id reaches the syntax;
-    labels are escaped; tiers and hubs are classes.
-    """
+    """A ``graph LR`` Mermaid flowchart; node ids are generated (``n0``...) so no memory id reaches the
+    syntax, labels are escaped, tiers and hubs are classes."""
     ids = {node.node_id: f"n{i}" for i, node in enumerate(graph.nodes)}
     lines = ["graph LR"]
     for node in graph.nodes:
@@ -412,11 +375,8 @@ _TIER_COLOURS = {"focus": "#d9534f", "peripheral": "#f0ad4e", "background": "#5b
 
 def to_html(graph: TraversalGraph, path: str | Path | None = None, *, title: str = "Traversal graph",
             size: int = 800) -> str:
-    """A self-contained HTML page (no script, no external resource): an inline SVG and the suggested paths.
-
-    Circles are sized by activation and coloured by tier, hubs outlined, arrows as thick as their
-    weight; hovering shows full texts.  Written to ``path`` when given; the text is returned either way.
-    """
+    """A self-contained HTML page (no script, no external resource): an inline SVG and the suggested paths;
+    written to ``path`` when given, returned either way."""
     esc = html.escape
     n = len(graph.nodes)
     centre = size / 2
