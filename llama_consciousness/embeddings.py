@@ -1,11 +1,8 @@
-"""Embedding models for llama-consciousness, with an offline default.
+"""Embedding models, with an offline default.
 
-WordLlama (``l2_supercat``) is the default: its weights and tokenizer ship
-in the wheel and it is pure numpy, so nothing is fetched and every test can
-build a real index.  It is weak on paraphrase and negation, well below
-``text-embedding-3-small``: use :class:`OpenAIEmbedding` (or any
-``BaseEmbedding``) for production recall.  :func:`resolve_embed_model` turns
-a short spec (``"wordllama:128"``, ``"openai:<model>"``) into a model.
+WordLlama (``l2_supercat``) ships in its wheel and is pure numpy, so nothing is fetched and every test
+builds a real index; it is weak on paraphrase and negation: use :class:`OpenAIEmbedding` (or any
+``BaseEmbedding``) for production recall.
 """
 
 from __future__ import annotations
@@ -28,15 +25,8 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from tokenizers import Tokenizer
 
-__all__ = [
-    "EMBED_MODEL_ENV_VAR",
-    "OPENAI_EMBEDDING_DIMENSIONS",
-    "OpenAIEmbedding",
-    "SUPPORTED_WORDLLAMA_DIMS",
-    "WordLlamaEmbedding",
-    "embedding_dimension",
-    "resolve_embed_model",
-]
+__all__ = ["EMBED_MODEL_ENV_VAR", "OPENAI_EMBEDDING_DIMENSIONS", "OpenAIEmbedding", "SUPPORTED_WORDLLAMA_DIMS",
+           "WordLlamaEmbedding", "embedding_dimension", "resolve_embed_model"]
 
 EMBED_MODEL_ENV_VAR = "LLAMA_CONSCIOUSNESS_EMBED_MODEL"
 
@@ -47,10 +37,7 @@ _WORDLLAMA_FILE_DIM = 256
 SUPPORTED_WORDLLAMA_DIMS: Tuple[int, ...] = (64, 128, 256)
 
 OPENAI_EMBEDDING_DIMENSIONS: Dict[str, int] = {
-    "text-embedding-3-small": 1536,
-    "text-embedding-3-large": 3072,
-    "text-embedding-ada-002": 1536,
-}
+    "text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 
 _EMPTY_TEXT_MESSAGE = "cannot embed empty text"
 
@@ -67,10 +54,8 @@ def _check_texts(texts: Sequence[str]) -> None:
             raise ValueError(f"{_EMPTY_TEXT_MESSAGE} (input at position {position} is empty or whitespace only)")
         if not text.isascii() and (found := _SURROGATE.search(text)) is not None:
             # The tokenizer fails on it with an unrelated TypeError.
-            raise ValueError(
-                f"texts to embed must be valid Unicode: the input at position {position} contains a lone "
-                f"surrogate (U+{ord(found.group()):04X}) at character {found.start() + 1}"
-            )
+            raise ValueError(f"texts to embed must be valid Unicode: the input at position {position} contains a "
+                             f"lone surrogate (U+{ord(found.group()):04X}) at character {found.start() + 1}")
 
 
 # -- WordLlama (offline default) -------------------------------------------
@@ -147,8 +132,8 @@ def _load_wordllama(dim: int) -> _LoadedWordLlama:
         tokenizer.no_truncation()
         matrix = np.ascontiguousarray(model.embedding, dtype=np.float32)
         matrix.setflags(write=False)
-        loaded = _MODEL_CACHE[key] = _LoadedWordLlama(model=model, matrix=matrix, tokenizer=tokenizer)
-        return loaded
+        _MODEL_CACHE[key] = _LoadedWordLlama(model=model, matrix=matrix, tokenizer=tokenizer)
+        return _MODEL_CACHE[key]
 
 
 class _EmbedThroughBatches:
@@ -186,9 +171,7 @@ class WordLlamaEmbedding(_EmbedThroughBatches, BaseEmbedding):
     (for stores with inner-product search only)."""
 
     model_name: str = Field(default=f"wordllama-{_WORDLLAMA_CONFIG}", description="Name reported to callbacks.")
-    embed_batch_size: int = Field(
-        default=64, gt=0, le=2048, description="Texts per batch; bounds peak memory of the token gather."
-    )
+    embed_batch_size: int = Field(default=64, gt=0, le=2048, description="Texts per batch; bounds peak memory.")
     dim: int = Field(default=_WORDLLAMA_FILE_DIM, description=f"Output size; one of {SUPPORTED_WORDLLAMA_DIMS}.")
 
     _loaded: _LoadedWordLlama = PrivateAttr()
@@ -251,10 +234,8 @@ class WordLlamaEmbedding(_EmbedThroughBatches, BaseEmbedding):
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         for position, norm in enumerate(norms[:, 0]):
             if not norm > 1e-12:
-                raise ValueError(
-                    f"WordLlama produced a zero vector for the input at position {position}; "
-                    "it has no direction, so cosine similarity would be undefined"
-                )
+                raise ValueError(f"WordLlama produced a zero vector for the input at position {position}; "
+                                 "it has no direction, so cosine similarity would be undefined")
         return (sums / norms).tolist()
 
 
@@ -280,27 +261,17 @@ class OpenAIEmbedding(_EmbedThroughBatches, BaseEmbedding):
     """Embeddings from the OpenAI API or a server that speaks it.  Not ``llama-index-embeddings-openai``,
     which serialises the key, reuses one async client across event loops and retries far beyond ``timeout``."""
 
-    model_name: str = Field(
-        default="text-embedding-3-small", description="Embedding model identifier."
-    )
-    embed_batch_size: int = Field(
-        default=100, gt=0, le=2048, description="Inputs per request (the API accepts at most 2048)."
-    )
-    dimensions: Optional[int] = Field(
-        default=None, gt=0, description="Shortened output size (text-embedding-3-*)."
-    )
-    base_url: Optional[str] = Field(
-        default=None, description="API base URL, e.g. http://localhost:8000/v1."
-    )
+    model_name: str = Field(default="text-embedding-3-small", description="Embedding model identifier.")
+    embed_batch_size: int = Field(default=100, gt=0, le=2048, description="Inputs per request (API max).")
+    dimensions: Optional[int] = Field(default=None, gt=0, description="Shortened output size (text-embedding-3-*).")
+    base_url: Optional[str] = Field(default=None, description="API base URL, e.g. http://localhost:8000/v1.")
     timeout: float = Field(default=60.0, gt=0, description="Per-request timeout in seconds.")
     max_retries: int = Field(default=2, ge=0, description="SDK retries on transient errors.")
 
     _api_key: str = PrivateAttr()
     _clients: _ClientSlot = PrivateAttr(default_factory=lambda: _ClientSlot())
 
-    def __init__(
-        self, *, api_key: Optional[str] = None, base_url: Optional[str] = None, **data: Any
-    ) -> None:
+    def __init__(self, *, api_key: Optional[str] = None, base_url: Optional[str] = None, **data: Any) -> None:
         api_key = api_key or os.environ.get("OPENAI_API_KEY")
         if not api_key:
             raise ValueError(
@@ -335,11 +306,8 @@ class OpenAIEmbedding(_EmbedThroughBatches, BaseEmbedding):
                 import openai  # noqa: PLC0415 - ~0.6 s import, only when used
 
                 client = (openai.AsyncOpenAI if aio else openai.OpenAI)(
-                    api_key=self._api_key,
-                    base_url=self.base_url,
-                    timeout=self.timeout,
-                    max_retries=self.max_retries,
-                )
+                    api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
+                    max_retries=self.max_retries)
                 slot.built[aio] = (client, settings)
             return client
 
