@@ -1,8 +1,7 @@
 """The ``llama-consciousness`` command.
 
-``demo`` writes the bundled scenario into an embedded FalkorDB and runs a
-vector query per level under a temporal mode, so a new user sees the whole
-stack (servers, schema, embedding, bitemporal filters) work in one command.
+``demo`` writes the bundled scenario into an embedded FalkorDB and runs a vector query per level under a
+temporal mode, so a new user sees the whole stack work in one command.
 """
 
 from __future__ import annotations
@@ -54,9 +53,8 @@ def _span(start: datetime | None, end: datetime | None) -> str:
 
 def run_demo(args: argparse.Namespace) -> int:
     from llama_consciousness.ingestion.loader import demo_memory_file, read_memory_file
-    from llama_consciousness.memory import ConsciousnessMemory
-
     from llama_consciousness.levels import graph_name
+    from llama_consciousness.memory import ConsciousnessMemory
 
     window = TemporalWindow(
         args.mode, as_of_time=args.as_of, time_range_start=args.range_start, time_range_end=args.range_end
@@ -105,25 +103,16 @@ def run_demo(args: argparse.Namespace) -> int:
 def run_ingest(args: argparse.Namespace) -> int:
     from llama_consciousness.memory import ConsciousnessMemory
 
-    options = {
-        "on_invalid": args.on_invalid,
-        "on_bad_line": args.on_bad_line,
-        "pii": not args.no_pii,
-        "injection": args.injection,
-        "duplicates": args.duplicates,
-        "entities": not args.no_entities,
-        "concepts": not args.no_concepts,
-        "batch_size": args.batch_size,
-        "worker": args.worker,
-    }
     if not Path(args.file).is_file():
         raise ValueError(f"no such memory file: {args.file}")
     started = time.perf_counter()
     with ConsciousnessMemory(data_dir=args.data_dir, embed_model=args.embed_model) as memory:
-        report = memory.ingest(args.file, progress=not args.no_progress and sys.stderr.isatty(), **options)
-    seconds = time.perf_counter() - started
+        report = memory.ingest(args.file, progress=not args.no_progress and sys.stderr.isatty(),
+                               on_invalid=args.on_invalid, on_bad_line=args.on_bad_line, pii=not args.no_pii,
+                               injection=args.injection, duplicates=args.duplicates, entities=not args.no_entities,
+                               concepts=not args.no_concepts, batch_size=args.batch_size, worker=args.worker)
     print(report.summary())
-    print(f"done in {seconds:.1f} s")
+    print(f"done in {time.perf_counter() - started:.1f} s")
     return 0
 
 
@@ -237,31 +226,37 @@ def json_dumps_nodes(nodes: Sequence[object]) -> str:
                         "metadata": n.node.metadata} for n in nodes], indent=2, default=str)
 
 
+def _shared(p: argparse.ArgumentParser, citizen: str, k: int, k_help: str) -> None:
+    """The options demo and query share: where the memory is, whose N1, which window."""
+    p.add_argument("--data-dir", default=None,
+                   help="the memory's data directory (default: $LLAMA_CONSCIOUSNESS_HOME; demo: a temporary one)")
+    p.add_argument("--citizen", default=citizen, help="whose N1 memory to search")
+    p.add_argument("-k", type=int, default=k, help=k_help)
+    p.add_argument("--mode", choices=TEMPORAL_MODES, default="current", help="temporal mode")
+    p.add_argument("--as-of", type=_time_arg, default=None, help="time for --mode point_in_time")
+    p.add_argument("--range-start", type=_time_arg, default=None, help="range start (evolution, full_history)")
+    p.add_argument("--range-end", type=_time_arg, default=None, help="range end (evolution, full_history)")
+    p.add_argument("--embed-model", default=None, help="wordllama (default), openai, openai:<model>")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llama-consciousness", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="write the bundled scenario and query each level")
+    _shared(demo, "ada", 5, "results per level")
     demo.add_argument("--query", default=DEMO_QUERY, help="what to look for")
-    demo.add_argument("--mode", choices=TEMPORAL_MODES, default="current", help="temporal mode")
-    demo.add_argument("--as-of", type=_time_arg, default=None, help="time for --mode point_in_time")
-    demo.add_argument("--range-start", type=_time_arg, default=None, help="range start (evolution, full_history)")
-    demo.add_argument("--range-end", type=_time_arg, default=None, help="range end (evolution, full_history)")
     demo.add_argument("--levels", nargs="+", choices=("N1", "N2", "N3"), default=["N1", "N2", "N3"])
-    demo.add_argument("--citizen", default="ada", help="whose N1 memory to query")
-    demo.add_argument("-k", type=int, default=5, help="results per level")
-    demo.add_argument("--data-dir", default=None, help="keep the data here (default: a temporary directory)")
     demo.add_argument("--keep", action="store_true", help="do not delete the temporary data directory")
     demo.add_argument("--file", default=None, help="a memory file (JSON Lines) instead of the bundled scenario")
-    demo.add_argument("--embed-model", default=None, help="wordllama (default), openai, openai:<model>")
     demo.set_defaults(func=run_demo)
 
     ing = sub.add_parser("ingest", help="ingest a memory file (JSON Lines) into the memory")
     ing.add_argument("file", help="the memory file; format: llama_consciousness/ingestion/loader.py")
     ing.add_argument("--data-dir", default=None, help="the memory's data directory (default: $LLAMA_CONSCIOUSNESS_HOME)")
     ing.add_argument("--on-invalid", choices=("raise", "drop"), default="raise",
-                     help="an invalid record stops the run (raise) or is skipped and reported (drop)")
+                     help="an invalid record stops the run or is skipped")
     ing.add_argument("--on-bad-line", choices=("raise", "skip"), default="raise",
-                     help="a malformed line refuses the whole file (raise) or is skipped (skip)")
+                     help="a malformed line refuses the file or is skipped")
     ing.add_argument("--no-pii", action="store_true", help="do not scrub emails, phone numbers, keys, ...")
     ing.add_argument("--injection", choices=("flag", "quarantine", "drop", "off"), default="flag")
     ing.add_argument("--duplicates", choices=("link", "skip", "off"), default="link")
@@ -269,38 +264,28 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--no-concepts", action="store_true", help="do not compute concepts, surfaces_when, authority")
     ing.add_argument("--batch-size", type=int, default=500, help="memories per transaction")
     ing.add_argument("--worker", choices=("auto", "on", "off"), default="auto",
-                     help="run validation, scrubbing, extraction and embedding in a second process "
-                          "(auto: above 3,000 records)")
+                     help="prepare in a second process (auto: above 3,000 records)")
     ing.add_argument("--no-progress", action="store_true", help="no progress bar")
     ing.add_argument("--embed-model", default=None, help="wordllama (default), openai, openai:<model>")
     ing.set_defaults(func=run_ingest)
 
     q = sub.add_parser("query", help="six-way retrieval over a memory")
     q.add_argument("text", help="what to look for")
-    q.add_argument("--data-dir", default=None, help="the memory's data directory (default: $LLAMA_CONSCIOUSNESS_HOME)")
-    q.add_argument("--citizen", default="default", help="whose N1 memory to search")
-    q.add_argument("--mode", choices=TEMPORAL_MODES, default="current", help="temporal mode")
-    q.add_argument("--as-of", type=_time_arg, default=None, help="time for --mode point_in_time")
-    q.add_argument("--range-start", type=_time_arg, default=None)
-    q.add_argument("--range-end", type=_time_arg, default=None)
+    _shared(q, "default", 10, "results per channel and level")
     q.add_argument("--levels", nargs="+", default=["N1", "N2", "N3"], help="levels to search (N1 N2 N3)")
-    q.add_argument("-k", type=int, default=10, help="results per channel and level")
     q.add_argument("--min-energy", type=float, default=None)
     q.add_argument("--min-confidence", type=float, default=None)
     q.add_argument("--emotions", nargs="+", default=None, help="required emotions (any of them)")
     q.add_argument("--depth", type=int, default=2, help="graph traversal depth (1-4)")
     q.add_argument("--six-way", action="store_true",
-                   help="the core document's six ways (vector + graph, concatenated) instead of the default "
-                        "(adds the keyword channel, score fusion and the neighbours of the top memories)")
+                   help="vector + graph, concatenated (default: + keyword, score fusion, neighbours)")
     q.add_argument("--keyword", action="store_true", help="with --six-way: add the full-text channel")
     q.add_argument("--rrf", action="store_true", help="fuse by weighted reciprocal rank")
     q.add_argument("--json", action="store_true", help="JSON output (the result nodes)")
     q.add_argument("--stream-json", action="store_true", help="with --json: the whole consciousness stream")
-    q.add_argument("--stream", action="store_true",
-                   help="the complete stream: tiers, learning moments, thought paths, metadata quality")
-    q.add_argument("--graph", default=None, help="write the traversal graph to FILE.html (a picture) or FILE.md (Mermaid)")
-    q.add_argument("--budget", type=int, default=4000, help="token budget of the rendered LLM context (with --stream)")
-    q.add_argument("--embed-model", default=None)
+    q.add_argument("--stream", action="store_true", help="tiers, learning moments, thought paths, quality")
+    q.add_argument("--graph", default=None, help="write the traversal graph to FILE.html or FILE.md (Mermaid)")
+    q.add_argument("--budget", type=int, default=4000, help="token budget of the LLM context (with --stream)")
     q.set_defaults(func=run_query)
     return parser
 
