@@ -1,13 +1,8 @@
 """Traversal probability and thought paths (spec components 4 and 5b), as pure functions.
 
-"Thinking is graph traversal": a link pulls attention by its energy, its goal's
-match with the current goal, its emotional resonance with the current state, its
-confidence and the energy it can transfer (:func:`calculate_traversal_probability`).
-Paths are found depth-first, strongest links first; a path's probability is the
-product of its links' weights.  Conventions the spec leaves open: emotions are
-compared by canonical name; ``current_energy`` is in the spec's signature but not
-its formula (ignored); a comparison that cannot be made (missing embedding or
-emotions) scores the neutral 0.5, and a path of fewer than two nodes is 1.0.
+A path's probability is the product of its links' weights.  Conventions the spec leaves open: emotions
+are compared by canonical name; ``current_energy`` is in the spec's signature but not its formula
+(ignored); a comparison that cannot be made scores the neutral 0.5, a path of fewer than two nodes 1.0.
 """
 
 from __future__ import annotations
@@ -94,16 +89,10 @@ def calculate_traversal_probability(
     w = TRAVERSAL_WEIGHTS
     energy = float(_get(edge, "energy", 0.0) or 0.0)
     confidence = float(_get(edge, "confidence", 0.0) or 0.0)
-    transfer = _get(edge, "energy_transfer_coefficient", 0.0)
-    transfer = float(transfer if transfer is not None else 0.0)
+    transfer = float(_get(edge, "energy_transfer_coefficient", 0.0) or 0.0)
     emotion = cosine_similarity(_get(edge, "emotion_vector") or {}, current_emotional_state or {})
-    total = (
-        energy * w["energy"]
-        + goal_match(_get(edge, "goal"), current_goal) * w["goal"]
-        + emotion * w["emotion"]
-        + confidence * w["confidence"]
-        + transfer * w["transfer"]
-    )
+    total = (energy * w["energy"] + goal_match(_get(edge, "goal"), current_goal) * w["goal"] + emotion * w["emotion"]
+             + confidence * w["confidence"] + transfer * w["transfer"])
     return min(1.0, max(0.0, total))
 
 
@@ -120,8 +109,7 @@ def traversal_band(weight: float) -> str:
 
 @dataclass(frozen=True)
 class PathCandidate:
-    """A path found by the search: nodes, the edges between them, their product, and when the search
-    found it (``order``: the last tie-break, so equal paths rank as the search met them)."""
+    """A path found by the search; ``order`` (when found) is the last tie-break."""
 
     nodes: tuple[str, ...]
     edges: tuple[str, ...]
@@ -155,12 +143,11 @@ def dfs_with_probability(
     max_paths: int = 10,
     min_probability: float = 0.0,
 ) -> list[PathCandidate]:
-    """The ``max_paths`` most probable paths from ``start``, best first (then longer, then found first).
+    """The ``max_paths`` most probable paths from ``start`` (``adjacency``: node -> ``(target, weight[, id])``),
+    best first, then longer, then found first; no node twice in a path.
 
-    ``adjacency`` maps a node to its outgoing ``(target, weight[, edge_id])``.  A node appears at most
-    once in a path; paths have 1 to ``max_depth`` edges and a probability of at least ``min_probability``.
-    Extending a path never raises its product, so a prefix that cannot beat the current
-    ``max_paths``-th candidate is pruned with all its extensions: the result is exact, not a beam.
+    Extending a path never raises its product, so a prefix that cannot beat the current ``max_paths``-th
+    candidate is pruned with all its extensions: the result is exact, not a beam.
     """
     if max_depth < 1 or max_paths < 1:
         return []
@@ -238,11 +225,8 @@ def generate_traversal_paths(
     directed: bool = True,
     min_probability: float = 0.0,
 ) -> list[Any]:
-    """The spec's likely thought progressions: the top ``max_paths`` paths of a ``TraversalGraph`` from the starts.
-
-    Edge weights are recomputed for the given state (without one, the stored ``traversal_weight``);
-    ``embeddings`` (node id -> vector) feed semantic coherence.  Paths are ``path_1``, ``path_2``... in rank order.
-    """
+    """The top ``max_paths`` paths of a ``TraversalGraph`` from the starts, weights recomputed for the given
+    state (without one, the stored ``traversal_weight``); ``embeddings`` feed semantic coherence."""
     from llama_consciousness.schema.graph import TraversalPath
 
     stored = current_goal is None and current_emotional_state is None and current_energy is None
