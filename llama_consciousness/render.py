@@ -1,11 +1,8 @@
-"""A consciousness stream as LLM context, within a token budget.
+"""A consciousness stream as LLM context, within a token budget spent in order of attention.
 
-The budget is spent in order of attention (focus, peripheral, background, then
-the learning moments); each memory is one compact line with its felt metadata,
-because that texture is the point.  Tokens are counted with ``cl100k_base`` from
-the copy llama-index-core ships, so counting works offline.  A memory the
-injection guard flagged is rendered between :data:`UNTRUSTED_MARK` and
-:data:`UNTRUSTED_END`: the LLM is told it is data, not an instruction.
+Each memory is one compact line with its felt metadata, because that texture is the point.  A memory the
+injection guard flagged is rendered between :data:`UNTRUSTED_MARK` and :data:`UNTRUSTED_END`, so the LLM is
+told it is data, not an instruction.
 """
 
 from __future__ import annotations
@@ -132,9 +129,8 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
         return True
 
     summary = stream.consciousness_summary
-    header = (f"# Memory context ({summary.total_results} memories; energy {summary.dominant_energy:.2f}; "
-              f"themes: {', '.join(summary.emotional_themes) or 'none'})")
-    add(header)
+    add(f"# Memory context ({summary.total_results} memories; energy {summary.dominant_energy:.2f}; "
+        f"themes: {', '.join(summary.emotional_themes) or 'none'})")
     for tier, nodes in _tiers(stream):
         if not nodes:
             continue

@@ -1,15 +1,9 @@
 """``ConstellationPostprocessor``: the memory constellation of spec 004.
 
-The first node (run this after any reranking) is the ``primary`` (role
-``direct_answer``); memories linked to it by SUPPORTS (either direction) are
-``supporting`` (``context``), by CONTRADICTS ``contradicting`` (``exception``; a
-memory linked both ways counts as contradicting only: the conflict is what the
-reader must see).  Links are read in the primary's own level graph, strongest
-first; with ``fetch_linked`` unretrieved linked memories join (``retrieved=False``,
-``score=None``).  Linked memories and links must be visible in
-``temporal_window``, else in the intention's window, else ``current`` (an expired
-belief is not offered as support).  Retrieved members get
-``metadata["constellation_role"]``; the node list is otherwise unchanged.
+The first node (run this after any reranking) is the ``primary``; memories linked to it by SUPPORTS are
+``supporting``, by CONTRADICTS ``contradicting`` (a memory linked both ways counts as contradicting only:
+the conflict is what the reader must see).  Links must be visible in the window (an expired belief is not
+offered as support).
 """
 
 from __future__ import annotations
@@ -60,29 +54,19 @@ def _key_of(node: NodeWithScore) -> _Key:
 
 def _member(node: NodeWithScore, role: str, link: Optional[LinkedMemory] = None) -> ConstellationMember:
     level, _citizen, node_id = _key_of(node)
-    meta = node.node.metadata
-    return ConstellationMember(
-        node_id=node_id,
-        level=level,
-        name=str(meta.get("name") or node_id),
-        score=node.score,
-        role=role,
-        retrieved=True,
-        link_energy=link.relationship.energy if link else None,
-        link_confidence=link.relationship.confidence if link else None,
-    )
+    return ConstellationMember(node_id=node_id, level=level, name=str(node.node.metadata.get("name") or node_id),
+                               score=node.score, role=role, retrieved=True,
+                               link_energy=link.relationship.energy if link else None,
+                               link_confidence=link.relationship.confidence if link else None)
 
 
 class ConstellationPostprocessor(StreamPostprocessor):
     """Builds primary / supporting / contradicting / synthesis around the top memory."""
 
-    memory: SkipValidation[MemoryReader] = Field(exclude=True,
-                                                 description="The memory the nodes were retrieved from.")
+    memory: SkipValidation[MemoryReader] = Field(exclude=True, description="The memory the nodes were retrieved from.")
     max_supporting: int = Field(default=5, ge=0)
     max_contradicting: int = Field(default=5, ge=0)
-    fetch_linked: bool = Field(
-        default=True, description="Also read linked memories that were not retrieved from the primary's graph."
-    )
+    fetch_linked: bool = Field(default=True, description="Also linked memories that were not retrieved.")
     supports_relation: str = "SUPPORTS"
     contradicts_relation: str = "CONTRADICTS"
     temporal_window: Optional[Any] = Field(
@@ -131,10 +115,9 @@ class ConstellationPostprocessor(StreamPostprocessor):
                     out.append(_member(hit, role, link))
                 elif self.fetch_linked:
                     out.append(ConstellationMember(
-                        node_id=link.node.node_id, level=link.node.level, name=link.node.name, score=None,
-                        role=role, retrieved=False, link_energy=link.relationship.energy,
-                        link_confidence=link.relationship.confidence,
-                    ))
+                        node_id=link.node.node_id, level=link.node.level, name=link.node.name, score=None, role=role,
+                        retrieved=False, link_energy=link.relationship.energy,
+                        link_confidence=link.relationship.confidence))
             return out
 
         primary = _member(nodes[0], "direct_answer")

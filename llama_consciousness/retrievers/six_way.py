@@ -1,10 +1,7 @@
 """``SixWayHybridRetriever``: vector + graph (+ keyword) over N1, N2, N3, every query in flight at once.
 
-Every filter of the intention is inside the queries.  Results come back as
-``NodeWithScore`` with the memory in ``node.metadata`` (so any LlamaIndex
-component downstream works), and as the spec's ``ConsciousnessStream``.  A
-channel that fails or is slow becomes an error entry of its level; the others
-still answer.
+Every filter of the intention is inside the queries.  A channel that fails or is slow becomes an error
+entry of its level; the others still answer.
 """
 
 from __future__ import annotations
@@ -74,13 +71,8 @@ class LevelOutcome:
 
 
 class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
-    """Parallel vector + graph (+ keyword) retrieval over the three memory levels.
-
-    ``memory`` is a :class:`~llama_consciousness.ConsciousnessMemory`.  A plain
-    query string becomes a :class:`RetrievalIntention` with the retriever's
-    ``citizen_id`` and ``intention_defaults`` (e.g. ``{"temporal_mode":
-    "evolution"}``); pass an intention for full control.
-    """
+    """Parallel vector + graph (+ keyword) retrieval over the three memory levels; a plain query string
+    becomes a :class:`RetrievalIntention` with the retriever's ``citizen_id`` and ``intention_defaults``."""
 
     def __init__(
         self,
@@ -288,11 +280,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
     def _graph_plan(self, plans: LevelPlans, level: str, embedding: list[float], start: list[str], k: int,
                     memory_filter: MemoryFilter, deadline: float,
                     found: list[list[VectorHit]] | None = None) -> Plan:
-        """The walk; when the question names none of the level's memories, it starts from the nearest.
-
-        With ``found`` this is the vector channel too: its hits go into ``found``
-        as soon as they are in, so that a walk failing after them keeps them.
-        """
+        """The walk, from the nearest memories when the question names none of the level's.  With ``found``
+        it is the vector channel too: its hits go there at once, so a walk failing after them keeps them."""
         vector: list[VectorHit] = []
         if not start and self.config.fallback_start:
             size = k if found is not None else self.config.fallback_start
@@ -366,13 +355,9 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         return targets
 
     def _add_neighbours(self, fused: _Fused, near: dict[str, dict[str, list[MemoryNode]]]) -> None:
-        """Put the neighbours of the top memories after the first ``neighbours_after`` (in place).
-
-        A neighbour is one link from a top memory (in a conversation, the turns
-        around the one that matched).  It comes with source ``<level>_neighbour``
-        and ``neighbour_of``, and takes the score at rank ``neighbours_after`` so
-        scores never increase down the list.  The stream keeps what the channels found.
-        """
+        """Put the neighbours of the top memories (one link away: in a conversation, the turns around the
+        one that matched) after the first ``neighbours_after``, in place, at the score of that rank so that
+        scores never increase down the list."""
         found, ranked = fused
         keep = self.config.neighbours_after
         inserted: list[tuple[str, float]] = []
