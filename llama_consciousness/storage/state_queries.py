@@ -172,13 +172,14 @@ def _emotion_bound(var: str = "n", out: str = "emo") -> str:
     )
 
 
-def _anchor_filter(q: StateQuery, var: str, prefix: str) -> tuple[str, dict[str, Any]]:
-    """Current, not quarantined, not an entity hub, within the temporal scope: predicate and parameters."""
-    pred = MemoryFilter(q.window).cypher(var, prefix)
-    text, params = pred.text, dict(pred.params)
+def _anchor_filter(q: StateQuery, **extra: Any) -> tuple[str, dict[str, Any]]:
+    """``n`` current, not quarantined, not an entity hub, within the temporal scope: the predicate, and its
+    parameters with ``extra``."""
+    pred = MemoryFilter(q.window).cypher("n", "a_")
+    text, params = pred.text, {**pred.params, **extra}
     if q.since is not None:
-        text += f" AND {var}.created_at > ${prefix}since"
-        params[f"{prefix}since"] = cypher_time(q.since)
+        text += " AND n.created_at > $a_since"
+        params["a_since"] = cypher_time(q.since)
     return text, params
 
 
@@ -320,11 +321,8 @@ def related_unresolved(plans: LevelPlans, q: StateQuery, k: int,
     """
     if k <= 0:
         return []
-    where, params = _anchor_filter(q, "n", "a_")
-    params.update(_goal_params(q))
-    params.update(_emotion_params(q))
-    params.update({"v_min": float(q.semantic_threshold),
-                   "states": list(UNRESOLVED) if q.unresolved_only else [*UNRESOLVED, "resolved"]})
+    where, params = _anchor_filter(q, **_goal_params(q), **_emotion_params(q), v_min=float(q.semantic_threshold),
+                                   states=list(UNRESOLVED) if q.unresolved_only else [*UNRESOLVED, "resolved"])
     rescore: Rescore | None = None
     if q.goal is None:
         score = (_emotion_bound("n") if q.emotions else "WITH *, 0.0 AS emo ") + \
@@ -353,13 +351,11 @@ def similar_state(plans: LevelPlans, q: StateQuery, k: int) -> Plan:
     """
     if k <= 0 or not q.emotions:
         return []
-    where, params = _anchor_filter(q, "n", "a_")
-    params.update(_emotion_params(q))
     shares, shares_params = _shares_emotion(necessary_emotions(q.emotions, q.emotion_threshold))
-    params.update(shares_params)
-    params.update({"e_lo": float(q.energy - q.energy_tolerance) - _EPS,
-                   "e_hi": float(q.energy + q.energy_tolerance) + _EPS, "e_now": float(q.energy),
-                   "e_min": float(q.emotion_threshold)})
+    where, params = _anchor_filter(q, **_emotion_params(q), **shares_params,
+                                   e_lo=float(q.energy - q.energy_tolerance) - _EPS,
+                                   e_hi=float(q.energy + q.energy_tolerance) + _EPS, e_now=float(q.energy),
+                                   e_min=float(q.emotion_threshold))
     cypher = (
         f"MATCH (n:{NODE_LABEL}) WHERE n.energy >= $e_lo AND n.energy <= $e_hi AND {shares} AND {where} "
         + _emotion_bound("n")
@@ -384,8 +380,7 @@ def what_i_was_doing(plans: LevelPlans, q: StateQuery, k: int) -> Plan:
     """
     if k <= 0:
         return []
-    where, params = _anchor_filter(q, "n", "a_")
-    params.update({"now_s": cypher_time(q.now), "horizon": float(RECENCY_HORIZON_DAYS)})
+    where, params = _anchor_filter(q, now_s=cypher_time(q.now), horizon=float(RECENCY_HORIZON_DAYS))
     cypher = (
         f"MATCH (n:{NODE_LABEL}) WHERE n.resolution_state = 'in_progress' AND {where} "
         "WITH n, ($now_s - n.created_at) / 86400.0 AS days "
@@ -411,14 +406,10 @@ def resolution_patterns(plans: LevelPlans, q: StateQuery, k: int, max_patterns: 
     """
     if k <= 0 or max_patterns <= 0 or (q.goal is None and not q.emotions):
         return []
-    where, params = _anchor_filter(q, "n", "a_")
     res_pred = MemoryFilter(q.window).cypher("res", "rs_")
     link = cypher_predicate(q.window, "r", "rl_")
-    params.update(_goal_params(q))
-    params.update(_emotion_params(q))
-    params.update(res_pred.params)
-    params.update(link.params)
-    params.update({"p_min": float(q.pattern_threshold), "v_min": float(q.semantic_threshold)})
+    where, params = _anchor_filter(q, **_goal_params(q), **_emotion_params(q), **res_pred.params, **link.params,
+                                   p_min=float(q.pattern_threshold), v_min=float(q.semantic_threshold))
     if q.emotions:
         shares, shares_params = _shares_emotion(necessary_emotions(q.emotions, q.pattern_threshold))
         params.update(shares_params)
