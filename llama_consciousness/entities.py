@@ -713,11 +713,8 @@ class LLMEntityExtractor:
 
     def build_prompt(self, text: str, known_entities: Optional[Sequence[str]] = None) -> str:
         names = self.known_entities if known_entities is None else tuple(known_entities)
-        return self.prompt_template.format(
-            schema=self.schema,
-            known_entities=_known_block(names, self.known_entities_budget),
-            text=text,
-        )
+        return self.prompt_template.format(schema=self.schema, text=text,
+                                           known_entities=_known_block(names, self.known_entities_budget))
 
     def extract(self, text: str, concepts: Iterable[str] = (), *,
                 known_entities: Optional[Sequence[str]] = None) -> list[Entity]:
@@ -746,14 +743,11 @@ class LLMEntityExtractor:
     def _from_answer(self, text: str, answer: Union[str, Exception], concepts: Iterable[str],
                      known_entities: Optional[Sequence[str]]) -> list[Entity]:
         concepts = [c for c in concepts if isinstance(c, str) and c.strip()]
-        if isinstance(answer, Exception):
-            logger.warning("entity extraction: LLM call failed (%s: %s); using offline rules",
-                           type(answer).__name__, answer)
-            return self.fallback.extract(text, concepts)
-        items = _parse_json_list(answer)
+        items = None if isinstance(answer, Exception) else _parse_json_list(answer)
         if items is None:
-            logger.warning("entity extraction: the LLM answer holds no JSON list (%.200r); "
-                           "using offline rules", answer)
+            logger.warning("entity extraction: %s; using offline rules",
+                           f"LLM call failed ({type(answer).__name__}: {answer})" if isinstance(answer, Exception)
+                           else f"the LLM answer holds no JSON list ({answer!r:.200})")
             return self.fallback.extract(text, concepts)
         index = self._index if known_entities is None else EntityIndex((n, n) for n in known_entities)
         entities: dict[str, Entity] = {}
