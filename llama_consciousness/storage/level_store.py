@@ -54,11 +54,8 @@ _CURRENT_MEMORY = "n.expired_at IS NULL AND coalesce(n.is_entity, false) = false
 
 @dataclass(frozen=True)
 class VectorIndexConfig:
-    """HNSW parameters of a level's vector index, fixed when the index is created (``reindex_vectors``).
-
-    FalkorDB's default ``efRuntime`` of 10 gives poor recall (0.18 at 10 on 50k
-    random vectors); these defaults come from ``benchmarks/vector_index_params.py``.
-    """
+    """HNSW parameters of a level's vector index, fixed when it is created: FalkorDB's default ``efRuntime``
+    of 10 gives poor recall (0.18 at 10 on 50k vectors); these come from benchmarks/vector_index_params.py."""
 
     m: int = 16
     ef_construction: int = 200
@@ -121,12 +118,8 @@ def _seconds(dt: str) -> str:
 
 
 def migrate_times(db: Any, names: Iterable[str]) -> None:
-    """Rewrite the ``localdatetime`` times of graphs written before 0.2 as seconds, once per graph.
-
-    ``localdatetime`` comparisons wrap around 2^31 seconds (a memory of 1950
-    compared with today is on the wrong side); integers do not.  Graphs done
-    are marked in ``GRAPH_LAYOUT``, so an open checks each graph once ever.
-    """
+    """Rewrite the ``localdatetime`` times of graphs written before 0.2 as seconds, once per graph (marked in
+    ``GRAPH_LAYOUT``): ``localdatetime`` comparisons wrap around 2^31 seconds, integers do not."""
     done = db.connection.hgetall(GRAPH_LAYOUT)
     for name in names:
         if done.get(name) == TIMES_AS_SECONDS:
@@ -169,12 +162,8 @@ class VectorHit:
 
 @dataclass(frozen=True)
 class Supersession:
-    """An older version expired by a newer one: nothing is deleted.
-
-    ``expired_at`` is when we stopped believing the old version (the new
-    one's ``created_at``); for ``reality_changed`` the old version also
-    stops being valid at ``invalid_at`` (the new one's ``valid_at``).
-    """
+    """An older version expired by a newer one (nothing is deleted): ``expired_at`` is the new one's
+    ``created_at``; for ``reality_changed`` the old one also stops being valid at ``invalid_at``."""
 
     old_id: str
     new_id: str
@@ -216,11 +205,8 @@ class SchemaItem:
 
 
 def create_missing(missing: Callable[[], Plan]) -> Plan:
-    """Create what ``missing()`` (a plan returning :class:`SchemaItem` s) finds missing; the items created.
-
-    Safe against other writers creating the same schema (see above).  Needs a
-    runner that throws a step's error into the plan (``LevelGraphStore.run``).
-    """
+    """Create what the plan ``missing()`` finds missing, safe against other writers (see above); the items
+    created.  Needs a runner that throws a step's error into the plan (``LevelGraphStore.run``)."""
     created: list[SchemaItem] = []
     refused: tuple[SchemaItem, re.Match[str], BaseException] | None = None
     for _ in range(SCHEMA_ROUNDS):
