@@ -376,7 +376,7 @@ def measure_decomposed(retriever: SixWayHybridRetriever, queries: Sequence[str])
         memory_filter = retriever._window_and_filter(intention)
         embedding = memory.embed_query(intention.query_text)
         names = retriever._query_names(intention.query_text)
-        existing = set(memory.db.list_graphs())
+        existing = dict.fromkeys(memory.db.list_graphs())
         out["prepare"].add(ms_since(t_all))
         outcomes = []
         floors_ms = 0.0
@@ -388,7 +388,8 @@ def measure_decomposed(retriever: SixWayHybridRetriever, queries: Sequence[str])
             if number % 2 == 0:
                 floors_ms += floor_sample(floor, graph, FLOOR, embedding)
             t0 = time.perf_counter()
-            outcome = retriever._levels_sync(one_level, memory_filter, embedding, names, existing)[0]
+            deadline = time.monotonic() + retriever.config.channel_timeout_s
+            outcome = retriever._levels_sync(one_level, memory_filter, embedding, names, existing, deadline)[0]
             out.setdefault(f"level {lvl}", Series()).add(
                 ms_since(t0), vector=len(outcome.vector), graph=len(outcome.graph),
                 rebuilt=float(TrackingRetriever.rebuilds > before))
@@ -401,7 +402,9 @@ def measure_decomposed(retriever: SixWayHybridRetriever, queries: Sequence[str])
         fused = retriever._rank(outcomes)
         targets = retriever._neighbour_targets(fused, outcomes)
         if targets:
-            retriever._add_neighbours(fused, retriever._neighbours_sync(targets, intention, memory_filter))
+            deadline = time.monotonic() + retriever.config.channel_timeout_s
+            retriever._add_neighbours(fused, retriever._neighbours_sync(targets, intention, memory_filter,
+                                                                        deadline))
         _, nodes = retriever._finish(intention, outcomes, retrieved_at, started, fused)
         out["assembly"].add(ms_since(t0), nodes=len(nodes))
         out["total"].add(ms_since(t_all) - floors_ms, rebuilt=float(TrackingRetriever.rebuilds > rebuilds))
