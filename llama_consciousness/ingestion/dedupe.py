@@ -2,9 +2,14 @@
 
 A memory whose embedding has cosine similarity above the threshold with a
 current memory of its level, or an earlier one of the run, is linked to it
-as DUPLICATE_OF (``"link"``) or not written (``"skip"``).  Not duplicates:
-the same ``node_id`` (an update), versions of one base identity, entities.
-Embeddings stay on the nodes, so the writer does not embed them again.
+as DUPLICATE_OF (``"link"``) or not written (``"skip"``); of several, the
+most similar, wherever it is (stored, an earlier chunk, this chunk), so that
+how a run is cut into chunks changes nothing.  Not duplicates: the same
+``node_id`` (an update), versions of one base identity, entities.  A memory
+already stored keeps the judgement of its first write; a memory of the call
+stored by an earlier, interrupted run is compared as that run compared it
+(through the run's memo, not the server's index).  Embeddings stay on the
+nodes, so the writer does not embed them again.
 """
 
 from __future__ import annotations
@@ -57,12 +62,15 @@ class _Judged:
         self.ids: list[str] = []
         self.id_set: set[str] = set()
         self.bases: list[str] = []
+        self.of_base: dict[str, list[int]] = {}  # base identity -> its positions
         self.vectors = np.empty((0, 0), dtype=np.float32)
 
     def add(self, ids: list[str], bases: list[str], vectors: np.ndarray) -> None:
         if not ids:
             return
         self.vectors = vectors.copy() if not self.ids else np.concatenate([self.vectors, vectors])
+        for position, base in enumerate(bases, start=len(self.ids)):
+            self.of_base.setdefault(base, []).append(position)
         self.ids += ids
         self.id_set.update(ids)
         self.bases += bases
@@ -96,6 +104,9 @@ class NearDuplicateFilter(ReportingTransform):
     threshold: float = Field(default=0.9, gt=0.0, le=1.0, description="cosine similarity above which two memories are one")
     action: Literal["link", "skip"] = "link"
     memo: Any = Field(default=None, exclude=True, description="a DuplicateMemo shared by the calls of one run")
+    plan: Any = Field(default=None, exclude=True, description=(
+        "the call's CallPlan: a stored memory of the call is compared through the memo (as it was in the run "
+        "that wrote it), so a rerun after a kill judges as the first run did"))
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         self._report = IngestReport()
@@ -132,7 +143,7 @@ class NearDuplicateFilter(ReportingTransform):
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors /= np.where(norms == 0, 1.0, norms)
         # The best match of each memory among the run's earlier memories, in one product.
-        best_earlier = best_earlier_sim = None
+        best_earlier = best_earlier_sim = sims = None
         if earlier is not None and earlier.ids:
             sims = vectors @ earlier.vectors.T
             best_earlier = sims.argmax(axis=1)
@@ -146,30 +157,45 @@ class NearDuplicateFilter(ReportingTransform):
         best_before_sim = before[np.arange(len(group)), best_before]
         kept: list[int] = []
         dropped: set[str] = set()
+        # Memories of this call already stored (a run resumed after a kill wrote them) are compared through
+        # the memo, as in the run that wrote them, not through the server's index.
+        plan = self.plan.graph(store.plans.graph) if self.plan is not None and earlier is not None else None
+        ours = plan.ids if plan is not None else ()
 
         for i, node in enumerate(group):
             if node.node_id in stored_ids:
                 kept.append(i)
                 continue
             base = bases[node.node_id]
-            duplicate_of = None
+
+            def differs(other_id: str, other_base: str) -> bool:
+                return other_id != node.node_id and other_base != base
+
+            # The most similar memory of another identity among the stored ones, the run's earlier ones
+            # and the chunk's earlier ones, whichever holds it (so chunk boundaries change nothing).
+            found: list[tuple[float, str]] = []
             for other_id, other_base, similarity in stored.get(node.node_id, []):
-                if other_id != node.node_id and other_base != base and similarity > self.threshold:
-                    duplicate_of = other_id
+                if other_id not in ours and similarity > self.threshold and differs(other_id, other_base):
+                    found.append((similarity, other_id))
                     break
-            if duplicate_of is None and best_earlier is not None:
+            if best_earlier is not None and best_earlier_sim[i] > self.threshold:
                 j = int(best_earlier[i])
-                if (best_earlier_sim[i] > self.threshold and earlier.bases[j] != base
-                        and earlier.ids[j] != node.node_id):
-                    duplicate_of = earlier.ids[j]
-            if duplicate_of is None and best_before_sim[i] > self.threshold:
+                if not differs(earlier.ids[j], earlier.bases[j]):  # the best is a version: the best of the others
+                    row = sims[i].copy()
+                    row[earlier.of_base.get(base, [])] = -np.inf
+                    j = int(row.argmax())
+                if sims[i, j] > self.threshold and differs(earlier.ids[j], earlier.bases[j]):
+                    found.append((float(sims[i, j]), earlier.ids[j]))
+            if best_before_sim[i] > self.threshold:
                 j = int(best_before[i])
-                if group[j].node_id in dropped:  # the best earlier one is gone: the best of those kept
-                    sims_here = within[i, kept]
-                    j = kept[int(np.argmax(sims_here))]
                 other = group[j].node_id
-                if within[i, j] > self.threshold and bases[other] != base:
-                    duplicate_of = other
+                if other in dropped or not differs(other, bases[other]):  # the best of those kept that differ
+                    candidates = [k for k in kept if differs(group[k].node_id, bases[group[k].node_id])]
+                    j = candidates[int(np.argmax(within[i, candidates]))] if candidates else -1
+                if j >= 0 and within[i, j] > self.threshold:
+                    found.append((float(within[i, j]), group[j].node_id))
+            # the first of the most similar: stored, then the run's earlier memories, then the chunk's
+            duplicate_of = max(found, key=lambda f: f[0])[1] if found else None
             if duplicate_of is None:
                 kept.append(i)
                 continue

@@ -25,6 +25,7 @@ from llama_consciousness.gcquiet import BULK_YOUNG_COLLECTION_THRESHOLD, fewer_c
 from llama_consciousness.ingestion.dedupe import DuplicateMemo, NearDuplicateFilter
 from llama_consciousness.ingestion.lanes import GraphLanes
 from llama_consciousness.ingestion.loader import check_memory_file, iter_json_objects
+from llama_consciousness.ingestion.plan import CallPlan
 from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.steps import IngestOptions, collect_reports, pure_steps
 from llama_consciousness.ingestion.validator import (
@@ -68,16 +69,24 @@ def build_pipeline(memory: MemoryReader, options: IngestOptions | None = None) -
 
 def _store_steps(
     memory: MemoryReader, o: IngestOptions, memo: DuplicateMemo | None = None, prepared: dict[int, Any] | None = None,
-    dropped: set[str] | None = None,
+    dropped: set[str] | None = None, plan: CallPlan | None = None,
 ) -> list[Any]:
     """The steps that read or write the level graphs (see ``ConsciousnessGraphWriter`` for the arguments)."""
     steps: list[Any] = []
     if o.duplicates != "off":
         steps.append(NearDuplicateFilter(memory=memory, action=o.duplicates, threshold=o.duplicate_threshold,
-                                         memo=memo))
-    steps.append(ConsciousnessGraphWriter(memory=memory, batch_size=o.batch_size, link_entities=o.entities,
-                                          on_error=o.on_invalid, prepared=prepared or {}, memo=memo, dropped=dropped))
+                                         memo=memo, plan=plan))
+    steps.append(_writer(memory, o, memo, prepared, dropped, plan))
     return steps
+
+
+def _writer(
+    memory: MemoryReader, o: IngestOptions, memo: DuplicateMemo | None = None, prepared: dict[int, Any] | None = None,
+    dropped: set[str] | None = None, plan: CallPlan | None = None,
+) -> ConsciousnessGraphWriter:
+    return ConsciousnessGraphWriter(memory=memory, batch_size=o.batch_size, link_entities=o.entities,
+                                    on_error=o.on_invalid, prepared=prepared or {}, memo=memo, dropped=dropped,
+                                    plan=plan)
 
 
 def to_text_nodes(items: Iterable[MemoryNode | ConsciousnessRelationship | BaseNode]) -> list[BaseNode]:
@@ -175,14 +184,17 @@ def _pipelined(
     report: IngestReport,
     records: int | None = None,
     gate: Callable[[], Any] | None = None,
+    plan: CallPlan | None = None,
 ) -> None:
     """Run every chunk through the default steps, pure and store steps side by side.
 
     Pure steps run here or in the worker process; a ready chunk (``_ready``)
     skips them.  Store steps are queued per level graph on its lane: in order
     within a graph, side by side across graphs.  ``gate`` (the first pass)
-    runs once before the store gets its first chunk.  A failure stops the run
-    (a rerun completes it); a failure of the worker moves its chunks here.
+    runs once before the store gets its first chunk.  ``plan`` (filled by then)
+    is the call's ``CallPlan``; after the last chunk, each graph of it is
+    settled on its lane (``ConsciousnessGraphWriter.finish``).  A failure stops
+    the run (a rerun completes it); a failure of the worker moves its chunks here.
     """
     from llama_consciousness.ingestion import worker as workers
     from llama_consciousness.ingestion.worker import IngestWorkerError
@@ -206,7 +218,7 @@ def _pipelined(
 
     def store_part(part: list[BaseNode], prepared: dict[int, Any]) -> tuple[list[BaseNode], IngestReport]:
         done = IngestReport()
-        pipeline = IngestionPipeline(transformations=_store_steps(memory, o, memo, prepared, dropped),
+        pipeline = IngestionPipeline(transformations=_store_steps(memory, o, memo, prepared, dropped, plan),
                                      disable_cache=True)
         out = pipeline.run(nodes=part)
         collect_reports(pipeline, done)
@@ -297,6 +309,13 @@ def _pipelined(
                 hand_over()
         while waiting:
             hand_over()
+        if plan is not None and plan.graphs:
+            writer = _writer(memory, o, memo, None, dropped, plan)
+
+            def finish(graph: str) -> tuple[list[BaseNode], IngestReport]:
+                return [], writer.finish(graph)
+
+            in_store.append([lanes.submit(graph, finish, graph) for graph in plan.graphs])
         while in_store:
             collect()
         healthy = True
@@ -386,7 +405,7 @@ def _place(node: BaseNode, homes: dict[str, dict[GraphKey, None]]) -> str | None
     return None
 
 
-def _first_pass(memory: MemoryReader, nodes: Iterable[BaseNode | _Record]) -> _Checked:
+def _first_pass(memory: MemoryReader, nodes: Iterable[BaseNode | _Record], plan: CallPlan | None = None) -> _Checked:
     """Every record of the call checked before the first write (``on_invalid="raise"``: all or nothing).
 
     Memories are validated (only their graphs are kept); relationships are
@@ -394,7 +413,8 @@ def _first_pass(memory: MemoryReader, nodes: Iterable[BaseNode | _Record]) -> _C
     or in the store.  The first invalid record raises (``RelationshipError``
     for placement and endpoints).  The relationships come back with their
     models, for ``_ready`` to make their rows: through the worker they would
-    be validated again, and its pipes cost about what the rows do.
+    be validated again, and its pipes cost about what the rows do.  The
+    valid memories also fill ``plan`` (finalized here).
     """
     homes: dict[str, dict[GraphKey, None]] = {}  # memory id -> its graphs in this call
     relationships: list[BaseNode | _Record] = []
@@ -423,6 +443,10 @@ def _first_pass(memory: MemoryReader, nodes: Iterable[BaseNode | _Record]) -> _C
         if errors:
             raise MemoryValidationError(record_id(node), errors, node.metadata.get(LINE_KEY))
         homes.setdefault(model.node_id, {})[key] = None
+        if plan is not None:
+            plan.add_model(model)
+    if plan is not None:
+        plan.finalize()
 
     checked: list[_Valid] = []
     wanted: dict[GraphKey, set[str]] = {}  # endpoints that are no memory of the call in their graph
@@ -490,6 +514,9 @@ def _ingest(
     checked: _Checked | None = None
     everything: list[BaseNode] | list[_Record] | None = None  # what the first pass will check, when all is held
     nodes: Iterable[BaseNode]
+    # What the writer decides against: every memory of the call, known before the first write (see
+    # ``plan``); the first pass fills it from the memories it validates, else the records as given do.
+    plan = CallPlan()
     if isinstance(source, (str, Path)):
         path = check_memory_file(source)
 
@@ -503,21 +530,31 @@ def _ingest(
             if whole:
                 everything = [_raw_record(obj, number) for number, obj in parsed]
             else:
+                plan.add_objects(parsed)
                 nodes = (_raw_text_node(obj, number) for number, obj in parsed)
         elif whole:  # a first read checks the file (and keeps its relationships), a second one feeds the memories
             checked = _first_pass(memory, (_raw_record(obj, number)
-                                           for number, obj in iter_json_objects(path, on_error)))
+                                           for number, obj in iter_json_objects(path, on_error)), plan)
             records = checked.memories + len(checked.relationships)
             nodes = (_raw_text_node(obj, number) for number, obj in iter_json_objects(path, lambda error: None)
                      if obj.get("kind") != "relationship")  # its bad lines were reported by the first read
-        else:  # on_bad_line="raise": a first read checks every line; "skip": lines are counted, not parsed
-            records = sum(1 for _ in iter_json_objects(path)) if on_error is None else _count_records(path)
+        else:  # a first read checks every line ("raise") or skips bad ones ("skip"), and fills the plan
+            records = 0
+            for item in iter_json_objects(path, None if on_error is None else lambda error: None):
+                plan.add_objects((item,))
+                records += 1
+            if on_error is not None:  # lines, as the bar counts them
+                records = _count_records(path)
             nodes = (_raw_text_node(obj, number) for number, obj in iter_json_objects(path, on_error))
     else:
         nodes = to_text_nodes(source)
         records = len(nodes)
         if whole:
             everything = nodes
+        else:
+            plan.add_all(nodes)
+    if not whole:
+        plan.finalize()
     workload = records  # what decides whether a worker pays: the records that need the pure steps
     if everything is not None:  # memories go on as TextNodes, built as the run needs them
         workload = sum(1 for item in everything if not is_relationship(item))
@@ -528,7 +565,7 @@ def _ingest(
     def first_pass() -> _Checked | None:  # once, when the store is about to get its first chunk
         nonlocal checked, everything
         if everything is not None:
-            checked, everything = _first_pass(memory, everything), None
+            checked, everything = _first_pass(memory, everything, plan), None
         return checked
 
     from tqdm.auto import tqdm
@@ -565,7 +602,7 @@ def _ingest(
             yield ready(relationships[start : start + size])
 
     try:
-        _pipelined(memory, o, work(), report, workload, gate=first_pass if whole else None)
+        _pipelined(memory, o, work(), report, workload, gate=first_pass if whole else None, plan=plan)
     finally:
         bar.close()
     return report

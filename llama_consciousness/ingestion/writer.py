@@ -6,12 +6,22 @@ it with SUPERSEDES; without a reason, a later ``valid_at`` means reality
 changed, else the old belief was false.  **Entities**: names are matched
 fuzzily against the level's, or created, and linked with MENTIONS.  One
 transaction per batch: a rerun after a failure completes the work.
+
+**The same result however a call is cut**: given the call's ``CallPlan``
+(``ingest`` makes one), versions and mentions are decided against all the
+memories of the call, not only those written so far; a link or an expiry
+goes with the batch that writes the last of its endpoints; a level's vectors
+kept in Postgres are written before the graph transaction, so a kill between
+the two leaves nothing a rerun would not write again.  Ingesting a file
+once, twice, after a kill, or with any ``chunk_size`` and ``batch_size``
+leaves the same graph and vector rows.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections import ChainMap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -20,7 +30,9 @@ from llama_index.core.schema import BaseNode
 from pydantic import Field, SkipValidation
 
 from llama_consciousness.errors import StorageError
+from llama_consciousness.entities import ENTITY_TYPES
 from llama_consciousness.ingestion.cognitive import COMPUTED_KEY
+from llama_consciousness.ingestion.plan import GraphPlan, HeldMention, version_order
 from llama_consciousness.nodes import is_relationship, text_node_to_memory, text_node_to_relationship
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.levels import graph_name, home_key
@@ -31,7 +43,6 @@ from llama_consciousness.storage.level_store import LevelGraphStore, Supersessio
 from llama_consciousness.storage.records import PreparedEdge, retargeted_edges
 from llama_consciousness.storage.reader import MemoryReader
 
-ENTITY_TYPES = ("Person", "Organization", "Concept", "Tool", "Project", "Entity")
 DUPLICATE_KEY = "lc_duplicate_of"
 QUARANTINE_KEY = "lc_quarantine"
 ENTITIES_KEY = "lc_entities"
@@ -152,6 +163,9 @@ class ConsciousnessGraphWriter(ReportingTransform):
     prepared: dict[int, Any] = Field(default_factory=dict, exclude=True, description=(
         "rows of relationships already validated (records.PreparedEdge, made by worker.prepare_edges), "
         "by id() of their node"))
+    plan: Any = Field(default=None, exclude=True, description=(
+        "the call's CallPlan (``ingestion.plan``): versions and mentions are decided against all the memories "
+        "of the call, so that how it is cut into chunks and batches, or run again, changes nothing"))
 
     # -- the transform -------------------------------------------------------
 
@@ -209,38 +223,73 @@ class ConsciousnessGraphWriter(ReportingTransform):
         return batches
 
     def _supersessions(
-        self, store: LevelGraphStore, memories: list[MemoryNode]
+        self, store: LevelGraphStore, memories: list[MemoryNode], plan: GraphPlan | None = None,
+        settle: Sequence[str] = (),
     ) -> tuple[list[Supersession], list[ConsciousnessRelationship], dict[str, str]]:
-        """Which stored or batch versions the new memories expire, and their links."""
+        """Which stored or batch versions the new memories expire, and their links.
+
+        Versions are ordered with the call's memories not written yet
+        (``plan``): a pair one of them belongs to waits until it is written,
+        so each version is paired with the neighbour it has in the whole call,
+        whatever the order of the chunks.  ``settle`` (base identities, at the
+        end of the call) pairs the versions around memories of the call that
+        were never written, as if they had not been in it.
+        """
         batch = {m.node_id: m for m in memories}
-        stored_versions = store.versions(sorted({base_identity(m, batch) for m in memories}))
-        known: dict[str, MemoryNode] = {n.node_id: n for n, _ in stored_versions}
+        planned = plan.versions if plan is not None else {}
+        lookup = ChainMap(batch, planned) if planned else batch
+        bases = {base_identity(m, lookup) for m in memories} | set(settle)
+        stored_versions = store.versions(sorted(bases)) if bases else []
+        known: dict[str, Any] = {n.node_id: n for n, _ in stored_versions}
         stored_base = {n.node_id: b for n, b in stored_versions}
-        explicit_parents = sorted({m.supersedes for m in memories if m.supersedes} - set(batch) - set(known))
+        waiting = plan.pending if plan is not None and not settle else (lambda node_id: False)
+        explicit_parents = sorted({m.supersedes for m in memories if m.supersedes and not waiting(m.supersedes)}
+                                  - set(batch) - set(known))
         for node in store.get_nodes(explicit_parents) if explicit_parents else []:
             known[node.node_id] = node
         known.update(batch)
+        # versions of the call not written yet, in the groups of the batch
+        pending: dict[str, Any] = {}
+        if plan is not None and not settle and plan.by_base:
+            for base in bases:
+                for node_id in plan.by_base.get(base, ()):
+                    if node_id not in batch and waiting(node_id):
+                        pending[node_id] = planned[node_id]
+        everything = ChainMap(known, pending) if pending else known
 
         base_ids: dict[str, str] = {}
         for m in memories:
             parent = m.supersedes
-            base_ids[m.node_id] = stored_base.get(parent) if parent in stored_base else base_identity(m, known)
+            base_ids[m.node_id] = stored_base.get(parent) if parent in stored_base else base_identity(m, everything)
 
-        pairs = [(known[m.supersedes], m) for m in memories if m.supersedes and m.supersedes in known]
+        def of_call(node_id: str) -> bool:  # a pair is this call's to make when one of its versions is
+            return node_id in batch or (plan is not None and node_id in plan.ids)
+
+        # Explicit ``supersedes`` first: every known version that names a known parent.
+        pairs = [(known[n.supersedes], n) for n in known.values()
+                 if n.supersedes and n.supersedes in known and n.supersedes != n.node_id
+                 and (of_call(n.node_id) or of_call(n.supersedes))]
         if self.auto_supersede:
-            groups: dict[str, list[MemoryNode]] = {}
-            for node_id, node in known.items():
-                base = base_ids.get(node_id) or stored_base.get(node_id) or base_identity(node, known)
+            groups: dict[str, list[Any]] = {}
+            for node_id, node in everything.items():
+                base = base_ids.get(node_id) or stored_base.get(node_id) or base_identity(node, everything)
                 groups.setdefault(base, []).append(node)
             superseded = {o.node_id for o, _ in pairs}
             for versions in groups.values():
-                versions.sort(key=lambda n: (n.created_at, n.node_id))
+                if len(versions) < 2:
+                    continue
+                versions.sort(key=lambda n: version_order(n.created_at, n.node_id))
                 for older, newer in zip(versions, versions[1:]):
-                    # Only pairs this batch brings; an old version ingested
-                    # late is expired by the newer one already stored.
-                    if newer.node_id not in batch and older.node_id not in batch:
+                    # A version not written yet pairs with its neighbours when it is.
+                    if older.node_id in pending or newer.node_id in pending:
                         continue
-                    if older.node_id not in superseded and older.expired_at is None:
+                    # Only pairs this call brings; an old version ingested
+                    # late is expired by the newer one already stored.
+                    if not (of_call(older.node_id) or of_call(newer.node_id)) or older.node_id in superseded:
+                        continue
+                    # (already expired by this very newer one: written again, a no-op, so that a rerun
+                    # also repeats what follows the graph write, such as the vector rows' expiry)
+                    if older.expired_at is None or older.superseded_by == newer.node_id:
                         pairs.append((older, newer))
                         superseded.add(older.node_id)
 
@@ -256,20 +305,63 @@ class ConsciousnessGraphWriter(ReportingTransform):
                                        energy=energy))
         return changes, links, base_ids
 
+    def _entity_index(self, store: LevelGraphStore, plan: GraphPlan | None) -> tuple[EntityIndex, dict[str, str]]:
+        """The names mentions are matched against, and each name's target so far.  With a plan, one index
+        for the whole call: the level's names when the call first needs them, the call's entity-typed
+        memories (written or not), and the entity nodes the call creates."""
+        if plan is None:
+            return EntityIndex(store.named_nodes(ENTITY_TYPES)), {}
+        if plan.entity_index is None:
+            plan.entity_index = EntityIndex(store.named_nodes(ENTITY_TYPES))
+            plan.entity_index.add_many(plan.entities.items())
+        return plan.entity_index, plan.matched
+
+    def _best_entity(
+        self, index: EntityIndex, name: str, preferred: Any, excluded: Any = ()
+    ) -> str | None:
+        """The entity ``name`` means: the best score; on equal scores a memory of the call (``preferred``)
+        before an entity node or an older memory, then by name and id."""
+        rows = index.match(name, threshold=self.entity_match_threshold)
+        if excluded:
+            rows = [row for row in rows if row.entity_id not in excluded]
+        if not rows:
+            return None
+        return min(rows, key=lambda row: (-row.score, row.entity_id not in preferred)).entity_id
+
+    @staticmethod
+    def _entity_node(memory: MemoryNode, level: str, citizen_id: str | None, target: str, name: str,
+                     entity: dict[str, Any]) -> MemoryNode:
+        """The entity memory created for a name no memory matches (its times from the mentioning memory)."""
+        times = {k: getattr(memory, k) for k in ("created_at",) if k in memory.model_fields_set}
+        return MemoryNode(
+            node_id=target, level=level, citizen_id=citizen_id, name=name,
+            node_type=entity.get("entity_type") or "Entity", description="", energy=0.5,
+            confidence=float(entity.get("confidence", 0.8)), resolution_state="resolved",
+            is_entity=True, **times)
+
     def _entity_links(
-        self, store: LevelGraphStore, batch: _LevelBatch
+        self, store: LevelGraphStore, batch: _LevelBatch, plan: GraphPlan | None = None
     ) -> tuple[list[MemoryNode], list[PreparedEdge]]:
-        """Entity memories to create and MENTIONS links (with their rows), matched against the level."""
+        """Entity memories to create and MENTIONS links (with their rows), matched against the level.
+
+        With a plan, a mention whose entity is a memory of the call not
+        written yet waits for it (``plan.held``): its link is written with it.
+        """
         if not batch.entities:
             return [], []
-        index = EntityIndex(store.named_nodes(ENTITY_TYPES))
-        index.add_many((m.node_id, m.name) for m in batch.memories if m.node_type in ENTITY_TYPES)
+        index, matched = self._entity_index(store, plan)
+        in_batch = [(m.node_id, m.name) for m in batch.memories if m.node_type in ENTITY_TYPES]
+        if plan is None:
+            index.add_many(in_batch)
+            preferred: Any = {node_id for node_id, _ in in_batch}
+        else:
+            index.add_many((node_id, name) for node_id, name in in_batch if plan.entities.get(node_id) != name)
+            preferred = plan.ids
         by_id = {m.node_id: m for m in batch.memories}
         created: dict[str, MemoryNode] = {}
         links: dict[str, PreparedEdge] = {}
         # The same few names recur across a batch ("Luca", "FalkorDB"): one
         # name, one match, which also keeps a batch's mentions consistent.
-        matched: dict[str, str] = {}
         for memory_id, entities in batch.entities.items():
             memory = by_id[memory_id]
             targets: list[tuple[str, str]] = []
@@ -280,20 +372,19 @@ class ConsciousnessGraphWriter(ReportingTransform):
                     continue
                 target = matched.get(name)
                 if target is None:
-                    best = index.match(name, threshold=self.entity_match_threshold, limit=1)
-                    target = best[0].entity_id if best else None
+                    target = self._best_entity(index, name, preferred)
                 if target is None:
                     target = entity_node_id(key)
-                    times = {k: getattr(memory, k) for k in ("created_at",) if k in memory.model_fields_set}
-                    created[target] = MemoryNode(
-                        node_id=target, level=batch.level, citizen_id=batch.citizen_id, name=name,
-                        node_type=entity.get("entity_type") or "Entity", description="", energy=0.5,
-                        confidence=float(entity.get("confidence", 0.8)), resolution_state="resolved",
-                        is_entity=True, **times)
+                    created[target] = self._entity_node(memory, batch.level, batch.citizen_id, target, name, entity)
                     index.add(target, name)
                 matched[name] = target
-                if target != memory_id:
-                    targets.append((target, f"{memory_id} mentions {name}"))
+                if target == memory_id:
+                    continue
+                trigger = f"{memory_id} mentions {name}"
+                if plan is not None and target not in by_id and plan.pending(target):
+                    plan.held.setdefault(target, []).append(HeldMention(memory, name, key, entity, trigger))
+                else:
+                    targets.append((target, trigger))
             if targets:
                 # A memory's mentions differ only in target, trigger and id: the
                 # first is validated as a model, the rest are made from its row.
@@ -301,6 +392,16 @@ class ConsciousnessGraphWriter(ReportingTransform):
                 for link in retargeted_edges(first, targets):
                     links.setdefault(link.edge_id, link)
         return list(created.values()), list(links.values())
+
+    @staticmethod
+    def _released(plan: GraphPlan, memories: list[MemoryNode]) -> list[ConsciousnessRelationship]:
+        """The mentions that waited for these memories (``plan.held``), as links."""
+        links: dict[str, ConsciousnessRelationship] = {}
+        for m in memories:
+            for held in plan.held.pop(m.node_id, ()):
+                link = _derived_link(held.source, m.node_id, "MENTIONS", held.trigger)
+                links.setdefault(link.edge_id, link)
+        return list(links.values())
 
     def _check_endpoints(
         self, store: LevelGraphStore, batch: _LevelBatch, new_ids: set[str], report: IngestReport
@@ -327,8 +428,12 @@ class ConsciousnessGraphWriter(ReportingTransform):
     def _write_level(self, batch: _LevelBatch, report: IngestReport) -> IngestReport:
         mem = self.memory
         store = mem.writable(batch.level, batch.citizen_id)
-        changes, supersede_links, base_ids = self._supersessions(store, batch.memories)
-        entity_nodes, mention_links = self._entity_links(store, batch) if self.link_entities else ([], [])
+        plan = self.plan.graph(store.plans.graph) if self.plan is not None else None
+        changes, supersede_links, base_ids = self._supersessions(store, batch.memories, plan)
+        entity_nodes, mention_links = self._entity_links(store, batch, plan) if self.link_entities else ([], [])
+        if plan is not None:
+            mention_links = [*mention_links, *self._released(plan, batch.memories)]
+            plan.processed.update(m.node_id for m in batch.memories)
         duplicate_links = [
             _derived_link(m, batch.duplicates[m.node_id], "DUPLICATE_OF", "near-duplicate at ingestion")
             for m in batch.memories
@@ -342,35 +447,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
 
         # Memories (with their entities, expiries and derived links) in
         # batches; then the explicit relationships, once all endpoints exist.
-        links_by_source: dict[str, list[ConsciousnessRelationship | PreparedEdge]] = {}
-        for link in [*supersede_links, *mention_links, *duplicate_links]:
-            links_by_source.setdefault(link.source_id, []).append(link)
-        changes_by_new: dict[str, list[Supersession]] = {}
-        for change in changes:
-            changes_by_new.setdefault(change.new_id, []).append(change)
-        entity_of = {link.target_id for link in mention_links}
-        pending_entities = {n.node_id: n for n in entity_nodes}
-
-        for start in range(0, len(batch.memories), self.batch_size):
-            chunk = batch.memories[start : start + self.batch_size]
-            ids = {m.node_id for m in chunk}
-            chunk_links = [link for m in chunk for link in links_by_source.get(m.node_id, [])]
-            chunk_entities = [pending_entities.pop(t) for t in {l.target_id for l in chunk_links}
-                              if t in pending_entities and t in entity_of]
-            to_write = mem.embed_nodes(chunk + chunk_entities)
-            chunk_changes = [c for m in chunk for c in changes_by_new.get(m.node_id, [])]
-            result = store.upsert(to_write, chunk_links, chunk_changes, base_ids,
-                                  derived={link.edge_id for link in chunk_links}, volatile=batch.volatile,
-                                  check_stored=check_stored)
-            created, updated = ids.intersection(result.created_ids), ids.intersection(result.updated_ids)
-            report.inserted += len(created)  # entity nodes are counted apart
-            report.updated += len(updated)
-            report.unchanged += len(ids) - len(created) - len(updated)
-            report.superseded += result.superseded
-            vectors = mem.vectors(batch.level)
-            vectors.write(store.plans, to_write)
-            if chunk_changes:  # expired versions must stop matching in the vector store too
-                vectors.mirror_validity(store.plans, store.get_nodes([c.old_id for c in chunk_changes]))
+        self._write(store, batch.memories, entity_nodes, [*supersede_links, *mention_links, *duplicate_links],
+                    changes, base_ids, batch.volatile, check_stored, report)
         size = self.batch_size * RELATIONSHIP_FACTOR
         for start in range(0, len(batch.relationships), size):
             result = store.upsert([], batch.relationships[start : start + size], present=stored_endpoints,
@@ -379,4 +457,96 @@ class ConsciousnessGraphWriter(ReportingTransform):
             report.relationships_updated += result.edges_updated
             report.relationships_unchanged += result.edges_unchanged
         mem.bump_graph(store.plans.graph)
+        return report
+
+    def _write(
+        self, store: LevelGraphStore, memories: list[MemoryNode], entity_nodes: list[MemoryNode],
+        links: list[ConsciousnessRelationship | PreparedEdge], changes: list[Supersession],
+        base_ids: dict[str, str], volatile: dict[str, tuple[str, ...]], check_stored: bool, report: IngestReport,
+    ) -> None:
+        """Memories in batches of ``batch_size``, one transaction each; an entity node goes with the first
+        memory that mentions it, a link or an expiry with the batch holding the last of its endpoints."""
+        mem = self.memory
+        parts = [memories[start : start + self.batch_size] for start in range(0, len(memories), self.batch_size)]
+        if not parts:
+            if not (entity_nodes or links or changes):
+                return
+            parts = [[]]
+        slot: dict[str, int] = {}
+        for position, part in enumerate(parts):
+            for m in part:
+                slot.setdefault(m.node_id, position)
+        entities = {n.node_id: n for n in entity_nodes}
+        entity_slot: dict[str, int] = {}
+        for link in links:
+            if link.target_id in entities:
+                here = slot.get(link.source_id, 0)
+                entity_slot[link.target_id] = min(entity_slot.get(link.target_id, here), here)
+        slot.update(entity_slot)
+        slot.update({node_id: 0 for node_id in entities if node_id not in entity_slot})
+        part_entities: list[list[MemoryNode]] = [[] for _ in parts]
+        for node_id, node in entities.items():
+            part_entities[slot[node_id]].append(node)
+        part_links: list[list[Any]] = [[] for _ in parts]
+        for link in links:
+            part_links[max(slot.get(link.source_id, 0), slot.get(link.target_id, 0))].append(link)
+        part_changes: list[list[Supersession]] = [[] for _ in parts]
+        for change in changes:
+            part_changes[max(slot.get(change.old_id, 0), slot.get(change.new_id, 0))].append(change)
+
+        vectors = mem.vectors(store.plans.level)
+        for part, extra, chunk_links, chunk_changes in zip(parts, part_entities, part_links, part_changes):
+            if not (part or extra or chunk_links or chunk_changes):
+                continue
+            ids = {m.node_id for m in part}
+            to_write = mem.embed_nodes(part + extra)
+            # Vectors kept apart (Postgres) go first: a failure or a kill between the two writes then
+            # leaves rows that the rerun writes again as they are, never nodes without their vectors
+            # (a rerun would not make an entity node it finds stored again).
+            vectors.write(store.plans, to_write)
+            result = store.upsert(to_write, chunk_links, chunk_changes, base_ids,
+                                  derived={link.edge_id for link in chunk_links}, volatile=volatile,
+                                  check_stored=check_stored)
+            created, updated = ids.intersection(result.created_ids), ids.intersection(result.updated_ids)
+            report.inserted += len(created)  # entity nodes are counted apart
+            report.updated += len(updated)
+            report.unchanged += len(ids) - len(created) - len(updated)
+            report.superseded += result.superseded
+            if chunk_changes:  # expired versions must stop matching in the vector store too
+                vectors.mirror_validity(store.plans, store.get_nodes([c.old_id for c in chunk_changes]))
+
+    def finish(self, graph: str) -> IngestReport:
+        """Settle, at the end of a call, what its memories never written (dropped as invalid, as injections,
+        as near-duplicates) leave waiting in ``graph``: the versions around one are paired across it, and
+        a mention of one goes to the best other match, or to an entity node made for it."""
+        report = IngestReport()
+        plan = self.plan.graph(graph) if self.plan is not None else None
+        unwritten = set(plan.unwritten()) if plan is not None else set()
+        if not unwritten:
+            return report
+        store = self.memory.writable(*plan.home)
+        bases = sorted(base for base, ids in plan.by_base.items() if unwritten.intersection(ids))
+        changes, links, _ = self._supersessions(store, [], plan, settle=bases) if bases else ([], [], {})
+        entity_nodes: dict[str, MemoryNode] = {}
+        mentions: dict[str, ConsciousnessRelationship] = {}
+        if plan.held:
+            index, _ = self._entity_index(store, plan)
+            matched: dict[str, str] = {}
+            for waiting in plan.held.values():
+                for held in waiting:
+                    target = matched.get(held.name) or self._best_entity(index, held.name, plan.ids, unwritten)
+                    if target is None:
+                        target = entity_node_id(held.key)
+                        entity_nodes[target] = self._entity_node(held.source, *plan.home, target, held.name,
+                                                                 held.entity)
+                        index.add(target, held.name)
+                    matched[held.name] = target
+                    if target != held.source.node_id:
+                        link = _derived_link(held.source, target, "MENTIONS", held.trigger)
+                        mentions.setdefault(link.edge_id, link)
+            plan.held.clear()
+        report.entities += len(mentions)
+        self._write(store, [], list(entity_nodes.values()), [*links, *mentions.values()], changes, {}, {}, True,
+                    report)
+        self.memory.bump_graph(store.plans.graph)
         return report

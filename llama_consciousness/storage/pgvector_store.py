@@ -51,6 +51,10 @@ def _ts(value: datetime | None) -> datetime | None:
 
 _SCHEMA_LOCK = 0x6C63_7363  # "lcsc": the advisory lock of ensure_schema
 
+# Left out of a row's content hash: ``authority_score`` follows the clock (its freshness; the graph leaves it out
+# of its hash as volatile) and is no column here, so re-ingesting a memory must not rewrite its row.
+_UNHASHED = ("authority_score",)
+
 
 def _wait(conn: Any, deadline: float) -> None:
     """Drive a non-blocking libpq connection until its current operation ends, or raise ``TimeoutError``."""
@@ -245,7 +249,7 @@ class PgVectorStore:
                 node.energy, node.confidence, node.resolution_state,
                 _ts(node.valid_at), _ts(node.invalid_at), _ts(node.created_at), _ts(node.expired_at),
                 node.quarantined, node.is_entity, sorted(canonical_vector(node.emotion_vector)),
-                node_row(node)["hash"], "created_at" in keep, "valid_at" in keep,
+                node_row(node, volatile=_UNHASHED)["hash"], "created_at" in keep, "valid_at" in keep,
             ))
         if not rows:
             return 0

@@ -799,7 +799,7 @@ def test_a_failure_in_a_later_chunk_stops_after_the_chunks_before_it(memory, tmp
     the chunks before it, whole, and a rerun completes the rest."""
     from llama_consciousness.ingestion import pipeline
 
-    monkeypatch.setattr(pipeline, "_first_pass", lambda memory, nodes: pipeline._Checked([], sum(1 for _ in nodes)))
+    monkeypatch.setattr(pipeline, "_first_pass", lambda memory, nodes, plan=None: pipeline._Checked([], sum(1 for _ in nodes)))
     cit = "bad" + uuid.uuid4().hex[:10]
     records = _six_good_one_broken_three_late(cit)
     path = write_file(tmp_path / "bad.jsonl", records)
