@@ -76,17 +76,10 @@ def _store_steps(
     if o.duplicates != "off":
         steps.append(NearDuplicateFilter(memory=memory, action=o.duplicates, threshold=o.duplicate_threshold,
                                          memo=memo, plan=plan))
-    steps.append(_writer(memory, o, memo, prepared, dropped, plan))
+    steps.append(ConsciousnessGraphWriter(
+        memory=memory, batch_size=o.batch_size, link_entities=o.entities, on_error=o.on_invalid,
+        prepared=prepared or {}, memo=memo, dropped=dropped, plan=plan))
     return steps
-
-
-def _writer(
-    memory: MemoryReader, o: IngestOptions, memo: DuplicateMemo | None = None, prepared: dict[int, Any] | None = None,
-    dropped: set[str] | None = None, plan: CallPlan | None = None,
-) -> ConsciousnessGraphWriter:
-    return ConsciousnessGraphWriter(memory=memory, batch_size=o.batch_size, link_entities=o.entities,
-                                    on_error=o.on_invalid, prepared=prepared or {}, memo=memo, dropped=dropped,
-                                    plan=plan)
 
 
 def to_text_nodes(items: Iterable[MemoryNode | ConsciousnessRelationship | BaseNode]) -> list[BaseNode]:
@@ -310,7 +303,7 @@ def _pipelined(
         while waiting:
             hand_over()
         if plan is not None and plan.graphs:
-            writer = _writer(memory, o, memo, None, dropped, plan)
+            writer = _store_steps(memory, o, memo, None, dropped, plan)[-1]
 
             def finish(graph: str) -> tuple[list[BaseNode], IngestReport]:
                 return [], writer.finish(graph)
@@ -405,7 +398,7 @@ def _place(node: BaseNode, homes: dict[str, dict[GraphKey, None]]) -> str | None
     return None
 
 
-def _first_pass(memory: MemoryReader, nodes: Iterable[BaseNode | _Record], plan: CallPlan | None = None) -> _Checked:
+def _first_pass(memory: MemoryReader, nodes: Iterable[BaseNode | _Record], plan: CallPlan) -> _Checked:
     """Every record of the call checked before the first write (``on_invalid="raise"``: all or nothing).
 
     Memories are validated (only their graphs are kept); relationships are
@@ -443,10 +436,8 @@ def _first_pass(memory: MemoryReader, nodes: Iterable[BaseNode | _Record], plan:
         if errors:
             raise MemoryValidationError(record_id(node), errors, node.metadata.get(LINE_KEY))
         homes.setdefault(model.node_id, {})[key] = None
-        if plan is not None:
-            plan.add_model(model)
-    if plan is not None:
-        plan.finalize()
+        plan.add_model(model)
+    plan.finalize()
 
     checked: list[_Valid] = []
     wanted: dict[GraphKey, set[str]] = {}  # endpoints that are no memory of the call in their graph
@@ -539,10 +530,7 @@ def _ingest(
             nodes = (_raw_text_node(obj, number) for number, obj in iter_json_objects(path, lambda error: None)
                      if obj.get("kind") != "relationship")  # its bad lines were reported by the first read
         else:  # a first read checks every line ("raise") or skips bad ones ("skip"), and fills the plan
-            records = 0
-            for item in iter_json_objects(path, None if on_error is None else lambda error: None):
-                plan.add_objects((item,))
-                records += 1
+            records = plan.add_objects(iter_json_objects(path, None if on_error is None else lambda error: None))
             if on_error is not None:  # lines, as the bar counts them
                 records = _count_records(path)
             nodes = (_raw_text_node(obj, number) for number, obj in iter_json_objects(path, on_error))
