@@ -232,12 +232,9 @@ class ConsciousnessGraphWriter(ReportingTransform):
             known[node.node_id] = node
         known.update(batch)
         # versions of the call not written yet, in the groups of the batch
-        pending: dict[str, Any] = {}
-        if plan is not None and not settle and plan.by_base:
-            for base in bases:
-                for node_id in plan.by_base.get(base, ()):
-                    if node_id not in batch and waiting(node_id):
-                        pending[node_id] = planned[node_id]
+        by_base = plan.by_base if plan is not None else {}
+        pending = {node_id: planned[node_id] for base in bases for node_id in by_base.get(base, ())
+                   if node_id not in batch and waiting(node_id)}
         everything = ChainMap(known, pending) if pending else known
 
         base_ids: dict[str, str] = {}
@@ -263,12 +260,10 @@ class ConsciousnessGraphWriter(ReportingTransform):
                     continue
                 versions.sort(key=lambda n: version_order(n.created_at, n.node_id))
                 for older, newer in zip(versions, versions[1:]):
-                    # A version not written yet pairs with its neighbours when it is.
-                    if older.node_id in pending or newer.node_id in pending:
-                        continue
-                    # Only pairs this call brings; an old version ingested
-                    # late is expired by the newer one already stored.
-                    if not (of_call(older.node_id) or of_call(newer.node_id)) or older.node_id in superseded:
+                    # A version not written yet pairs with its neighbours when it is; only pairs this call
+                    # brings (an old version ingested late is expired by the newer one already stored).
+                    if (older.node_id in pending or newer.node_id in pending or older.node_id in superseded
+                            or not (of_call(older.node_id) or of_call(newer.node_id))):
                         continue
                     # (already expired by this very newer one: written again, a no-op, so that a rerun
                     # also repeats what follows the graph write, such as the vector rows' expiry)
