@@ -181,13 +181,10 @@ def _pipelined(
 ) -> None:
     """Run every chunk through the default steps, pure and store steps side by side.
 
-    Pure steps run here or in the worker process; a ready chunk (``_ready``)
-    skips them.  Store steps are queued per level graph on its lane: in order
-    within a graph, side by side across graphs.  ``gate`` (the first pass)
-    runs once before the store gets its first chunk.  ``plan`` (filled by then)
-    is the call's ``CallPlan``; after the last chunk, each graph of it is
-    settled on its lane (``ConsciousnessGraphWriter.finish``).  A failure stops
-    the run (a rerun completes it); a failure of the worker moves its chunks here.
+    Pure steps run here or in the worker process (a ready chunk, ``_ready``, skips them); store steps are
+    queued on their graph's lane.  ``gate`` (the first pass) runs once before the store gets its first
+    chunk; after the last, each graph of ``plan`` is settled on its lane (``ConsciousnessGraphWriter.finish``).
+    A failure stops the run (a rerun completes it); a failure of the worker moves its chunks here.
     """
     from llama_consciousness.ingestion import worker as workers
     from llama_consciousness.ingestion.worker import IngestWorkerError
@@ -401,13 +398,10 @@ def _place(node: BaseNode, homes: dict[str, dict[GraphKey, None]]) -> str | None
 def _first_pass(memory: MemoryReader, nodes: Iterable[BaseNode | _Record], plan: CallPlan) -> _Checked:
     """Every record of the call checked before the first write (``on_invalid="raise"``: all or nothing).
 
-    Memories are validated (only their graphs are kept); relationships are
-    placed, validated, and their endpoints found among the call's memories
-    or in the store.  The first invalid record raises (``RelationshipError``
-    for placement and endpoints).  The relationships come back with their
-    models, for ``_ready`` to make their rows: through the worker they would
-    be validated again, and its pipes cost about what the rows do.  The
-    valid memories also fill ``plan`` (finalized here).
+    Memories are validated (and fill ``plan``); relationships are placed, validated, and their endpoints
+    found among the call's memories or in the store.  The first invalid record raises (``RelationshipError``
+    for placement and endpoints).  The relationships come back with their models, for ``_ready`` to make
+    their rows (through the worker they would be validated again, its pipes costing what the rows do).
     """
     homes: dict[str, dict[GraphKey, None]] = {}  # memory id -> its graphs in this call
     relationships: list[BaseNode | _Record] = []
@@ -505,9 +499,7 @@ def _ingest(
     checked: _Checked | None = None
     everything: list[BaseNode] | list[_Record] | None = None  # what the first pass will check, when all is held
     nodes: Iterable[BaseNode]
-    # What the writer decides against: every memory of the call, known before the first write (see
-    # ``plan``); the first pass fills it from the memories it validates, else the records as given do.
-    plan = CallPlan()
+    plan = CallPlan()  # filled before the first write: by the first pass, else from the records as given
     if isinstance(source, (str, Path)):
         path = check_memory_file(source)
 
