@@ -73,12 +73,8 @@ def _parse_backends(vector_backends: Mapping[str, str] | None) -> dict[str, str]
 
 
 class _RevivingConnection(UnixDomainSocketConnection):
-    """A connection to the embedded server that starts the server again when it died.
-
-    Every read and write connects through here, so the first call after the
-    server died (retrieval, upsert, ingestion or a plain read) finds it
-    running again, with what it had persisted.
-    """
+    """A connection to the embedded server that starts the server again when it died, so the first call
+    after (retrieval, upsert, ingestion or a plain read) finds it running, with what it had persisted."""
 
     def __init__(self, *, revive: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -120,12 +116,9 @@ class ConsciousnessMemory:
     vector_index:
         HNSW parameters for FalkorDB vector indexes.
     max_connections:
-        At most this many FalkorDB connections (64): callers beyond it wait
-        for one, never fail for want of one.  A retrieval holds about one per
-        query in flight (ten at most with the default channels), so
-        ``max_connections // 10`` retrievals run at once and the others wait
-        their turn before their ``channel_timeout_s`` starts.  Postgres has
-        its own pool of 8.
+        At most this many FalkorDB connections (64): callers beyond wait for one.  A retrieval holds up
+        to ten, so ``max_connections // 10`` retrievals run at once, the others waiting before their
+        ``channel_timeout_s`` starts.  Postgres has its own pool of 8.
     """
 
     def __init__(
@@ -180,16 +173,10 @@ class ConsciousnessMemory:
         return "pgvector" in self.vector_backends.values()
 
     def _connect_falkordb(self) -> FalkorDB:
-        # A dead server should fail a query in well under a second, not after
-        # redis-py's default backoff of several seconds.
-        # Every call has a timeout: connecting, and reading a reply (retrievals
-        # bound their reads by ``channel_timeout_s`` themselves; this bounds
-        # the rest, writes included, when a server stops answering).
+        # A dead server fails a query in well under a second (not redis-py's backoff of seconds); every
+        # connect and read has a timeout.  RESP2 and no CLIENT SETINFO: a new connection sends nothing before
+        # the first command (a handshake read would wait out the socket timeout on a stalled server).
         retry = Retry(ExponentialBackoff(cap=0.2, base=0.01), 2)
-        # Our own pool: RESP2 and no CLIENT SETINFO, so that a new connection
-        # sends nothing before the first command (a handshake read would wait
-        # the whole socket timeout on a stalled server, outside any retrieval's
-        # deadline); every read has a timeout.
         options = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S, "retry": retry,
                    "decode_responses": True, "protocol": 2, "driver_info": None}
         if self.falkordb_url:
@@ -208,12 +195,8 @@ class ConsciousnessMemory:
         return FalkorDB(connection_pool=pool)
 
     def ensure_server(self) -> bool:
-        """Start the embedded servers again if one died; True when one had to be.
-
-        A server reloads what it had persisted, and connections reconnect on
-        their next command.  A server given by URL is not ours to start: this
-        does nothing for it.
-        """
+        """Start the embedded servers again if one died (they reload what they persisted); True when one had
+        to be.  A server given by URL is not ours to start."""
         revived = self._falkordb_server is not None and self._falkordb_server.revive()
         return bool(self._postgres_server is not None and self._postgres_server.revive()) or revived
 
@@ -331,17 +314,10 @@ class ConsciousnessMemory:
         citizen_id: str | None = None,
         embed: bool = True,
     ) -> UpsertResult:
-        """Write memories and relationships, one transaction per level graph.
-
-        Memories go to the graph of their own level (and citizen).  A
-        relationship goes to the graph named by its ``level``, else by the
-        ``level`` argument, else by the level of its source memory in this
-        batch (refused when memories of several graphs in the batch have that
-        id).  Memories without an embedding are embedded first (``embed``).
-        Writing the same records again changes nothing.  Anything but the
-        models (a dict, say) is refused with a ``TypeError`` naming its
-        position, before anything is written; raw records go through
-        :meth:`ingest`.
+        """Write memories and relationships, one transaction per level graph; the same records again change
+        nothing.  A relationship goes to the graph of its ``level``, else of the ``level`` argument, else of
+        its source memory in this batch.  Memories without an embedding are embedded first (``embed``).
+        Anything but the models is refused with a ``TypeError`` before any write (raw records: :meth:`ingest`).
         """
         def models(items: Any, name: str, model: type) -> list[Any]:
             """``items`` as a list, if every item is a ``model``; a ``TypeError`` naming the first that is not."""

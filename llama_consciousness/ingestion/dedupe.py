@@ -1,28 +1,26 @@
 """``NearDuplicateFilter``: the same memory twice is one memory.
 
 A memory whose embedding has cosine similarity above the threshold with a
-current memory of its level, or an earlier one of the run, is linked to it
-as DUPLICATE_OF (``"link"``) or not written (``"skip"``); of several, the
-most similar, wherever it is (stored, an earlier chunk, this chunk), so that
-how a run is cut into chunks changes nothing.  Not duplicates: the same
+current memory of its level, or an earlier one of the run, is linked to the
+most similar (wherever it is, so chunking changes nothing) as DUPLICATE_OF
+(``"link"``) or not written (``"skip"``).  Not duplicates: the same
 ``node_id`` (an update), versions of one base identity, entities.  A memory
-already stored keeps the judgement of its first write; a memory of the call
-stored by an earlier, interrupted run is compared as that run compared it
-(through the run's memo, not the server's index).  Embeddings stay on the
-nodes, so the writer does not embed them again.
+already stored keeps the judgement of its first write.  Embeddings stay on
+the nodes, so the writer does not embed them again.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import numpy as np
 from llama_index.core.schema import BaseNode
 from pydantic import Field, SkipValidation
 
 from llama_consciousness.blas import one_blas_thread
+from llama_consciousness.ingestion.plan import PlannedVersion
 from llama_consciousness.ingestion.steps import embed_memories
 from llama_consciousness.nodes import is_relationship, text_node_to_memory
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
@@ -32,15 +30,7 @@ from llama_consciousness.scoring.identity import base_identity
 from llama_consciousness.storage.reader import MemoryReader
 
 
-class _Version(NamedTuple):
-    """What ``base_identity`` reads of a memory."""
-
-    node_id: str
-    supersedes: str | None
-    extra: Mapping[str, Any]
-
-
-def _home(node: BaseNode) -> tuple[tuple[str, str | None], _Version]:
+def _home(node: BaseNode) -> tuple[tuple[str, str | None], PlannedVersion]:
     """A memory's graph key and version fields, read from its metadata (the writer parses the model; three
     fields are needed here).  Invalid fields are parsed, to fail with the model's error."""
     meta = node.metadata
@@ -51,7 +41,7 @@ def _home(node: BaseNode) -> tuple[tuple[str, str | None], _Version]:
         memory = text_node_to_memory(node)
         node_id, level, citizen = memory.node_id, memory.level, memory.citizen_id
         supersedes, extra = memory.supersedes, memory.extra
-    return home_key(level, citizen), _Version(node_id, supersedes, extra or {})
+    return home_key(level, citizen), PlannedVersion(node_id, supersedes, extra, None)
 
 
 class _Judged:
@@ -113,7 +103,7 @@ class NearDuplicateFilter(ReportingTransform):
         memories = [n for n in nodes if not is_relationship(n)]
         embed_memories(self.memory.embed_model, memories)
         groups: dict[tuple[str, str | None], list[BaseNode]] = {}
-        versions: dict[str, _Version] = {}
+        versions: dict[str, PlannedVersion] = {}
         for node in memories:
             key, versions[node.node_id] = _home(node)
             groups.setdefault(key, []).append(node)
@@ -159,7 +149,7 @@ class NearDuplicateFilter(ReportingTransform):
         dropped: set[str] = set()
         # Memories of this call already stored (a run resumed after a kill wrote them) are compared through
         # the memo, as in the run that wrote them, not through the server's index.
-        plan = self.plan.graph(store.plans.graph) if self.plan is not None and earlier is not None else None
+        plan = self.plan.graphs.get(store.plans.graph) if self.plan is not None and earlier is not None else None
         ours = plan.ids if plan is not None else ()
 
         for i, node in enumerate(group):

@@ -1,20 +1,10 @@
 """Guards for memories on their way in: PII scrubbing and prompt-injection detection.
 
-A memory is embedded, stored and later pasted into prompts of other sessions
-(and, at N2/N3, of other citizens), so two things are stopped at the door:
-
-* **personal data and secrets** (:class:`PIIScrubber`): once embedded, a phone
-  number or an API key is in the vector store and every backup.  Run it first,
-  before concept extraction, the embedding model and the writer.
-* **stored prompt injection** (:class:`InjectionGuard`): "ignore all previous
-  instructions" in a memory is an instruction waiting for the next retrieval.
-  The guard flags it (the stored memory field ``injection_suspected`` marks its
-  text as untrusted wherever it is rendered for an LLM), quarantines it (stored
-  for review, excluded by retrievers) or drops it.
-
-Both leave relationship nodes alone and write their findings under ``lc_``
-metadata keys (instructions for the writer and the retrievers), besides that
-one field.  Findings never include the redacted values.
+A memory is embedded, stored and later pasted into prompts of other sessions (and citizens), so
+:class:`PIIScrubber` runs first (once embedded, an API key is in every backup) and
+:class:`InjectionGuard` flags, quarantines or drops "ignore all previous instructions", an instruction
+waiting for the next retrieval.  Both leave relationships alone and write their findings (never the
+redacted values) under ``lc_`` metadata keys, besides the stored field ``injection_suspected``.
 """
 
 from __future__ import annotations

@@ -76,17 +76,10 @@ def _store_steps(
     if o.duplicates != "off":
         steps.append(NearDuplicateFilter(memory=memory, action=o.duplicates, threshold=o.duplicate_threshold,
                                          memo=memo, plan=plan))
-    steps.append(_writer(memory, o, memo, prepared, dropped, plan))
+    steps.append(ConsciousnessGraphWriter(
+        memory=memory, batch_size=o.batch_size, link_entities=o.entities, on_error=o.on_invalid,
+        prepared=prepared or {}, memo=memo, dropped=dropped, plan=plan))
     return steps
-
-
-def _writer(
-    memory: MemoryReader, o: IngestOptions, memo: DuplicateMemo | None = None, prepared: dict[int, Any] | None = None,
-    dropped: set[str] | None = None, plan: CallPlan | None = None,
-) -> ConsciousnessGraphWriter:
-    return ConsciousnessGraphWriter(memory=memory, batch_size=o.batch_size, link_entities=o.entities,
-                                    on_error=o.on_invalid, prepared=prepared or {}, memo=memo, dropped=dropped,
-                                    plan=plan)
 
 
 def to_text_nodes(items: Iterable[MemoryNode | ConsciousnessRelationship | BaseNode]) -> list[BaseNode]:
@@ -188,13 +181,10 @@ def _pipelined(
 ) -> None:
     """Run every chunk through the default steps, pure and store steps side by side.
 
-    Pure steps run here or in the worker process; a ready chunk (``_ready``)
-    skips them.  Store steps are queued per level graph on its lane: in order
-    within a graph, side by side across graphs.  ``gate`` (the first pass)
-    runs once before the store gets its first chunk.  ``plan`` (filled by then)
-    is the call's ``CallPlan``; after the last chunk, each graph of it is
-    settled on its lane (``ConsciousnessGraphWriter.finish``).  A failure stops
-    the run (a rerun completes it); a failure of the worker moves its chunks here.
+    Pure steps run here or in the worker process (a ready chunk, ``_ready``, skips them); store steps are
+    queued on their graph's lane.  ``gate`` (the first pass) runs once before the store gets its first
+    chunk; after the last, each graph of ``plan`` is settled on its lane (``ConsciousnessGraphWriter.finish``).
+    A failure stops the run (a rerun completes it); a failure of the worker moves its chunks here.
     """
     from llama_consciousness.ingestion import worker as workers
     from llama_consciousness.ingestion.worker import IngestWorkerError
@@ -310,7 +300,7 @@ def _pipelined(
         while waiting:
             hand_over()
         if plan is not None and plan.graphs:
-            writer = _writer(memory, o, memo, None, dropped, plan)
+            writer = _store_steps(memory, o, memo, None, dropped, plan)[-1]
 
             def finish(graph: str) -> tuple[list[BaseNode], IngestReport]:
                 return [], writer.finish(graph)
@@ -405,16 +395,13 @@ def _place(node: BaseNode, homes: dict[str, dict[GraphKey, None]]) -> str | None
     return None
 
 
-def _first_pass(memory: MemoryReader, nodes: Iterable[BaseNode | _Record], plan: CallPlan | None = None) -> _Checked:
+def _first_pass(memory: MemoryReader, nodes: Iterable[BaseNode | _Record], plan: CallPlan) -> _Checked:
     """Every record of the call checked before the first write (``on_invalid="raise"``: all or nothing).
 
-    Memories are validated (only their graphs are kept); relationships are
-    placed, validated, and their endpoints found among the call's memories
-    or in the store.  The first invalid record raises (``RelationshipError``
-    for placement and endpoints).  The relationships come back with their
-    models, for ``_ready`` to make their rows: through the worker they would
-    be validated again, and its pipes cost about what the rows do.  The
-    valid memories also fill ``plan`` (finalized here).
+    Memories are validated (and fill ``plan``); relationships are placed, validated, and their endpoints
+    found among the call's memories or in the store.  The first invalid record raises (``RelationshipError``
+    for placement and endpoints).  The relationships come back with their models, for ``_ready`` to make
+    their rows (through the worker they would be validated again, its pipes costing what the rows do).
     """
     homes: dict[str, dict[GraphKey, None]] = {}  # memory id -> its graphs in this call
     relationships: list[BaseNode | _Record] = []
@@ -443,10 +430,8 @@ def _first_pass(memory: MemoryReader, nodes: Iterable[BaseNode | _Record], plan:
         if errors:
             raise MemoryValidationError(record_id(node), errors, node.metadata.get(LINE_KEY))
         homes.setdefault(model.node_id, {})[key] = None
-        if plan is not None:
-            plan.add_model(model)
-    if plan is not None:
-        plan.finalize()
+        plan.add_model(model)
+    plan.finalize()
 
     checked: list[_Valid] = []
     wanted: dict[GraphKey, set[str]] = {}  # endpoints that are no memory of the call in their graph
@@ -514,9 +499,7 @@ def _ingest(
     checked: _Checked | None = None
     everything: list[BaseNode] | list[_Record] | None = None  # what the first pass will check, when all is held
     nodes: Iterable[BaseNode]
-    # What the writer decides against: every memory of the call, known before the first write (see
-    # ``plan``); the first pass fills it from the memories it validates, else the records as given do.
-    plan = CallPlan()
+    plan = CallPlan()  # filled before the first write: by the first pass, else from the records as given
     if isinstance(source, (str, Path)):
         path = check_memory_file(source)
 
@@ -539,10 +522,7 @@ def _ingest(
             nodes = (_raw_text_node(obj, number) for number, obj in iter_json_objects(path, lambda error: None)
                      if obj.get("kind") != "relationship")  # its bad lines were reported by the first read
         else:  # a first read checks every line ("raise") or skips bad ones ("skip"), and fills the plan
-            records = 0
-            for item in iter_json_objects(path, None if on_error is None else lambda error: None):
-                plan.add_objects((item,))
-                records += 1
+            records = plan.add_objects(iter_json_objects(path, None if on_error is None else lambda error: None))
             if on_error is not None:  # lines, as the bar counts them
                 records = _count_records(path)
             nodes = (_raw_text_node(obj, number) for number, obj in iter_json_objects(path, on_error))

