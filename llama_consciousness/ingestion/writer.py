@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections import ChainMap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ QUARANTINE_KEY = "lc_quarantine"
 ENTITIES_KEY = "lc_entities"
 
 _SLUG = re.compile(r"[^a-z0-9]+")
+_PLAIN_KEY = re.compile(r"[a-z0-9]+(?:[ _]+[a-z0-9]+)*")  # keys whose slug is the key itself
 
 
 #: The longest node id the schema accepts (``MemoryNode.node_id``): entity ids are kept within it.
@@ -52,13 +54,18 @@ _ENTITY_ID_DIGEST_CHARS = 16
 
 
 def entity_node_id(key: str) -> str:
-    """A stable id for an entity's name key: ``"entity_" + slug``; one too long has its slug cut and the
-    key's SHA-256 appended, so it fits, stays deterministic and differs between keys cut alike."""
-    node_id = "entity_" + (_SLUG.sub("_", key).strip("_") or "unnamed")
-    if len(node_id) <= ENTITY_ID_MAX_CHARS:
-        return node_id
+    """A stable id for an entity's name key: ``"entity_" + slug``.
+
+    A key the ASCII slug cannot keep (東京, Zoë, C++) or too long to fit gets
+    the key's SHA-256 appended (after its ASCII folding, for readability), so
+    ids stay deterministic, fit the schema and never merge two names.
+    """
+    slug = _SLUG.sub("_", key).strip("_")
+    if _PLAIN_KEY.fullmatch(key) and len(slug) <= ENTITY_ID_MAX_CHARS - len("entity_"):
+        return "entity_" + slug
+    folded = _SLUG.sub("_", unicodedata.normalize("NFKD", key).encode("ascii", "ignore").decode()).strip("_")
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:_ENTITY_ID_DIGEST_CHARS]
-    head = node_id[:ENTITY_ID_MAX_CHARS - len(digest) - 1].rstrip("_")
+    head = ("entity_" + (folded or "unnamed"))[:ENTITY_ID_MAX_CHARS - len(digest) - 1].rstrip("_")
     return f"{head}_{digest}"
 
 

@@ -230,7 +230,7 @@ def test_entity_ids_are_stable_and_fit_the_schema() -> None:
     # short keys keep the ids they always had
     assert entity_node_id("marguerite okonkwo") == "entity_marguerite_okonkwo"
     assert entity_node_id("v2 architecture") == "entity_v2_architecture"
-    assert entity_node_id("") == "entity_unnamed"
+    assert entity_node_id("node js") == "entity_node_js"
     # long keys: capped, deterministic, and distinct when they differ anywhere
     base = "a" * 5000
     for key in (base, base + " b", "x" * 249, "x" * 250, "y " * 400):
@@ -240,3 +240,13 @@ def test_entity_ids_are_stable_and_fit_the_schema() -> None:
     assert entity_node_id(base) != entity_node_id(base + " b") != entity_node_id(base + "c")
     assert entity_node_id("x" * 249) == "entity_" + "x" * 249  # 256 characters: fits as it is
     assert entity_node_id("x" * 250) != "entity_" + "x" * 250
+
+
+def test_entity_ids_of_names_beyond_ascii_never_merge_two_names() -> None:
+    """Reproduced before: a name without ASCII letters was always ``entity_unnamed`` (東京 and Москва one
+    entity), and names differing only in what the ASCII slug drops shared an id (Zoë and Zo, C++ and C)."""
+    names = ["東京", "Москва", "Zoë", "Zo", "C++", "C", "Łukasz", "ukasz", "", "Ünïcödé " * 60]
+    ids = [entity_node_id(normalize_entity_name(name)) for name in names]
+    assert len(set(ids)) == len(ids), ids
+    assert all(len(i) <= NODE_ID_LIMIT and i == entity_node_id(normalize_entity_name(n)) for i, n in zip(ids, names))
+    assert ids[2].startswith("entity_zoe_") and ids[3] == "entity_zo"  # readable where it can be
