@@ -13,6 +13,8 @@ import itertools
 import uuid
 from datetime import datetime, timezone
 
+import psycopg2
+
 from llama_consciousness import MemoryNode
 from llama_consciousness.temporal import TemporalWindow, is_visible
 
@@ -51,19 +53,33 @@ WINDOWS = [
 
 def test_far_times_in_every_mode_on_falkordb_and_pgvector_levels(memory) -> None:
     citizen = f"far{uuid.uuid4().hex[:8]}"
-    for level in ("N1", "N3"):  # N1 keeps its vectors in FalkorDB, N3 (in the test memory) in Postgres
-        tag = f"{level}{uuid.uuid4().hex[:6]}"
-        nodes = _memories(tag, level, citizen if level == "N1" else None)
-        memory.upsert(nodes)
-        for window in WINDOWS:
-            found = {n.node_id for n in memory.vector_search(
-                "tide record", level, citizen if level == "N1" else None, k=1000, temporal_mode=window.mode,
-                as_of_time=window.as_of_time, time_range_start=window.time_range_start,
-                time_range_end=window.time_range_end) if n.node_id.startswith(tag)}
-            expected = {n.node_id for n in nodes if is_visible(window, n)}
-            assert found == expected, (level, window, sorted(found ^ expected)[:5])
-        stored = memory.get_node(nodes[0].node_id, level, citizen if level == "N1" else None)
-        assert (stored.valid_at, stored.created_at) == (nodes[0].valid_at, nodes[0].created_at)
+    try:
+        for level in ("N1", "N3"):  # N1 keeps its vectors in FalkorDB, N3 (in the test memory) in Postgres
+            _check_level(memory, level, citizen)
+    finally:  # the shared N3 is left as it was, for the tests that search it after this one
+        graph = memory.plans("N3").graph
+        memory.db.select_graph(graph).query("MATCH (n:Memory) WHERE n.node_id STARTS WITH 'N3far' DETACH DELETE n")
+        conn = psycopg2.connect(memory.pgvector.url)
+        with conn, conn.cursor() as cur:
+            cur.execute(f"DELETE FROM lc_memory_vectors_{memory.dimension} WHERE graph = %s AND node_id LIKE %s",
+                        (graph, "N3far%"))
+        conn.close()
+
+
+def _check_level(memory, level: str, citizen: str) -> None:
+    tag = f"{level}far{uuid.uuid4().hex[:6]}"
+    nodes = _memories(tag, level, citizen if level == "N1" else None)
+    memory.upsert(nodes)
+    for window in WINDOWS:
+        found = {n.node_id for n in memory.vector_search(
+            "tide record", level, citizen if level == "N1" else None, k=1000, temporal_mode=window.mode,
+            as_of_time=window.as_of_time, time_range_start=window.time_range_start,
+            time_range_end=window.time_range_end) if n.node_id.startswith(tag)}
+        expected = {n.node_id for n in nodes if is_visible(window, n)}
+        assert found == expected, (level, window, sorted(found ^ expected)[:5])
+    stored = memory.get_node(nodes[0].node_id, level, citizen if level == "N1" else None)
+    assert (stored.valid_at, stored.created_at) == (nodes[0].valid_at, nodes[0].created_at)
+
 
 
 def test_a_graph_written_with_localdatetime_times_is_migrated_on_open(memory, data_root) -> None:

@@ -682,7 +682,7 @@ def test_memory_vector_search_on_pgvector_level(memory):
         assert ids[2] not in {h.node_id for h in hits}  # expired: not current
         evolution = memory.vector_search(nodes[2].embedding, "N3", k=3, temporal_mode="evolution")
         assert evolution[0].node_id == ids[2]
-        strong = memory.vector_search(nodes[1].embedding, "N3", k=50, min_energy=0.5)
+        strong = memory.vector_search(nodes[1].embedding, "N3", k=1000, min_energy=0.5)  # other tests share N3
         assert ids[1] not in {h.node_id for h in strong} and ids[0] in {h.node_id for h in strong}
         assert memory.upsert(nodes).nodes_unchanged == 3
     finally:
