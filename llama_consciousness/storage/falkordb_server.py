@@ -72,7 +72,8 @@ def _admin_client(sock: Path, timeout: float) -> redis.Redis:
     )
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True for a process that runs (a zombie, which an init may never reap, does not)."""
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
@@ -165,7 +166,7 @@ class EmbeddedFalkorDB:
                 logger.warning("the FalkorDB server of %s died; starting it again", self.directory)
             self._pid, self._socket = self._spawn()
             state = state if reviving else {}
-        clients = [c for c in state.get("clients", []) if _pid_alive(c) and c != os.getpid()]
+        clients = [c for c in state.get("clients", []) if pid_alive(c) and c != os.getpid()]
         self._write_state({"pid": self._pid, "socket": str(self._socket), "clients": [*clients, os.getpid()]})
 
     def stop(self, *, force: bool = False) -> None:
@@ -181,7 +182,7 @@ class EmbeddedFalkorDB:
                 return  # another object of this process still uses the server
             _LOCAL_HOLDS.pop(key, None)
             state = self._read_state()
-            clients = [c for c in state.get("clients", []) if _pid_alive(c) and c != os.getpid()]
+            clients = [c for c in state.get("clients", []) if pid_alive(c) and c != os.getpid()]
             pid, sock = state.get("pid"), state.get("socket")
             if clients and not force:
                 self._write_state({**state, "clients": clients})
@@ -287,14 +288,14 @@ class EmbeddedFalkorDB:
             if pid is None and pidfile.exists():
                 with contextlib.suppress(ValueError):
                     pid = int(pidfile.read_text().strip() or 0) or None
-            if pid is not None and not _pid_alive(pid):
+            if pid is not None and not pid_alive(pid):
                 break
             if self._ping(sock):
                 if pid is None:
                     pid = int(pidfile.read_text().strip())
                 return pid, sock
             time.sleep(0.02)
-        if pid is not None and _pid_alive(pid):
+        if pid is not None and pid_alive(pid):
             self._shutdown(pid, sock)
         raise EmbeddedServerError(
             f"FalkorDB server did not answer on {sock} within {self.startup_timeout:.0f} s" + self._log_tail(log)
@@ -319,7 +320,7 @@ class EmbeddedFalkorDB:
         # child, and a zombie waiting for a slow init to reap it is finished.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            if not _pid_alive(pid):
+            if not pid_alive(pid):
                 return
             time.sleep(0.01)
         logger.warning("FalkorDB pid %s ignored SHUTDOWN; terminating it", pid)

@@ -154,10 +154,11 @@ class Interleaved:
                     self._send_pending(wait=True, timeout=remaining)
                     continue
                 # the first reply that is ready, else wait for the oldest query (a moment at a
-                # time while other work is awaited)
+                # time while other work is awaited: it may finish first)
                 ready = next((j for j in waiting if j.connection.can_read(timeout=0)), None)
-                wait = min(remaining, _AWAIT_POLL_S) if awaited and remaining is not None else (
-                    _AWAIT_POLL_S if awaited else remaining)
+                wait = remaining
+                if awaited:
+                    wait = _AWAIT_POLL_S if remaining is None else min(remaining, _AWAIT_POLL_S)
                 if ready is None and waiting[0].connection.can_read(timeout=wait):
                     ready = waiting[0]
                 if ready is not None:

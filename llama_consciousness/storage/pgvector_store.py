@@ -156,7 +156,8 @@ class PgVectorStore:
                     continue
                 raise StorageError(f"{what} failed: {exc}") from exc
             except psycopg2.Error as exc:
-                conn.close()  # its transaction is aborted: a new connection is simpler than a rollback
+                if conn is not None:  # its transaction is aborted: a new connection is simpler than a rollback
+                    conn.close()
                 raise StorageError(f"{what} failed: {exc}") from exc
             except BaseException:
                 if conn is not None:

@@ -17,9 +17,8 @@ import os
 import subprocess
 from pathlib import Path
 
-import psutil
-
 from llama_consciousness.errors import EmbeddedServerError
+from llama_consciousness.storage.falkordb_server import pid_alive
 from llama_consciousness.storage.paths import ensure_writable_dir
 
 logger = logging.getLogger(__name__)
@@ -65,11 +64,11 @@ class EmbeddedPostgres:
     def revive(self) -> bool:
         """Start the server again if this object holds it and it died; True when it had to."""
         server = self._server
-        if server is None or _alive(server.get_pid()):
+        if server is None or pid_alive(server.get_pid()):
             return False
         logger.warning("the embedded Postgres of %s died; starting it again", self.pgdata)
         with type(server)._lock:
-            if not _alive(server.get_pid()):  # not restarted by another process meanwhile
+            if not pid_alive(server.get_pid()):  # not restarted by another process meanwhile
                 _remove_lock_files(self.pgdata)
             server.ensure_postgres_running()
         return True
@@ -99,7 +98,7 @@ def _forget_dead_clients(pgdata: Path) -> None:
             pids = json.loads(handles.read_text() or "[]")
         except (FileNotFoundError, json.JSONDecodeError):
             return
-        alive = [pid for pid in pids if _alive(pid)]
+        alive = [pid for pid in pids if pid_alive(pid)]
         if alive != pids:
             logger.info("forgetting dead clients %s of the embedded Postgres", sorted(set(pids) - set(alive)))
             handles.write_text(json.dumps(alive))
@@ -118,10 +117,3 @@ def _remove_lock_files(pgdata: Path) -> None:
         for stale in (socket, socket.with_name(socket.name + ".lock")):
             stale.unlink(missing_ok=True)
     pidfile.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
