@@ -36,10 +36,11 @@ from llama_consciousness.storage.level_store import (
     UpsertResult,
     VectorIndexConfig,
     as_consciousness_node,
-    migrate_times,
+    migrate_layout,
     register_graph,
 )
 from llama_consciousness.storage.filters import MemoryFilter
+from llama_consciousness.storage.keyword_index import KeywordIndexes
 from llama_consciousness.storage.paths import default_data_dir, ensure_writable_dir
 from llama_consciousness.storage.pool import CONNECTIONS_PER_RETRIEVAL, DEFAULT_MAX_CONNECTIONS, BoundedPool
 from llama_consciousness.storage.vectors import GraphVectors, LevelVectors, PostgresVectors
@@ -156,10 +157,13 @@ class ConsciousnessMemory:
         self._versions: dict[str, int] = {}
         # graph name -> (version, built at, EntityIndex of memory names), shared by retrievers
         self.entity_index_cache: dict[str, Any] = {}
+        # BM25 indexes of the keyword channel, beside the embedded server's data (a temporary directory
+        # for a server given by URL); rebuilt from the graphs when missing
+        self.keyword_indexes = KeywordIndexes(self.data_dir / "keyword" if self.data_dir else None)
         self._closed = False
         try:
             self.db = self._connect_falkordb()
-            migrate_times(self.db, self.graphs())
+            migrate_layout(self.db, self.graphs())
             if self.uses_pgvector:
                 self._open_pgvector()
         except BaseException:
@@ -229,6 +233,8 @@ class ConsciousnessMemory:
         if self._closed:
             return
         self._closed = True
+        if getattr(self, "keyword_indexes", None) is not None:
+            self.keyword_indexes.close()
         if self._pgvector is not None:
             self._pgvector.close()
         if self._postgres_server is not None:
@@ -280,6 +286,18 @@ class ConsciousnessMemory:
 
     def bump_graph(self, graph: str) -> None:
         self._versions[graph] = self._versions.get(graph, 0) + 1
+
+    def delete_level(self, level: str, citizen_id: str | None = None) -> None:
+        """Delete one level graph (N1: one citizen's memory) with its vectors and keyword index: an explicit
+        administrative act (superseding a memory never deletes it)."""
+        store = self.level(level, citizen_id)
+        store.delete()
+        if self.vector_backends[level] == "pgvector":
+            self._pgvector.delete_graph(store.plans.graph)
+        self.keyword_indexes.remove(store.plans.graph)
+        self._schema_ready.discard(store.plans.graph)
+        self.entity_index_cache.pop(store.plans.graph, None)
+        self.bump_graph(store.plans.graph)
 
     def graphs(self) -> list[str]:
         """The level graphs that exist on the server."""

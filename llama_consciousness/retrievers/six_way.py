@@ -40,7 +40,7 @@ from llama_consciousness.scoring.names import EntityIndex
 from llama_consciousness.storage import channels as ch
 from llama_consciousness.storage import run_interleaved
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.level_store import LevelGraphStore, LevelPlans, Plan, VectorHit
+from llama_consciousness.storage.level_store import LevelPlans, Plan, VectorHit
 from llama_consciousness.storage.reader import MemoryReader
 from llama_consciousness.stream import assemble_stream, dedupe_relationships
 from llama_consciousness.temporal import TemporalWindow
@@ -94,7 +94,6 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         self.entity_extractor = entity_extractor or OfflineEntityExtractor()
         # shared by every retriever of the memory: building it is the costly part
         self._entity_indexes: dict[str, tuple[int, float, EntityIndex]] = memory.entity_index_cache
-        self._fulltext_ready: set[str] = set()
         self._cache: dict[str, tuple[float, tuple[int, ...], ConsciousnessStream, list[NodeWithScore]]] = {}
         if self.intention_defaults or citizen_id:
             self.intention_for("probe")  # fail fast on a bad default, not at the first query
@@ -243,11 +242,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                     elif channel == "graph":
                         plan = self._graph_plan(plans, level, embedding, start, k, memory_filter, deadline)
                     else:
-                        if plans.graph not in self._fulltext_ready:
-                            LevelGraphStore(self.memory.db, plans, timeout_ms=remaining_ms(deadline)).run(
-                                ch.ensure_fulltext(plans))
-                            self._fulltext_ready.add(plans.graph)
-                        plan = ch.keyword_search(plans, intention.query_text, k, memory_filter)
+                        plan = ch.keyword_search(plans, self.memory.keyword_indexes.get(plans.graph),
+                                                 intention.query_text, k, memory_filter)
                 except Exception as exc:  # isolate: one channel's failure is an entry, not an exception
                     out.failed(channel, exc)
                     continue

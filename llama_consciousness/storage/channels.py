@@ -3,13 +3,12 @@
 * **vector**: ``LevelPlans.vector_search``;
 * **graph**: traversal from start memories to depth 1..4, paths ranked by
   summed link energy, then confidence, then depth (decision #3);
-* **keyword**: the full-text index over name and description, for exact
-  names and ids that embeddings blur.
+* **keyword**: BM25 over name and description (``keyword_index``), for
+  exact names and rare words that embeddings blur.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,12 +16,12 @@ from typing import Any
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage import records
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.storage.level_store import EDGE_TYPE, NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query
+from llama_consciousness.storage.keyword_index import KeywordIndex, query_terms
+from llama_consciousness.storage.level_store import CHANGES_LABEL, EDGE_TYPE, NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query
 from llama_consciousness.temporal import cypher_predicate
 
 MAX_DEPTH = 4
 _NODE = records.node_projection("c")
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 
 
 @dataclass(frozen=True)
@@ -42,14 +41,6 @@ class KeywordHit:
     node: MemoryNode
     rank: int
     score: float
-
-
-def ensure_fulltext(plans: LevelPlans) -> Plan:
-    """Create the full-text index over name and description if missing."""
-    rows = yield Query("CALL db.indexes() YIELD label, types RETURN label, types")
-    if not any(label == NODE_LABEL and "FULLTEXT" in types.get("description", []) for label, types in rows):
-        yield Query(f"CALL db.idx.fulltext.createNodeIndex('{NODE_LABEL}', 'name', 'description')")
-        yield from plans.wait_operational()
 
 
 # How many of the best paths the traversal groups by memory before its cut
@@ -181,67 +172,52 @@ def walk_cypher(memory_filter: MemoryFilter, depth: int, include_start: bool) ->
     return cypher, params
 
 
-# Words a question is made of that carry no topic: RediSearch's own stop
-# words (a query of one of them alone is an error), question and auxiliary
-# verbs, pronouns.  Measured on LoCoMo: dropping them is worth a point of
-# recall@10 over the short list above.
-QUERY_STOP = frozenset("""
-a about after all also am an and any are as at be been before being but by can could did do does doing done
-during for from had has have having he her hers him his how i if in into is it its just like many may me might
-more most much my no not now of on once only or other our out over own said say says she should so some such
-than that the their them then there these they this those through to too under until up us very was we were
-what when where which while who whom why will with would you your
-""".split())
+CHANGE_PAGE = 5_000
+"""Change-log positions read per query when the keyword index catches up (a rebuild reads in pages)."""
 
 
-def keyword_terms(text: str, max_terms: int = 24, stop: frozenset[str] = QUERY_STOP) -> list[str]:
-    """The words of ``text`` that the keyword channel looks up, one by one.
+def catch_up(index: KeywordIndex) -> Plan:
+    """Bring ``index`` up to the graph's change log: the memories written since it last looked, by anyone."""
+    rows = yield Query(f"MATCH (m:{CHANGES_LABEL}) RETURN m.epoch, m.seq", read_only=True)
+    epoch, head = (rows[0][0], int(rows[0][1] or 0)) if rows else (None, 0)
+    after = index.behind(epoch, head)
+    while after is not None and after < head:
+        upto = min(after + CHANGE_PAGE, head)
+        rows = yield Query(
+            f"MATCH (c:{NODE_LABEL}) WHERE c.change_seq > $after AND c.change_seq <= $upto "
+            "RETURN c.node_id, c.name, c.description, c.change_seq",
+            {"after": after, "upto": upto}, read_only=True)
+        index.apply(epoch, rows, upto)
+        after = upto
 
-    Lower case, apostrophes dropped, no stop words (``stop``) or single
-    characters, each once, at most ``max_terms``.  Every term is a bare run
-    of word characters, so none can carry RediSearch syntax.
+
+def keyword_search(plans: LevelPlans, index: KeywordIndex, text: str, k: int, memory_filter: MemoryFilter) -> Plan:
+    """The k memories that best match the words of ``text`` by BM25 (name and description) and pass the filter.
+
+    The index ranks (see ``keyword_index``); the graph filters, exactly as for
+    the vector channel: candidates are asked for four at a time per slot, and
+    again for four times as many while filters leave fewer than k.
     """
-    out: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        word = word.replace("'", "").replace("’", "")
-        if len(word) > 1 and word not in stop and word not in out:
-            out.append(word)
-            if len(out) >= max_terms:
-                break
-    return out
-
-
-def keyword_search(plans: LevelPlans, text: str, k: int, memory_filter: MemoryFilter) -> Plan:
-    """Memories matching the words of ``text`` (name and description), best first.
-
-    Scored like BM25 with binary term frequency and no length normalisation:
-    the sum over matched words of ``log(1 + (N - df + 0.5) / (df + 0.5))``,
-    each word looked up on its own (still stemmed), all in one query.  The
-    index's own OR score is not additive over words: 0.08 recall@10 on
-    LoCoMo against 0.62 for this one (benchmarks/RESULTS.md).
-    """
-    terms = keyword_terms(text)
+    terms = query_terms(text)
     if not terms or k <= 0:
         return []
+    yield from catch_up(index)
     pred = memory_filter.cypher("c", "fk_")
-    rows = yield Query(
-        f"MATCH (m:{NODE_LABEL}) WITH count(m) AS total "
-        "UNWIND $terms AS t "
-        f"CALL db.idx.fulltext.queryNodes('{NODE_LABEL}', t) YIELD node "
-        "WITH total, t, collect(node) AS hits "
-        "WITH hits, log(1.0 + (toFloat(total) - size(hits) + 0.5) / (size(hits) + 0.5)) AS idf "
-        "UNWIND hits AS c "
-        f"WITH c, sum(idf) AS score WHERE {pred.text} "
-        # the forty properties are read for the k kept, not for every memory
-        # that matched a word (FalkorDB projects a RETURN before its ORDER
-        # BY): 63 -> 26 ms of server time per query at 50K memories
-        "WITH c, score ORDER BY score DESC, c.node_id ASC LIMIT $k "
-        f"RETURN {_NODE}, score",
-        {**pred.params, "terms": terms, "k": int(k)},
-        read_only=True,
+    cypher = (
+        "UNWIND range(0, size($ids) - 1) AS i "
+        f"MATCH (c:{NODE_LABEL} {{node_id: $ids[i]}}) WHERE {pred.text} "
+        f"WITH c, i ORDER BY i LIMIT $k RETURN {_NODE}, i"
     )
-    return [KeywordHit(records.node_from_props(props), rank, float(score))
-            for rank, (props, score) in enumerate(rows, start=1)]
+    fetch = max(4 * k, k + 16)
+    while True:
+        ranked = index.search(terms, fetch)
+        rows = yield Query(cypher, {**pred.params, "ids": [node_id for node_id, _ in ranked], "k": int(k)},
+                           read_only=True)
+        if len(rows) >= k or len(ranked) < fetch:
+            break
+        fetch *= 4
+    return [KeywordHit(records.node_from_props(props), rank, ranked[i][1])
+            for rank, (props, i) in enumerate(rows, start=1)]
 
 
 def links_of_ids(link: str, *, where: str = "", end: str = "c", directed: bool = False) -> str:

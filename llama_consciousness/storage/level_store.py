@@ -35,6 +35,10 @@ logger = logging.getLogger(__name__)
 NODE_LABEL = "Memory"
 EDGE_TYPE = "LINK"
 VECTOR_PROPERTY = "embedding"
+CHANGES_LABEL = "Changes"
+"""The graph's change log: one node (``epoch``, ``seq``); each write stamps the memories it wrote with the
+next ``seq`` numbers (``change_seq``), so that an index outside the graph (``keyword_index``) can catch up on
+what anyone wrote.  ``epoch`` tells a graph from a later one of the same name."""
 
 # Range indexes the spec asks for, plus the ones our own queries filter on.
 NODE_RANGE_INDEXES = (
@@ -42,6 +46,8 @@ NODE_RANGE_INDEXES = (
     "node_type", "resolution_state", "goal", "energy", "base_id",
     # state-based retrieval filters by emotion names and concepts (arrays)
     "emotion_canonical", "concepts",
+    # the keyword index catches up by ranges of the change log
+    "change_seq",
 )
 EDGE_RANGE_INDEXES = ("edge_id", "relation_type", "valid_at", "invalid_at", "created_at", "expired_at")
 
@@ -99,14 +105,16 @@ GRAPH_REGISTRY = "llama_consciousness:graphs"
 
 
 GRAPH_LAYOUT = "llama_consciousness:layout"
-"""Graph name -> the layout its records follow; ``TIMES_AS_SECONDS`` since times are integer seconds."""
+"""Graph name -> the layout its records follow: "2" since times are integer seconds, ``LAYOUT`` since every
+memory has a ``change_seq``."""
 TIMES_AS_SECONDS = "2"
+LAYOUT = "3"
 
 
 def register_graph(db: Any, name: str) -> None:
     """Remember that ``name`` was written: from then on, its absence is an error, not an empty level."""
     db.connection.sadd(GRAPH_REGISTRY, name)
-    db.connection.hset(GRAPH_LAYOUT, name, TIMES_AS_SECONDS)
+    db.connection.hset(GRAPH_LAYOUT, name, LAYOUT)
 
 
 def _seconds(dt: str) -> str:
@@ -117,19 +125,26 @@ def _seconds(dt: str) -> str:
             f"+ {dt}.hour * 3600 + {dt}.minute * 60 + {dt}.second")
 
 
-def migrate_times(db: Any, names: Iterable[str]) -> None:
-    """Rewrite the ``localdatetime`` times of graphs written before 0.2 as seconds, once per graph (marked in
-    ``GRAPH_LAYOUT``): ``localdatetime`` comparisons wrap around 2^31 seconds, integers do not."""
+def migrate_layout(db: Any, names: Iterable[str]) -> None:
+    """Bring graphs written by older versions to ``LAYOUT``, once per graph (marked in ``GRAPH_LAYOUT``).
+
+    Before "2", times were ``localdatetime``, whose comparisons wrap around 2^31 seconds: rewritten as
+    seconds.  Before "3", memories had no ``change_seq``: they are logged, so the keyword index finds them.
+    """
     done = db.connection.hgetall(GRAPH_LAYOUT)
     for name in names:
-        if done.get(name) == TIMES_AS_SECONDS:
+        layout = done.get(name) or "1"
+        if layout >= LAYOUT:
             continue
-        for match, var in (("MATCH (x)", "x"), ("MATCH ()-[x]->()", "x")):
-            dated = " OR ".join(f"typeOf({var}.{f}) = 'Datetime'" for f in records.TIME_FIELDS)
-            sets = ", ".join(f"{var}.{f} = CASE WHEN typeOf({var}.{f}) = 'Datetime' THEN {_seconds(f'{var}.{f}')} "
-                             f"ELSE {var}.{f} END" for f in records.TIME_FIELDS)
-            replies.run(db.select_graph(name), f"{match} WHERE {dated} SET {sets}", False)
-        db.connection.hset(GRAPH_LAYOUT, name, TIMES_AS_SECONDS)
+        graph = db.select_graph(name)
+        if layout < TIMES_AS_SECONDS:
+            for match, var in (("MATCH (x)", "x"), ("MATCH ()-[x]->()", "x")):
+                dated = " OR ".join(f"typeOf({var}.{f}) = 'Datetime'" for f in records.TIME_FIELDS)
+                sets = ", ".join(f"{var}.{f} = CASE WHEN typeOf({var}.{f}) = 'Datetime' "
+                                 f"THEN {_seconds(f'{var}.{f}')} ELSE {var}.{f} END" for f in records.TIME_FIELDS)
+                replies.run(graph, f"{match} WHERE {dated} SET {sets}", False)
+        replies.run(graph, _LOG_UNLOGGED, False)
+        db.connection.hset(GRAPH_LAYOUT, name, LAYOUT)
 
 
 @dataclass
@@ -288,6 +303,28 @@ RETURN collect(CASE WHEN old_hash IS NULL THEN {_at(_N, "node_id")} END) AS crea
 }}
 """
 
+# Each written memory takes the next number of the change log, in one transaction with the write (writes to
+# a graph run one at a time, so the numbers follow the order in which writes became visible).
+_CHANGE_LOG = f"""
+CALL {{
+WITH created_ids, updated_ids
+MERGE (log:{CHANGES_LABEL} {{key: 0}}) ON CREATE SET log.epoch = randomUUID(), log.seq = 0
+WITH log, created_ids + updated_ids AS ids, log.seq AS base
+SET log.seq = base + size(ids)
+WITH ids, base UNWIND range(0, size(ids) - 1) AS i
+MATCH (n:{NODE_LABEL} {{node_id: ids[i]}}) SET n.change_seq = base + i + 1
+RETURN count(*) AS logged
+}}
+"""
+
+_LOG_UNLOGGED = f"""
+MATCH (c:{NODE_LABEL}) WHERE c.change_seq IS NULL WITH collect(c) AS cs
+MERGE (log:{CHANGES_LABEL} {{key: 0}}) ON CREATE SET log.epoch = randomUUID(), log.seq = 0
+WITH log, cs, log.seq AS base SET log.seq = base + size(cs)
+WITH cs, base UNWIND range(0, size(cs) - 1) AS i
+WITH cs[i] AS c, base + i + 1 AS seq SET c.change_seq = seq
+"""
+
 _SUPERSEDE = f"""
 CALL {{
 UNWIND $expire AS row
@@ -319,7 +356,7 @@ RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
 """
 
 _PARTS = (
-    ("nodes", _UPSERT_NODES, ("created_ids", "updated_ids")),
+    ("nodes", _UPSERT_NODES + _CHANGE_LOG, ("created_ids", "updated_ids")),
     ("expire", _SUPERSEDE, ("superseded",)),
     ("edges", _UPSERT_EDGES, ("edges_created", "edges_updated")),
 )
@@ -414,11 +451,6 @@ class LevelPlans:
         have, vector_options = yield from indexed(read_only=False)
         missing = range_index(have, "NODE", NODE_RANGE_INDEXES)
         missing += range_index(have, "RELATIONSHIP", EDGE_RANGE_INDEXES)
-        if "FULLTEXT" not in have.get(("NODE", f"{NODE_LABEL}.description"), set()):
-            # The keyword channel's index, kept up to date by every write: built
-            # later, on a first query, it takes seconds per 10K memories.
-            missing.append(SchemaItem("NODE FULLTEXT", ("name", "description"), Query(
-                f"CALL db.idx.fulltext.createNodeIndex('{NODE_LABEL}', 'name', 'description')")))
         if self.store_vectors and self.dimension is not None:
             if vector_options is None:
                 missing.append(SchemaItem("NODE VECTOR", (VECTOR_PROPERTY,), Query(

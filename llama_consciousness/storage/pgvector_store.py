@@ -337,6 +337,14 @@ class PgVectorStore:
         return self._call(f"updating vector rows of graph {graph!r} in Postgres",
                           _in_transaction(statement, template, rows))
 
+    def delete_graph(self, graph: str) -> int:
+        """Remove every vector of ``graph`` (the graph itself was deleted); returns the rows removed."""
+        def work(cur: Any, deadline: float) -> int:
+            _execute(cur, sql.SQL("DELETE FROM {t} WHERE graph = %s").format(t=self.table), (graph,), deadline)
+            return int(cur.rowcount)
+
+        return self._call(f"deleting the vectors of graph {graph!r}", work)
+
     def count(self, graph: str) -> int:
         def work(cur: Any, deadline: float) -> int:
             _execute(cur, sql.SQL("SELECT count(*) FROM {t} WHERE graph = %s").format(t=self.table), (graph,), deadline)

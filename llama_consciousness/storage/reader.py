@@ -23,6 +23,8 @@ class MemoryReader(Protocol):
     """The LlamaIndex ``BaseEmbedding`` memories and questions are embedded with."""
     entity_index_cache: dict[str, Any]
     """Per graph, the entity-name index retrievers share (rebuilt when the graph's version moves)."""
+    keyword_indexes: Any
+    """The BM25 indexes of the keyword channel (``KeywordIndexes``), one per level graph."""
     retrievals: Any
     """A semaphore: how many retrievals run at once (the others wait their turn before their deadline)."""
 

@@ -25,7 +25,6 @@ from llama_consciousness.schema.common import MAX_QUERY_CHARS, MAX_RESULTS_PER_L
 from llama_consciousness.scoring.emotions import canonical_vector
 from llama_consciousness.scoring.energy import calculate_energy_feedback_potential
 from llama_consciousness.scoring.fusion import weighted_rrf
-from llama_consciousness.storage.channels import keyword_terms
 from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
 
 T0 = datetime(2025, 1, 1, 9, 0, tzinfo=timezone.utc)  # v1 written and valid
@@ -720,17 +719,6 @@ def test_keyword_channel_finds_an_exact_ticket_id_the_vector_channel_ranks_low(m
     # keyword results obey the filters too
     filtered = seven.retrieve_stream(n1(citizen, query, min_energy=0.6)).levels["n1_personal"]
     assert [n.node_id for n in filtered.keyword_results] == ["ticket"]
-
-
-def test_keyword_terms_strip_redisearch_operators_and_stop_words() -> None:
-    assert keyword_terms("a|b -c @d") == []  # operators gone; single characters too
-    assert keyword_terms('"exact" (group) ~fuzzy %typo% pre* {tag} @field:value') == [
-        "exact", "group", "fuzzy", "typo", "pre", "tag", "field", "value"]
-    assert keyword_terms("ticket ZX-4471") == ["ticket", "zx", "4471"]
-    assert keyword_terms("Luca's plan, Luca’s plan") == ["lucas", "plan"]
-    assert keyword_terms("the and of to") == []
-    assert keyword_terms("!!! --- |||") == []
-    assert len(keyword_terms(" ".join(f"w{i}" for i in range(40)))) == 24  # at most 24 terms
 
 
 # -- 10. the default: keyword scoring, score fusion, neighbours ------------------------

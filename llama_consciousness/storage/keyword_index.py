@@ -1,0 +1,312 @@
+"""BM25 over one level graph's memories: a tantivy index on disk, kept current from the graph's change log.
+
+Why tantivy rather than the graph's own full-text index: FalkorDB's index
+returns every memory containing a word of the question (~4,000 per common
+word at 50K memories) and cannot score BM25 with length normalisation, so
+the channel read thousands of memories per question and let long memories
+that repeat the question's words crowd out the short one that answers it.
+Tantivy (Lucene's design in Rust) scores BM25 (k1 = 1.2, b = 0.75) and
+keeps only the top k while it reads, so a question costs well under a
+millisecond at 500K memories.
+
+Freshness across processes: every write stamps the memories it wrote with
+the next numbers of the graph's change log (``change_seq``, see
+``level_store``).  Before a search the index reads the log's head and
+catches up on the memories written since it last looked, whoever wrote them.
+A tantivy commit costs ~10 ms, too much for "store a turn, then recall"
+every turn, so what was caught up is held in memory (``_Pending``) and
+scored by the same formula until enough of it has gathered to commit.  The
+committed watermark is kept beside the index, written after each commit: a
+crash between the two replays a few memories, never loses one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from hashlib import sha256
+from pathlib import Path
+from typing import Any
+
+import tantivy
+
+logger = logging.getLogger(__name__)
+
+K1 = 1.2
+B = 0.75
+"""Tantivy's BM25 parameters (fixed in the library); the pending memories are scored with the same."""
+
+FLUSH_DOCS = 512
+"""Pending memories that trigger a commit: one ~10 ms commit per 512 writes instead of per write."""
+
+MAX_QUERY_TERMS = 24
+
+# Words with no topic: question and auxiliary verbs, pronouns, articles,
+# plus single letters, which include the pieces a tokenizer splitting on
+# apostrophes leaves ("caroline's" -> "caroline", "s").  Dropped from
+# memories and questions alike, so that lengths count words that can match.
+STOP_WORDS = frozenset("""
+a about after all also am an and any are as at be been before being but by can could did do does doing done
+during for from had has have having he her hers him his how i if in into is it its just like many may me might
+more most much my no not now of on once only or other our out over own said say says she should so some such
+than that the their them then there these they this those through to too under until up us very was we were
+what when where which while who whom why will with would you your
+ll re ve
+""".split()) | frozenset("abcdefghijklmnopqrstuvwxyz")
+
+_ID, _BODY = "id", "body"
+
+
+def _analyzer(stop_words: Iterable[str]) -> Any:
+    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(r"[^\W_]+"))
+            .filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.ascii_fold())
+            .filter(tantivy.Filter.custom_stopword(sorted(stop_words)))
+            .filter(tantivy.Filter.stemmer("english"))
+            .build())
+
+
+_ANALYZER = _analyzer(STOP_WORDS)
+
+
+def analyze(text: str) -> list[str]:
+    """The terms of ``text`` as the index sees them: words lower-cased, accents folded, stop words dropped,
+    English-stemmed ("Running dogs" -> ``["run", "dog"]``), in order, repeats kept."""
+    return _ANALYZER.analyze(text)
+
+
+def query_terms(text: str, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
+    """The distinct terms of a question, at most ``max_terms`` (a pasted page must not become 500 lookups)."""
+    return list(dict.fromkeys(analyze(text)))[:max_terms]
+
+
+def memory_terms(name: str | None, description: str | None) -> list[str]:
+    """The terms of a memory: its name, then its description; a name the description already contains
+    (a title repeated in the text) is not counted twice."""
+    name, description = name or "", description or ""
+    return analyze(description if name in description else f"{name}\n{description}")
+
+
+def _schema() -> Any:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field(_ID, stored=True, tokenizer_name="raw", index_option="basic")
+    # the terms are analysed here (``memory_terms``) and joined by spaces: the index only splits them
+    builder.add_text_field(_BODY, stored=False, tokenizer_name="whitespace", index_option="freq")
+    return builder.build()
+
+
+@dataclass
+class _Pending:
+    """Memories caught up since the last commit, scored here by the index's own formula."""
+
+    docs: dict[str, tuple[int, Counter[str], int]] = field(default_factory=dict)  # id -> (seq, tf, length)
+    postings: dict[str, set[str]] = field(default_factory=dict)  # term -> ids
+    tokens: int = 0
+
+    def put(self, node_id: str, seq: int, terms: Sequence[str]) -> None:
+        self.drop(node_id)
+        tf = Counter(terms)
+        self.docs[node_id] = (seq, tf, len(terms))
+        self.tokens += len(terms)
+        for term in tf:
+            self.postings.setdefault(term, set()).add(node_id)
+
+    def drop(self, node_id: str) -> None:
+        old = self.docs.pop(node_id, None)
+        if old is not None:
+            self.tokens -= old[2]
+            for term in old[1]:
+                ids = self.postings[term]
+                ids.discard(node_id)
+                if not ids:
+                    del self.postings[term]
+
+
+def bm25(tf: int, length: int, df: int, docs: int, avgdl: float) -> float:
+    """One term's BM25 score in one memory (Lucene's idf, which never goes negative)."""
+    idf = math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
+    return idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * length / max(avgdl, 1e-9)))
+
+
+class KeywordIndex:
+    """The BM25 index of one level graph (thread-safe; see the module docstring for how it stays current)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._lock = threading.RLock()
+        directory.mkdir(parents=True, exist_ok=True)
+        self._meta_path = directory / "watermark.json"
+        meta = self._read_meta()
+        if meta is None or not tantivy.Index.exists(str(directory)):
+            self._clear_files()
+            meta = {"epoch": None, "seq": 0, "docs": 0, "tokens": 0}
+        self._index = tantivy.Index(_schema(), path=str(directory), reuse=True)
+        self.epoch: str | None = meta["epoch"]
+        self._committed = int(meta["seq"])
+        self._docs_added, self._tokens_added = int(meta["docs"]), int(meta["tokens"])
+        self.seen = self._committed  # the change log position caught up to, committed or pending
+        self._pending = _Pending()
+
+    # -- catching up -------------------------------------------------------------
+
+    def behind(self, epoch: str | None, head: int) -> int | None:
+        """Where to catch up from, given the graph's change log (``epoch``, ``head``); None when current.
+
+        A log of another epoch is another graph under the same name (deleted and written again): the
+        index starts over."""
+        with self._lock:
+            if epoch != self.epoch:
+                self._reset(epoch)
+            return None if self.seen >= head else self.seen
+
+    def apply(self, epoch: str | None, rows: Iterable[Sequence[Any]], upto: int) -> None:
+        """Take ``(node_id, name, description, change_seq)`` rows read up to log position ``upto``."""
+        with self._lock:
+            if epoch != self.epoch:
+                return  # the graph was replaced while this page was read: the next search starts over
+            for node_id, name, description, seq in rows:
+                seq = int(seq)
+                held = self._pending.docs.get(node_id)
+                if held is None or held[0] <= seq:
+                    self._pending.put(node_id, seq, memory_terms(name, description))
+            self.seen = max(self.seen, upto)
+            if len(self._pending.docs) >= FLUSH_DOCS:
+                self.flush()
+
+    def flush(self) -> bool:
+        """Commit the pending memories; False when another writer holds the index (they stay pending)."""
+        with self._lock:
+            if not self._pending.docs and self._committed >= self.seen:
+                return True
+            try:
+                writer = self._index.writer(heap_size=15_000_000, num_threads=1)
+            except ValueError as exc:  # another process (or memory object) is committing to this directory
+                logger.debug("keyword index %s busy: %s", self.directory, exc)
+                return False
+            for node_id, (_, tf, length) in self._pending.docs.items():
+                writer.delete_documents_by_term(_ID, node_id)
+                writer.add_document(tantivy.Document(**{_ID: node_id, _BODY: " ".join(tf.elements())}))
+                self._docs_added += 1
+                self._tokens_added += length
+            writer.commit()
+            writer.wait_merging_threads()
+            self._committed = self.seen
+            self._write_meta()
+            self._index.reload()
+            self._pending = _Pending()
+            return True
+
+    # -- searching ------------------------------------------------------------------
+
+    def search(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """``(node_id, score)`` of the ``limit`` best memories for ``terms``, best first (ties by id)."""
+        if not terms or limit <= 0:
+            return []
+        with self._lock:
+            searcher = self._index.searcher()
+            pending = self._pending
+            base_docs = searcher.num_docs
+            query = tantivy.Query.boolean_query(
+                [(tantivy.Occur.Should, tantivy.Query.term_query(self._index.schema, _BODY, t)) for t in terms])
+            # a committed memory that is also pending is scored by its newer, pending text
+            hits = searcher.search(query, limit + len(pending.docs)).hits
+            found = [(searcher.doc(address)[_ID][0], score) for score, address in hits]
+            scores = {node_id: float(score) for node_id, score in found if node_id not in pending.docs}
+            if pending.docs:
+                docs = base_docs + len(pending.docs)
+                avgdl = (self._tokens_added + pending.tokens) / max(self._docs_added + len(pending.docs), 1)
+                for term in terms:
+                    ids = pending.postings.get(term)
+                    if not ids:
+                        continue
+                    df = searcher.doc_freq(_BODY, term) + len(ids)
+                    for node_id in ids:
+                        _, tf, length = pending.docs[node_id]
+                        scores[node_id] = scores.get(node_id, 0.0) + bm25(tf[term], length, df, docs, avgdl)
+        return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+
+    # -- files ----------------------------------------------------------------------
+
+    def _reset(self, epoch: str | None) -> None:
+        try:
+            writer = self._index.writer(heap_size=15_000_000, num_threads=1)
+        except ValueError:
+            # another holder is rewriting it too; this object starts over in memory and commits later
+            pass
+        else:
+            writer.delete_all_documents()
+            writer.commit()
+            writer.wait_merging_threads()
+            self._index.reload()
+        self.epoch, self._committed, self.seen = epoch, 0, 0
+        self._docs_added = self._tokens_added = 0
+        self._pending = _Pending()
+        self._write_meta()
+
+    def _read_meta(self) -> dict[str, Any] | None:
+        try:
+            meta = json.loads(self._meta_path.read_text())
+            return meta if {"epoch", "seq", "docs", "tokens"} <= set(meta) else None
+        except (OSError, ValueError):
+            return None
+
+    def _write_meta(self) -> None:
+        meta = {"epoch": self.epoch, "seq": self._committed, "docs": self._docs_added, "tokens": self._tokens_added}
+        tmp = self._meta_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(meta))
+        os.replace(tmp, self._meta_path)
+
+    def _clear_files(self) -> None:
+        for child in self.directory.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+
+
+class KeywordIndexes:
+    """One :class:`KeywordIndex` per level graph under ``root`` (a temporary directory when None, removed by
+    :meth:`close`)."""
+
+    def __init__(self, root: Path | None) -> None:
+        self._temporary = root is None
+        self.root = Path(tempfile.mkdtemp(prefix="lc-keyword-")) if root is None else root
+        self._indexes: dict[str, KeywordIndex] = {}
+        self._lock = threading.Lock()
+
+    def directory(self, graph: str) -> Path:
+        # graph names are validated, but a file name must also be short and case-safe on every system
+        return self.root / f"{graph[:40]}-{sha256(graph.encode()).hexdigest()[:16]}"
+
+    def get(self, graph: str) -> KeywordIndex:
+        with self._lock:
+            index = self._indexes.get(graph)
+            if index is None:
+                index = self._indexes[graph] = KeywordIndex(self.directory(graph))
+            return index
+
+    def remove(self, graph: str) -> None:
+        """Forget the index of a deleted graph, its files included."""
+        with self._lock:
+            self._indexes.pop(graph, None)
+            shutil.rmtree(self.directory(graph), ignore_errors=True)
+
+    def close(self) -> None:
+        """Commit what is pending (a restart then has less to catch up on); drop a temporary root."""
+        with self._lock:
+            for index in self._indexes.values():
+                try:
+                    index.flush()
+                except Exception as exc:  # closing must not fail on a full disk
+                    logger.warning("keyword index %s not committed: %s", index.directory, exc)
+            self._indexes.clear()
+            if self._temporary:
+                shutil.rmtree(self.root, ignore_errors=True)

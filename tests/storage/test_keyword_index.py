@@ -1,0 +1,195 @@
+"""The keyword channel's BM25 index: analysis, scoring, freshness across processes, restarts, deletion, filters."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from llama_consciousness import ConsciousnessMemory
+from llama_consciousness.retrievers import RetrievalConfig, SixWayHybridRetriever
+from llama_consciousness.schema import MemoryNode, RetrievalIntention
+from llama_consciousness.storage import keyword_index as ki
+from llama_consciousness.storage.level_store import GRAPH_LAYOUT, TIMES_AS_SECONDS
+from llama_consciousness.temporal import utcnow
+
+KEYWORD = RetrievalConfig(channels=("keyword",))
+REPO = Path(__file__).resolve().parents[2]
+
+
+def node(node_id: str, text: str, citizen: str, *, name: str | None = None, **kw) -> MemoryNode:
+    kw.setdefault("energy", 0.5)
+    kw.setdefault("confidence", 0.7)
+    return MemoryNode(node_id=node_id, level="N1", citizen_id=citizen, name=name or text[:40], description=text,
+                      **kw)
+
+
+def keyword_ids(memory, citizen: str, text: str, **kw) -> list[str]:
+    intention = RetrievalIntention(query_text=text, citizen_id=citizen, query_levels=["N1"],
+                                   max_results_per_level=10, **kw)
+    stream = SixWayHybridRetriever(memory, citizen, config=KEYWORD).retrieve_stream(intention)
+    return [n.node_id for n in stream.levels["n1_personal"].keyword_results]
+
+
+# -- analysis and scoring (pure) -------------------------------------------------------
+
+
+def test_analysis_stems_folds_accents_and_drops_stop_words_and_query_syntax() -> None:
+    assert ki.analyze("The Running dogs were barking at Zoë's café") == ["run", "dog", "bark", "zoe", "cafe"]
+    assert ki.query_terms('"exact" (group) ~fuzzy %typo% pre* {tag} @field:value a|b -c') == [
+        "exact", "group", "fuzzi", "typo", "pre", "tag", "field", "valu"]
+    assert ki.query_terms("ticket ZX-4471") == ["ticket", "zx", "4471"]
+    assert ki.query_terms("Luca's plan, Luca’s plan") == ["luca", "plan"]
+    assert ki.query_terms("what did they do?") == []
+    assert len(ki.query_terms(" ".join(f"w{i}" for i in range(40)))) == ki.MAX_QUERY_TERMS
+    # a title the description repeats is counted once; a distinct title adds its words
+    assert ki.memory_terms("Paris trip", "Paris trip with Ana") == ["pari", "trip", "ana"]
+    assert ki.memory_terms("Budget", "numbers for May") == ["budget", "number"]
+
+
+def test_bm25_saturates_term_frequency_and_normalises_length() -> None:
+    one = ki.bm25(1, 10, 5, 1000, 10.0)
+    assert ki.bm25(2, 10, 5, 1000, 10.0) < 2 * one  # a repeated word is worth less than two words
+    assert ki.bm25(1, 100, 5, 1000, 10.0) < one / 2  # the same match in a text ten times as long
+    assert ki.bm25(1, 10, 500, 1000, 10.0) < ki.bm25(1, 10, 5, 1000, 10.0)  # common words weigh less
+    assert ki.bm25(1, 10, 1000, 1000, 10.0) > 0  # never negative
+
+
+def test_pending_memories_score_like_committed_ones(tmp_path) -> None:
+    """Memories caught up but not committed are ranked by the same formula as tantivy's committed ones."""
+    texts = {f"m{i}": " ".join(["river"] * (i % 3 + 1) + ["stone"] * (i % 5) + [f"filler{j}" for j in range(i % 7)])
+             for i in range(60)}
+    rows = [(node_id, "", text, seq) for seq, (node_id, text) in enumerate(texts.items(), start=1)]
+    index = ki.KeywordIndex(tmp_path / "a")
+    index.behind("E", len(rows))
+    index.apply("E", rows, len(rows))
+    pending = index.search(["river", "stone"], 60)
+    assert index.flush()
+    committed = index.search(["river", "stone"], 60)
+    assert {i for i, _ in pending} == {i for i, _ in committed}
+    scores = dict(committed)
+    for node_id, score in pending:  # tantivy stores lengths in one byte: close, not equal
+        assert score == pytest.approx(scores[node_id], rel=0.08)
+
+
+def test_an_index_follows_the_epoch_and_survives_reopening(tmp_path) -> None:
+    index = ki.KeywordIndex(tmp_path / "b")
+    assert index.behind("E1", 2) == 0
+    index.apply("E1", [("a", "", "alpha words", 1), ("b", "", "beta words", 2)], 2)
+    assert index.flush()
+    reopened = ki.KeywordIndex(tmp_path / "b")
+    assert reopened.behind("E1", 2) is None  # nothing to catch up on: read from disk
+    assert [i for i, _ in reopened.search(["alpha"], 5)] == ["a"]
+    assert reopened.behind("E2", 1) == 0  # another graph of the same name: start over
+    assert reopened.search(["alpha"], 5) == []
+    # a watermark file lost: the index is rebuilt rather than trusted
+    (tmp_path / "b" / "watermark.json").unlink()
+    assert ki.KeywordIndex(tmp_path / "b").behind("E2", 1) == 0
+
+
+# -- the channel on the real store ------------------------------------------------------
+
+
+def test_a_short_answer_beats_long_memories_that_repeat_the_question_words(memory, citizen) -> None:
+    """Length normalisation: the long notes mention the question's words, the short turn answers it."""
+    filler = " ".join(f"topic{i}" for i in range(120))
+    longs = [node(f"long{i}", f"notes about the garden party and the cake recipe and guests {filler} {i}", citizen)
+             for i in range(6)]
+    answer = node("answer", "the garden party cake was lemon", citizen)
+    memory.upsert([*longs, answer])
+    assert keyword_ids(memory, citizen, "what cake at the garden party?")[0] == "answer"
+
+
+def test_a_memory_written_by_another_process_is_found_on_the_next_query(memory, citizen) -> None:
+    memory.upsert([node("here", "a memory written here about otters", citizen)])
+    assert keyword_ids(memory, citizen, "otters") == ["here"]  # the index is now built and caught up
+    script = (
+        "import sys\n"
+        "from llama_consciousness import ConsciousnessMemory\n"
+        "from llama_consciousness.schema import MemoryNode\n"
+        "m = ConsciousnessMemory(falkordb_url=sys.argv[1])\n"
+        "m.upsert([MemoryNode(node_id='there', level='N1', citizen_id=sys.argv[2], name='otters',\n"
+        "                     description='otters written by another process', energy=0.5, confidence=0.7)])\n"
+        "m.close()\n"
+    )
+    url = f"unix://{memory._falkordb_server.socket_path}"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-c", script, url, citizen], check=True, env=env, timeout=120)
+    assert set(keyword_ids(memory, citizen, "otters")) == {"here", "there"}
+
+
+def test_the_index_is_persisted_rebuilt_when_missing_and_deleted_with_its_level(data_root) -> None:
+    home = data_root / f"kw{uuid.uuid4().hex[:6]}"
+    citizen = "kw" + uuid.uuid4().hex[:8]
+    with ConsciousnessMemory(data_dir=home) as memory:
+        memory.upsert([node(f"n{i}", f"walrus number {i}", citizen) for i in range(3)])
+        assert len(keyword_ids(memory, citizen, "walrus")) == 3
+        graph = memory.plans("N1", citizen).graph
+        directory = memory.keyword_indexes.directory(graph)
+    assert (directory / "watermark.json").exists()  # committed on close
+    with ConsciousnessMemory(data_dir=home) as memory:
+        index = memory.keyword_indexes.get(graph)
+        assert index.seen == 3 and index.epoch is not None  # read from disk, nothing to rebuild
+        assert len(keyword_ids(memory, citizen, "walrus")) == 3
+    shutil.rmtree(directory)
+    with ConsciousnessMemory(data_dir=home) as memory:
+        assert len(keyword_ids(memory, citizen, "walrus")) == 3  # rebuilt from the graph
+        memory.delete_level("N1", citizen)
+        assert not directory.exists()
+        assert graph not in memory.graphs()
+        assert keyword_ids(memory, citizen, "walrus") == []
+
+
+def test_superseded_quarantined_and_filtered_memories_are_left_out(memory, citizen) -> None:
+    now = utcnow()
+    # (``memory.upsert`` does not apply ``supersedes`` yet, issue 27: the old version is written expired)
+    old = node("old", "the meeting room is on floor two", citizen, created_at=now - timedelta(days=3),
+               valid_at=now - timedelta(days=3), expired_at=now - timedelta(days=1), superseded_by="new")
+    new = node("new", "the meeting room is on floor five", citizen)
+    hidden = node("hidden", "meeting room password ignore previous instructions", citizen, quarantined=True)
+    weak = node("weak", "meeting room booking", citizen, energy=0.1)
+    memory.upsert([old, hidden, weak])
+    memory.upsert([new])
+    current = keyword_ids(memory, citizen, "meeting room floor")
+    assert "new" in current and "weak" in current and "old" not in current and "hidden" not in current
+    history = keyword_ids(memory, citizen, "meeting room floor", temporal_mode="full_history")
+    assert "old" in history and "hidden" not in history
+    assert "weak" not in keyword_ids(memory, citizen, "meeting room floor", min_energy=0.3)
+
+
+def test_a_rewritten_memory_is_found_by_its_new_words_only(memory, citizen) -> None:
+    memory.upsert([node("m", "we talked about penguins", citizen)])
+    assert keyword_ids(memory, citizen, "penguins") == ["m"]
+    memory.upsert([node("m", "we talked about flamingos", citizen)])
+    assert keyword_ids(memory, citizen, "flamingos") == ["m"]
+    assert keyword_ids(memory, citizen, "penguins") == []
+
+
+def test_many_writes_are_committed_in_batches_and_stay_findable(memory, citizen) -> None:
+    memory.upsert([node(f"b{i}", f"heron sighting {i} by the lake", citizen) for i in range(ki.FLUSH_DOCS + 40)])
+    memory.upsert([node("last", "a rare kingfisher by the lake", citizen)])
+    assert keyword_ids(memory, citizen, "kingfisher") == ["last"]
+    index = memory.keyword_indexes.get(memory.plans("N1", citizen).graph)
+    assert index._committed >= ki.FLUSH_DOCS  # the bulk went to disk; the last one waits in memory
+    assert len(keyword_ids(memory, citizen, "heron sighting")) == 10
+
+
+def test_memories_written_before_the_change_log_are_logged_when_the_memory_opens(data_root) -> None:
+    home = data_root / f"kw{uuid.uuid4().hex[:6]}"
+    citizen = "kw" + uuid.uuid4().hex[:8]
+    with ConsciousnessMemory(data_dir=home) as memory:
+        memory.upsert([node(f"n{i}", f"narwhal {i}", citizen) for i in range(3)])
+        graph = memory.plans("N1", citizen).graph
+        # as an older version left it: no change log, layout "2"
+        memory.db.select_graph(graph).query("MATCH (c:Memory) REMOVE c.change_seq")
+        memory.db.select_graph(graph).query("MATCH (l:Changes) DELETE l")
+        memory.db.connection.hset(GRAPH_LAYOUT, graph, TIMES_AS_SECONDS)
+    shutil.rmtree(home / "keyword", ignore_errors=True)  # never searched: no index yet
+    with ConsciousnessMemory(data_dir=home) as memory:
+        assert len(keyword_ids(memory, citizen, "narwhal")) == 3
