@@ -703,11 +703,12 @@ def _chunking_records(citizen: str) -> list[dict[str, Any]]:
 
 
 def _portable(store) -> tuple[dict, dict]:
-    """A graph dump without what names its citizen (the content hash covers the citizen id)."""
+    """A graph dump without what names its citizen (the content hash covers the citizen id) or counts writes
+    (``change_seq``: the change log's order of writes, which chunking changes)."""
     nodes, edges = dump(store)
 
     def strip(props: dict) -> dict:
-        return {k: v for k, v in props.items() if k not in ("citizen_id", "content_hash")}
+        return {k: v for k, v in props.items() if k not in ("citizen_id", "content_hash", "change_seq")}
 
     return ({k: strip(v) for k, v in nodes.items()}, {k: (s, t, strip(props)) for k, (s, t, props) in edges.items()})
 

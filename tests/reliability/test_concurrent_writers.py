@@ -128,7 +128,6 @@ def _schema_complete(store: LevelGraphStore) -> None:
         assert "RANGE" in have.get(("NODE", f"Memory.{prop}"), set()), (prop, rows)
     for prop in EDGE_RANGE_INDEXES:
         assert "RANGE" in have.get(("RELATIONSHIP", f"LINK.{prop}"), set()), (prop, rows)
-    assert "FULLTEXT" in have[("NODE", "Memory.description")], rows
     if store.plans.store_vectors and store.plans.dimension is not None:
         assert "VECTOR" in have[("NODE", "Memory.embedding")], rows
     constraints = store.graph.query("CALL db.constraints() YIELD label, properties, status "
@@ -258,7 +257,6 @@ def _cypher(start: str) -> Callable[[Any], bool]:
 _KINDS = {
     "node range index": _cypher("CREATE INDEX FOR (n:"),
     "relationship range index": _cypher("CREATE INDEX FOR ()-["),
-    "full-text index": _cypher("CALL db.idx.fulltext.createNodeIndex"),
     "vector index": _cypher("CREATE VECTOR INDEX"),
     "unique constraint": lambda step: isinstance(step, UniqueConstraint),
 }
@@ -328,14 +326,6 @@ def test_other_refusals_of_a_creation_still_raise(own_memory) -> None:
     store = LevelGraphStore(own_memory.db, _plans(own_memory, dimension=4.5))  # type: ignore[arg-type]
     try:
         with pytest.raises(StorageError, match="Invalid vector index configuration"):
-            store.ensure_schema()
-    finally:
-        store.delete()
-    # a full-text index on the name alone: the server says 'name' is indexed, yet the description is not
-    store = LevelGraphStore(own_memory.db, _plans(own_memory))
-    store.graph.query("CALL db.idx.fulltext.createNodeIndex('Memory', 'name')")
-    try:
-        with pytest.raises(StorageError, match="Attribute 'name' is already indexed"):
             store.ensure_schema()
     finally:
         store.delete()

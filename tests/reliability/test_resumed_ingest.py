@@ -40,8 +40,9 @@ from llama_consciousness.storage.level_store import LevelGraphStore
 from llama_consciousness.storage.vectors import PostgresVectors
 
 T0 = datetime(2024, 3, 1, 9, 0, 0, tzinfo=timezone.utc)
-CLOCK = ("authority_score",)
-"""Computed at ingestion from the clock (its freshness); the graph leaves it out of its content hash too."""
+CLOCK = ("authority_score", "change_seq")
+"""Computed at ingestion from the clock (its freshness; the graph leaves it out of its content hash too), or
+the order of writes (the change log's numbers, which depend on how the run was cut)."""
 
 
 def _at(days: float) -> str:
@@ -116,7 +117,7 @@ def _snapshot(mem: ConsciousnessMemory, citizen: str) -> dict[str, Any]:
     store = mem.level("N1", citizen)
     graph = store.plans.graph
     nodes = {nid: (labels, {k: v for k, v in props.items() if k not in CLOCK}) for nid, labels, props in
-             store.graph.ro_query("MATCH (n) RETURN n.node_id, labels(n), properties(n)").result_set}
+             store.graph.ro_query("MATCH (n:Memory) RETURN n.node_id, labels(n), properties(n)").result_set}
     edges = {(kind, s, t, props.get("edge_id")): props for kind, s, t, props in store.graph.ro_query(
         "MATCH (s)-[r]->(t) RETURN type(r), s.node_id, t.node_id, properties(r)").result_set}
     pg = mem.pgvector
