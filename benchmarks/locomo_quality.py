@@ -74,6 +74,10 @@ Prints one markdown table (plus the point-in-time line and timings).
 ``--limit-questions N`` keeps the first N questions with evidence of every
 conversation of the split; ``--data-dir DIR`` keeps the FalkorDB data
 between runs (re-ingesting is idempotent, so a second run only re-checks).
+Cost on a 2-core machine, default variants, test split (985 questions):
+about 2.2 min for ``--memories turns`` and 2.9 min for ``turns+windows``
+(ingestion 3-7 s of it; the package's fused retrievals take 6-30 ms a
+query, the point-in-time check as much as one more system).
 """
 
 from __future__ import annotations
