@@ -1,65 +1,97 @@
-"""Retrieval quality on LoCoMo: the six-way retriever vs. stock LlamaIndex vector retrieval and BM25.
+"""Retrieval quality on LoCoMo: the package's retriever (and each of its channels) vs. stock vector search and BM25.
 
 One command, offline (WordLlama embedding, embedded FalkorDB)::
 
-    /work/venv/bin/python benchmarks/locomo_quality.py
+    /work/main/.venv/bin/python benchmarks/locomo_quality.py --data-dir /tmp/locomo-data
 
 What it does
 ------------
 1. Reads LoCoMo (``--data PATH``, default ``<repo>/../shared/benchmarks/
    locomo/locomo10.json``; CC BY-NC, not part of this repository: get
    ``data/locomo10.json`` from https://github.com/snap-research/locomo; it
-   is read in place, never copied) and turns each conversation
-   into memories, one per dialog turn, for one citizen per conversation at
-   level N1 (see ``locomo_data.py`` for the exact mapping: node ids
-   ``<sample_id>:<dia_id>``, ``"<speaker>: <text>"`` (+ image caption),
-   valid_at = created_at = the session date, FOLLOWS links between
-   consecutive turns of a session).  They go through the project's own
-   pipeline: ``ConsciousnessMemory(data_dir=...).ingest(records)`` with the
-   default ``IngestOptions`` (validation, PII, injection guard, concepts,
-   entities + MENTIONS, near-duplicates, writer).
-2. Asks every question with evidence (categories 1-4 make "overall";
-   category 5, adversarial, is reported on its own) through each system,
-   restricted to its own conversation's citizen (``query_levels=["N1"]``,
-   20 results per level):
+   is read in place, never copied) and keeps the conversations of one part
+   of a fixed split by conversation (``--split``, default ``test``): in file
+   order, tune = the first ceil(n/2), test = the rest; for locomo10.json
 
-   (a) ``six-way default``: ``memory.retriever(citizen)`` with the default
-       ``RetrievalConfig`` (vector + graph, concatenated);
-   (b) ``six-way best``: the best configuration found here (see the report
-       and ``VARIANTS``);
-   (c) ``stock vector``: LlamaIndex ``VectorStoreIndex`` (in-memory
-       ``SimpleVectorStore``) over the same turns, same texts
-       (``memory_text``), same ``WordLlamaEmbedding``, top 20;
-   (d) ``BM25``: ``llama-index-retrievers-bm25`` (``BM25Retriever``,
-       bm25s + English PyStemmer, English stop words) over the turn texts;
-   plus the variants (``--variants``) that take the six-way retriever
-   apart: each channel alone, the named recipes, fusion settings, a keyword
-   query builder closer to BM25, and adjacent-turn expansion.
-3. Metrics per question: recall@5/10/20 (|gold ∩ top-k| / |gold|), hit@10,
-   session-level recall@10; means overall (cats 1-4), per category, temporal
-   (category 2) on its own row; and the point-in-time check: for every
-   question, an as-of query (``temporal_mode="point_in_time"``,
-   ``as_of_time`` = one second before the earliest evidence session) must
-   return none of the gold turns.
+   * tune: conv-26, conv-30, conv-41, conv-42, conv-43 (the first 5)
+   * test: conv-44, conv-47, conv-48, conv-49, conv-50 (the last 5)
+
+   Every default chosen from data is chosen on ``--split tune``; reported
+   numbers are ``--split test`` (``--split all`` for both, ``--conversations``
+   for any list, overriding the split).
+2. Turns each conversation into memories for one citizen per conversation
+   at level N1 (``locomo_data.py`` has the exact mapping), through the
+   project's own pipeline (``ConsciousnessMemory(data_dir=...).ingest``,
+   default ``IngestOptions``).  ``--memories`` picks the evaluation:
+
+   * ``turns`` (the standard one): one memory per dialog turn, node ids
+     ``<sample_id>:<dia_id>``, FOLLOWS links between consecutive turns;
+   * ``turns+windows`` (short and long memories compete): the same turns
+     AND, for every session, windows of consecutive turns stored as
+     memories of the same citizen: 12 turns each (``--window-size``), a new
+     window every 6 turns (``--window-stride``), the last window of a
+     session aligned to its end, so each turn is in one or two windows
+     (sessions under 12 turns are one window); ~315 words per window on
+     the test split (139-567), against ~27 per turn.  Node ids
+     ``<sample_id>:W<session>:<first>-<last>``, name = the window's first
+     ten words, description = its turns' texts joined by newlines,
+     valid_at = the session's date.  A question's gold stays its turns: a
+     window in the top k takes a slot and is a miss.  The windows'
+     citizens are separate (``<prefix>-w12s6-<sample_id>``), so one
+     ``--data-dir`` serves both evaluations.
+
+   Stock vector search and stock BM25 index exactly the memories the store
+   holds for that evaluation (turns, or turns + windows).
+3. Asks every question with evidence (categories 1-4 make "overall";
+   category 5, adversarial, is reported on its own) through each system of
+   ``--variants``, restricted to its conversation's citizen
+   (``query_levels=["N1"]``, ``max_results_per_level=20``):
+
+   * ``package default``: ``memory.retriever(citizen)`` with ``RetrievalConfig()``;
+   * ``default no-graph`` / ``default no-neighbours``: the default without
+     the graph channel / without neighbour expansion;
+   * ``keyword only``, ``vector only``, ``graph only``:
+     ``RetrievalConfig(channels=(<one>,))``;
+   * ``HYBRID_RRF``, ``SIX_WAY_CONCATENATION``, ...: the package's recipes;
+   * ``stock vector``: LlamaIndex ``VectorStoreIndex`` (in-memory) over the
+     same memories, same texts (``memory_text``), same WordLlama embedding;
+   * ``stock BM25``: ``llama-index-retrievers-bm25`` (bm25s, English
+     PyStemmer, English stop words) over the memories' descriptions;
+   * ``--config-json '{"fusion": "rrf", ...}'`` (repeatable): any
+     ``RetrievalConfig``, validated by it, run as ``json1``, ``json2``, ...
+4. Metrics per question: recall@5/10/20 (|gold ∩ top-k| / |gold|), hit@10,
+   session-level recall@10, and for the long-memory evaluation Win@10 (share
+   of the top 10 that are windows) and WinGold@10 (a window covering a gold
+   turn is in the top 10); means overall (cats 1-4) and per category; the
+   results each system returned per level (mean / max over queries: the
+   package must return at most ``max_results_per_level``); and the
+   point-in-time check: for every question, an as-of query with the default
+   configuration (``temporal_mode="point_in_time"``, ``as_of_time`` = one
+   second before the earliest evidence session) must return none of the
+   gold turns and nothing valid after the as-of time.
 
 Prints one markdown table (plus the point-in-time line and timings).
-``--conversations conv-26,conv-30`` / ``--limit-questions N`` make it quick;
-``--data-dir DIR`` keeps the FalkorDB data (re-ingesting is idempotent).
+``--limit-questions N`` keeps the first N questions with evidence of every
+conversation of the split; ``--data-dir DIR`` keeps the FalkorDB data
+between runs (re-ingesting is idempotent, so a second run only re-checks).
+Cost on a 2-core machine, default variants, test split (985 questions):
+about 2.2 min for ``--memories turns`` and 2.9 min for ``turns+windows``
+(ingestion 3-7 s of it; the package's fused retrievals take 6-30 ms a
+query, the point-in-time check as much as one more system).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import json
 import logging
 import math
 import os
-import re
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -69,27 +101,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from locomo_data import (  # noqa: E402
-    CATEGORY_NAMES,
     DATA_EPILOG,
     DATA_HELP,
     DEFAULT_DATA,
+    MEMORIES,
     METRICS,
+    SPLIT_HELP,
+    SPLITS,
+    WINDOW_SIZE,
+    WINDOW_STRIDE,
     Conversation,
     Question,
     citizen_for,
+    conversation_memories,
     dia_of_node_id,
     load_conversations,
     question_metrics,
     require_data,
+    session_of,
     summarise,
-    turn_memories,
 )
-
-from llama_consciousness.storage.channels import QUERY_STOP, keyword_terms  # noqa: E402
-
-# The short stop list of the package's first full-text channel, kept as a variant to compare against QUERY_STOP.
-SHORT_STOP = frozenset("a an and are as at be by for from has have how i in is it of on or that the to was were what "
-                       "when where which who why with you".split())
 
 TOP_K = 20
 LEVELS = ["N1"]
@@ -105,29 +136,22 @@ class Context:
     conv: Conversation
     citizen: str
     memory: Any
-    nodes: list[Any] = field(default_factory=list)  # MemoryNodes as ingested (for baselines)
+    nodes: list[Any] = field(default_factory=list)  # MemoryNodes as ingested (turns, and windows if any)
     cache: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def neighbours(self) -> dict[str, list[str]]:
-        """dia id -> the previous and next turn of the same session."""
-        if "neighbours" not in self.cache:
-            out: dict[str, list[str]] = {}
-            turns = self.conv.turns
-            for i, t in enumerate(turns):
-                near = []
-                if i > 0 and turns[i - 1].session == t.session:
-                    near.append(turns[i - 1].dia_id)
-                if i + 1 < len(turns) and turns[i + 1].session == t.session:
-                    near.append(turns[i + 1].dia_id)
-                out[t.dia_id] = near
-            self.cache["neighbours"] = out
-        return self.cache["neighbours"]
+
+def citizen_of(sample_id: str, prefix: str, memories: str = "turns", size: int = WINDOW_SIZE,
+               stride: int = WINDOW_STRIDE) -> str:
+    """The citizen of a conversation in one evaluation (windows of each sizing get their own)."""
+    if memories == "turns":
+        return citizen_for(sample_id, prefix)
+    return citizen_for(sample_id, f"{prefix}-w{size}s{stride}")
 
 
-def ingest_conversation(memory: Any, conv: Conversation, prefix: str) -> Context:
-    citizen = citizen_for(conv.sample_id, prefix)
-    records = turn_memories(conv.turns, citizen)
+def ingest_conversation(memory: Any, conv: Conversation, prefix: str, memories: str = "turns",
+                        size: int = WINDOW_SIZE, stride: int = WINDOW_STRIDE) -> Context:
+    citizen = citizen_of(conv.sample_id, prefix, memories, size, stride)
+    records = conversation_memories(conv, citizen, memories, size=size, stride=stride)
     report = memory.ingest(records)
     if report.rejected:
         raise RuntimeError(f"{conv.sample_id}: {len(report.rejected)} records rejected: {report.summary()}")
@@ -137,7 +161,9 @@ def ingest_conversation(memory: Any, conv: Conversation, prefix: str) -> Context
 
 # -- systems ------------------------------------------------------------------------
 
-Ranker = Callable[[Context, Question], list[str]]  # -> dia ids, best first
+# -> (dia ids and window keys, best first; results per queried level)
+Ranked = tuple[list[str], dict[str, int]]
+Ranker = Callable[[Context, Question], Ranked]
 
 
 def _intention(ctx: Context, text: str, **extra: Any) -> Any:
@@ -147,28 +173,28 @@ def _intention(ctx: Context, text: str, **extra: Any) -> Any:
                               max_results_per_level=TOP_K, **extra)
 
 
-def six_way(config: Any = None, *, patch: Callable[[], contextlib.AbstractContextManager] | None = None,
-            post: Callable[[Context, list[str]], list[str]] | None = None) -> Ranker:
-    """The project's retriever with ``config``; ``patch``: a context manager around each query
-    (prototype of a package change); ``post``: a post-step over the ranked dia ids."""
+def six_way(config: Any = None) -> Ranker:
+    """The package's retriever with ``config`` (None: the package default)."""
 
-    def rank(ctx: Context, q: Question) -> list[str]:
+    def rank(ctx: Context, q: Question) -> Ranked:
         key = ("six", id(config))
         retriever = ctx.cache.get(key)
         if retriever is None:
             retriever = ctx.cache[key] = ctx.memory.retriever(ctx.citizen, config=config)
-        with (patch() if patch else contextlib.nullcontext()):
-            nodes = retriever.retrieve_intention(_intention(ctx, q.question))
-        ids = [dia_of_node_id(n.node.metadata["node_id"]) for n in nodes]
-        return post(ctx, ids) if post else ids
+        nodes = retriever.retrieve_intention(_intention(ctx, q.question))
+        per_level = dict.fromkeys(LEVELS, 0)
+        for n in nodes:
+            level = n.node.metadata.get("level")
+            per_level[level] = per_level.get(level, 0) + 1
+        return [dia_of_node_id(n.node.metadata["node_id"]) for n in nodes], per_level
 
     return rank
 
 
 def stock_vector() -> Ranker:
-    """LlamaIndex's VectorStoreIndex retriever (SimpleVectorStore), same texts and embedding."""
+    """LlamaIndex's VectorStoreIndex retriever (SimpleVectorStore), same memories, texts and embedding."""
 
-    def rank(ctx: Context, q: Question) -> list[str]:
+    def rank(ctx: Context, q: Question) -> Ranked:
         retriever = ctx.cache.get("stock_vector")
         if retriever is None:
             from llama_index.core import VectorStoreIndex
@@ -179,169 +205,30 @@ def stock_vector() -> Ranker:
             nodes = [TextNode(id_=n.node_id, text=memory_text(n)) for n in ctx.nodes]
             index = VectorStoreIndex(nodes, embed_model=ctx.memory.embed_model, show_progress=False)
             retriever = ctx.cache["stock_vector"] = index.as_retriever(similarity_top_k=TOP_K)
-        return [dia_of_node_id(n.node.node_id) for n in retriever.retrieve(q.question)]
+        ids = [dia_of_node_id(n.node.node_id) for n in retriever.retrieve(q.question)]
+        return ids, {LEVELS[0]: len(ids)}
 
     return rank
 
 
-def bm25() -> Ranker:
-    """llama-index-retrievers-bm25 over the turn texts (English stemmer and stop words)."""
+def stock_bm25() -> Ranker:
+    """llama-index-retrievers-bm25 over the memories' descriptions (English stemmer and stop words)."""
 
-    def rank(ctx: Context, q: Question) -> list[str]:
+    def rank(ctx: Context, q: Question) -> Ranked:
         retriever = ctx.cache.get("bm25")
         if retriever is None:
             import Stemmer
             from llama_index.core.schema import TextNode
             from llama_index.retrievers.bm25 import BM25Retriever
 
+            logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
             nodes = [TextNode(id_=n.node_id, text=n.description) for n in ctx.nodes]
             retriever = ctx.cache["bm25"] = BM25Retriever.from_defaults(
                 nodes=nodes, similarity_top_k=TOP_K, stemmer=Stemmer.Stemmer("english"), language="english")
-        return [dia_of_node_id(n.node.node_id) for n in retriever.retrieve(q.question)]
+        ids = [dia_of_node_id(n.node.node_id) for n in retriever.retrieve(q.question)]
+        return ids, {LEVELS[0]: len(ids)}
 
     return rank
-
-
-# -- prototypes of package changes (measured here, integrated in the package by its owner) --
-
-
-def expand_neighbours(top: int = 10, keep: int = 5) -> Callable[[Context, list[str]], list[str]]:
-    """Post-step: after the first ``keep`` hits, interleave the session neighbours of the top ``top``."""
-
-    def post(ctx: Context, ids: list[str]) -> list[str]:
-        head = list(dict.fromkeys(ids))
-        out = head[:keep]
-        for d in head[:top]:
-            for n in ctx.neighbours.get(d, []):
-                if n not in out:
-                    out.append(n)
-        for d in head[keep:]:
-            if d not in out:
-                out.append(d)
-        return out
-
-    return post
-
-
-
-def idf_terms(text: str, stop: frozenset[str] = QUERY_STOP, max_terms: int = 24) -> list[str]:
-    """Query words for the per-term full-text lookups: the package's own ``keyword_terms``."""
-    return keyword_terms(text, max_terms, stop)
-
-
-def bm25_keyword_search(k1: float = 1.2, b: float = 0.75, avgdl: float | None = 20.0,
-                        stop: frozenset[str] = QUERY_STOP) -> Callable[..., Any]:
-    """A drop-in for ``channels.keyword_search``: BM25 (binary tf) computed in ONE Cypher query.
-
-    FalkorDB's full-text score of an OR query is not additive over terms (a
-    turn matching "lgbtq", "support", "group" and "caroline" scores 1.86
-    while one matching only "did" scores 4.0), so ranking by it is close to
-    random.  Here each query word is looked up on its own
-    (``db.idx.fulltext.queryNodes`` per term: RediSearch still stems), its
-    document frequency is the size of its posting list, and a memory's score
-    is the sum over matched words of BM25's idf times the length-normalised
-    saturation term for tf = 1.  ``avgdl`` None disables length
-    normalisation.
-    """
-    from llama_consciousness.storage import records
-    from llama_consciousness.storage.channels import KeywordHit
-    from llama_consciousness.storage.level_store import NODE_LABEL, Query
-
-    node_proj = records.node_projection("c")
-
-    def keyword_search(plans: Any, text: str, k: int, memory_filter: Any) -> Any:
-        terms = idf_terms(text, stop)
-        if not terms or k <= 0:
-            return []
-        pred = memory_filter.cypher("c", "fk_")
-        if avgdl:
-            norm = (f"($k1 + 1.0) / (1.0 + $k1 * (1.0 - $b + $b * "
-                    f"toFloat(size(split(coalesce(c.description, ''), ' '))) / $avgdl))")
-        else:
-            norm = "1.0"
-        rows = yield Query(
-            f"MATCH (m:{NODE_LABEL}) WITH count(m) AS total "
-            f"UNWIND $terms AS t "
-            f"CALL db.idx.fulltext.queryNodes('{NODE_LABEL}', t) YIELD node "
-            f"WITH total, t, collect(node) AS hits "
-            f"WITH hits, log(1.0 + (toFloat(total) - size(hits) + 0.5) / (size(hits) + 0.5)) AS idf "
-            f"UNWIND hits AS c "
-            f"WITH c, sum(idf) AS s WHERE {pred.text} "
-            f"WITH c, s * {norm} AS score "
-            f"RETURN {node_proj}, score ORDER BY score DESC, c.node_id ASC LIMIT $k",
-            {**pred.params, "terms": terms, "k": int(k), "k1": float(k1), "b": float(b),
-             "avgdl": float(avgdl or 1.0)},
-            read_only=True,
-        )
-        return [KeywordHit(records.node_from_props(props), rank, float(score))
-                for rank, (props, score) in enumerate(rows, start=1)]
-
-    return keyword_search
-
-
-def patch_keyword(**kwargs: Any) -> Callable[[], contextlib.AbstractContextManager]:
-    """Context manager factory: ``channels.keyword_search`` replaced by :func:`bm25_keyword_search`."""
-    search = bm25_keyword_search(**kwargs)
-
-    @contextlib.contextmanager
-    def patched() -> Iterator[None]:
-        from llama_consciousness.storage import channels
-
-        original = channels.keyword_search
-        channels.keyword_search = search
-        try:
-            yield
-        finally:
-            channels.keyword_search = original
-
-    return patched
-
-
-def score_fusion(alpha: float = 0.3, fetch: int = 50, neighbours: tuple[int, int] | None = None, **kw: Any) -> Ranker:
-    """Prototype of a score-based fusion mode for ``SixWayHybridRetriever._fuse``.
-
-    Both channels are run as the retriever runs them (same plans, same
-    filter, ``fetch`` candidates each); each list's scores are min-max
-    normalised to [0, 1] and a memory's score is ``keyword + alpha * vector``
-    (RRF throws the score gaps away, and with a vector channel this weak,
-    rank positions of the two lists are not worth the same).
-    """
-    from llama_consciousness.storage.filters import MemoryFilter
-    from llama_consciousness.temporal import TemporalWindow
-
-    search = bm25_keyword_search(**kw)
-
-    def rank(ctx: Context, q: Question) -> list[str]:
-        intention = _intention(ctx, q.question)
-        memory_filter = MemoryFilter.from_intention(intention, TemporalWindow.from_intention(intention))
-        store = ctx.memory.level("N1", ctx.citizen)
-        if not ctx.cache.get("fulltext"):
-            from llama_consciousness.storage import channels
-
-            store.run(channels.ensure_fulltext(store.plans))
-            ctx.cache["fulltext"] = True
-        vec = store.run(store.plans.vector_search(ctx.memory.embed_query(q.question), fetch, memory_filter))
-        key = store.run(search(store.plans, q.question, fetch, memory_filter))
-        scores: dict[str, float] = {}
-        for hits, weight, get in ((key, 1.0, lambda h: h.score), (vec, alpha, lambda h: h.similarity)):
-            if not hits:
-                continue
-            values = [get(h) for h in hits]
-            lo, hi = min(values), max(values)
-            for h, v in zip(hits, values):
-                norm = (v - lo) / (hi - lo) if hi > lo else 1.0
-                scores[h.node.node_id] = scores.get(h.node.node_id, 0.0) + weight * norm
-        ids = [dia_of_node_id(i) for i, _ in sorted(scores.items(), key=lambda kv: -kv[1])]
-        return expand_neighbours(*neighbours)(ctx, ids) if neighbours else ids
-
-    return rank
-
-
-def best_prototype() -> Ranker:
-    """(b') the best six-way variant measured here (package changes prototyped in this file):
-    keyword channel = BM25 in Cypher without length normalisation, score fusion keyword + 0.1 x vector,
-    then the session neighbours of the top 10 from rank 8 on."""
-    return score_fusion(0.1, avgdl=None, neighbours=(10, 7))
 
 
 # -- evaluation -------------------------------------------------------------------------
@@ -353,27 +240,39 @@ class Outcome:
     per_question: list[tuple[int, dict[str, float]]]
     seconds: float
     queries: int
+    per_level: list[int] = field(default_factory=list)  # results returned, one entry per query and level
 
     @property
     def summary(self) -> dict[str, dict[str, float]]:
         return summarise(self.per_question)
 
+    @property
+    def per_level_mean(self) -> float:
+        return sum(self.per_level) / len(self.per_level) if self.per_level else float("nan")
+
+    @property
+    def per_level_max(self) -> int:
+        return max(self.per_level, default=0)
+
+
+def questions_of(ctx: Context, limit: int | None) -> list[Question]:
+    """The questions with evidence, the first ``limit`` of them (per conversation) when given."""
+    qs = [q for q in ctx.conv.questions if q.gold]
+    return qs[:limit] if limit else qs
+
 
 def evaluate(name: str, ranker: Ranker, contexts: Sequence[Context], limit: int | None) -> Outcome:
     rows: list[tuple[int, dict[str, float]]] = []
+    per_level: list[int] = []
     started = time.perf_counter()
     n = 0
     for ctx in contexts:
         for q in questions_of(ctx, limit):
-            ranked = ranker(ctx, q)
+            ranked, counts = ranker(ctx, q)
             rows.append((q.category, question_metrics(ranked, q.gold)))
+            per_level.extend(counts.values())
             n += 1
-    return Outcome(name, rows, time.perf_counter() - started, n)
-
-
-def questions_of(ctx: Context, limit: int | None) -> list[Question]:
-    qs = [q for q in ctx.conv.questions if q.gold]
-    return qs[:limit] if limit else qs
+    return Outcome(name, rows, time.perf_counter() - started, n, per_level)
 
 
 def point_in_time_check(config: Any, contexts: Sequence[Context], limit: int | None) -> dict[str, Any]:
@@ -385,8 +284,10 @@ def point_in_time_check(config: Any, contexts: Sequence[Context], limit: int | N
         retriever = ctx.memory.retriever(ctx.citizen, config=config)
         dates = ctx.conv.session_dates
         for q in questions_of(ctx, limit):
-            first = min(dates[int(g[1:].split(":")[0])] for g in q.gold if int(g[1:].split(":")[0]) in dates)
-            as_of = first - timedelta(seconds=1)
+            sessions = [session_of(g) for g in q.gold if session_of(g) in dates]
+            if not sessions:
+                continue
+            as_of = min(dates[s] for s in sessions) - timedelta(seconds=1)
             intention = RetrievalIntention(query_text=q.question, citizen_id=ctx.citizen, query_levels=LEVELS,
                                            max_results_per_level=TOP_K, temporal_mode="point_in_time",
                                            as_of_time=as_of)
@@ -413,86 +314,96 @@ def _after(value: Any, when: Any) -> bool:
 
 # -- variants ----------------------------------------------------------------------------
 
+Variant = tuple[str, Callable[[], Ranker]]  # (what it is, ranker factory)
 
-def variants() -> dict[str, tuple[str, Callable[[], Ranker]]]:
-    """name -> (what it is, ranker factory).  (a)-(d) first."""
-    from llama_consciousness.retrievers.config import (
-        HYBRID_RRF,
-        HYBRID_RRF_70_30,
-        SEVEN_WAY_CONCATENATION,
-        SIX_WAY_CONCATENATION,
-        RetrievalConfig,
-    )
 
-    out: dict[str, tuple[str, Callable[[], Ranker]]] = {
-        "six-way default": ("(a) RetrievalConfig(): vector + graph + keyword (BM25) per level, score fusion "
-                            "(keyword 1, vector 0.1, graph 0.05), neighbours of the top 10 after rank 7",
-                            lambda: six_way(None)),
-        "SIX_WAY_CONCATENATION": ("the core document's six ways: vector + graph, concatenated",
-                                  lambda: six_way(SIX_WAY_CONCATENATION)),
-        "default graph-weight-0": ("(b) best measured: score fusion keyword 1, vector 0.1, graph 0; neighbours as default",
-                                    lambda: six_way(RetrievalConfig(score_weights={"keyword": 1.0, "vector": 0.1,
-                                                                                   "graph": 0.0}))),
-        "default vector-0.2": ("score fusion keyword 1, vector 0.2, graph 0.05; neighbours as default",
-                                lambda: six_way(RetrievalConfig(score_weights={"keyword": 1.0, "vector": 0.2,
-                                                                               "graph": 0.05}))),
-        "default neighbours-after-5": ("the default with the neighbours after rank 5",
-                                        lambda: six_way(RetrievalConfig(neighbours_after=5))),
-        "default no-neighbours": ("the default without neighbour expansion",
-                                   lambda: six_way(RetrievalConfig(neighbour_expansion=0))),
-        "six-way best (prototype)": ("(b') " + (best_prototype.__doc__ or "").split(":", 1)[1].strip().replace("\n    ", " "),
-                                     best_prototype),
-        "stock vector": ("(c) VectorStoreIndex, WordLlama", stock_vector),
-        "BM25": ("(d) llama-index-retrievers-bm25", bm25),
-        "vector only": ("six-way, channels=(vector,)", lambda: six_way(RetrievalConfig(channels=("vector",)))),
-        "graph only": ("six-way, channels=(graph,)", lambda: six_way(RetrievalConfig(channels=("graph",)))),
-        "keyword only": ("six-way, channels=(keyword,)", lambda: six_way(RetrievalConfig(channels=("keyword",)))),
-        "SEVEN_WAY_CONCATENATION": ("recipe: the six ways plus keyword, concatenated",
-                                    lambda: six_way(SEVEN_WAY_CONCATENATION)),
-        "HYBRID_RRF": ("recipe", lambda: six_way(HYBRID_RRF)),
-        "HYBRID_RRF_70_30": ("recipe", lambda: six_way(HYBRID_RRF_70_30)),
-        "RRF vector+keyword": ("rrf, channels=(vector,keyword)",
-                               lambda: six_way(RetrievalConfig(channels=("vector", "keyword"), fusion="rrf"))),
-        "keyword-bm25 only": ("keyword channel = BM25 in Cypher (patched), alone",
-                              lambda: six_way(RetrievalConfig(channels=("keyword",)), patch=patch_keyword())),
-        "keyword-bm25 nonorm": ("same, no length normalisation",
-                                lambda: six_way(RetrievalConfig(channels=("keyword",)), patch=patch_keyword(avgdl=None))),
+def _default_with(**changes: Any) -> Any:
+    """The package default with some fields changed (validated again)."""
+    from llama_consciousness.retrievers.config import RetrievalConfig
+
+    return RetrievalConfig.model_validate({**RetrievalConfig().model_dump(), **changes})
+
+
+def _without_graph() -> Any:
+    from llama_consciousness.retrievers.config import RetrievalConfig
+
+    return _default_with(channels=tuple(c for c in RetrievalConfig().channels if c != "graph"))
+
+
+def _recipe(name: str) -> Any:
+    from llama_consciousness.retrievers import config
+
+    return getattr(config, name)
+
+
+def _only(channel: str) -> Any:
+    from llama_consciousness.retrievers.config import RetrievalConfig
+
+    return RetrievalConfig(channels=(channel,))
+
+
+def variants() -> dict[str, Variant]:
+    """name -> (what it is, ranker factory); configurations are built only when a variant runs."""
+    out: dict[str, Variant] = {
+        "package default": ("RetrievalConfig(): the package default", lambda: six_way(None)),
+        "default no-graph": ("the default without the graph channel", lambda: six_way(_without_graph())),
+        "default no-neighbours": ("the default without neighbour expansion (neighbour_expansion=0)",
+                                  lambda: six_way(_default_with(neighbour_expansion=0))),
+        "keyword only": ("RetrievalConfig(channels=('keyword',))", lambda: six_way(_only("keyword"))),
+        "vector only": ("RetrievalConfig(channels=('vector',))", lambda: six_way(_only("vector"))),
+        "graph only": ("RetrievalConfig(channels=('graph',))", lambda: six_way(_only("graph"))),
+        "stock BM25": ("llama-index-retrievers-bm25 over the same memories", stock_bm25),
+        "stock vector": ("LlamaIndex VectorStoreIndex over the same memories, WordLlama", stock_vector),
     }
-    out["keyword-bm25 nonorm ft-stop"] = ("patched keyword, no length norm, a short full-text stop list",
-                                          lambda: six_way(RetrievalConfig(channels=("keyword",)),
-                                                          patch=patch_keyword(avgdl=None, stop=SHORT_STOP)))
-    for b in (0.3, 0.5):
-        out[f"keyword-bm25 b{b}"] = (f"patched keyword channel alone, b={b}",
-                                     lambda b=b: six_way(RetrievalConfig(channels=("keyword",)), patch=patch_keyword(b=b)))
-    out["keyword-bm25 nonorm +nbrs"] = ("patched keyword (no length norm) + session neighbours of the top 10 after rank 5",
-                                        lambda: six_way(RetrievalConfig(channels=("keyword",)), patch=patch_keyword(avgdl=None),
-                                                        post=expand_neighbours()))
-    for alpha in (0.1, 0.2, 0.3, 0.5):
-        for norm in (None, 20.0):
-            out[f"score-fusion a{alpha}{'' if norm else ' nonorm'}"] = (
-                f"keyword (BM25, patched) + {alpha} x vector, min-max normalised scores",
-                lambda alpha=alpha, norm=norm: score_fusion(alpha, avgdl=norm))
-    for top, keep in ((10, 5), (5, 5), (10, 3), (10, 7), (20, 10), (5, 3)):
-        out[f"kw nonorm +nbrs{top}/{keep}"] = (
-            f"patched keyword (no length norm) + session neighbours of the top {top} after rank {keep}",
-            lambda top=top, keep=keep: six_way(RetrievalConfig(channels=("keyword",)), patch=patch_keyword(avgdl=None),
-                                               post=expand_neighbours(top, keep)))
-        out[f"score-fusion a0.1 nonorm +nbrs{top}/{keep}"] = (
-            f"score fusion (keyword + 0.1 x vector) + session neighbours of the top {top} after rank {keep}",
-            lambda top=top, keep=keep: score_fusion(0.1, avgdl=None, neighbours=(top, keep)))
-    for wv, wk, rk in [(1.0, 1.0, 60), (0.5, 1.0, 60), (0.3, 1.0, 60), (0.5, 1.0, 10), (0.3, 1.0, 10), (0.7, 1.0, 20)]:
-        cfg = RetrievalConfig(channels=("vector", "keyword"), fusion="rrf", rrf_k=rk,
-                              channel_weights={"vector": wv, "keyword": wk, "graph": 0.0})
-        out[f"RRF vec{wv}+bm25kw{wk} k{rk}"] = (
-            "rrf of vector and the patched keyword channel",
-            lambda cfg=cfg: six_way(cfg, patch=patch_keyword()))
+    for recipe, what in (("HYBRID_RRF", "recipe: all channels, reciprocal rank fusion, equal weights"),
+                         ("HYBRID_RRF_70_30", "recipe: rrf, vector 0.7, keyword 0.3, graph 0.3"),
+                         ("SIX_WAY_CONCATENATION", "recipe: the core document's six ways (vector + graph), "
+                                                   "concatenated"),
+                         ("SEVEN_WAY_CONCATENATION", "recipe: the six ways plus keyword, concatenated")):
+        out[recipe] = (what, lambda recipe=recipe: six_way(_recipe(recipe)))
     return out
 
 
-# (a) the default, (b) the best configuration measured (graph weight 0: within noise of the default),
-# (c), (d), the core document's six ways as they are, and each channel of the default alone.
-DEFAULT_SET = ["six-way default", "default graph-weight-0", "stock vector", "BM25", "SIX_WAY_CONCATENATION",
-               "vector only", "graph only", "keyword only", "default no-neighbours"]
+# The systems must-have 4 of issue 26 compares: the default, each channel alone, the default without graph
+# and without neighbour expansion, rank fusion, and the two stock baselines.
+DEFAULT_SET = ["package default", "default no-graph", "default no-neighbours", "keyword only", "vector only",
+               "graph only", "HYBRID_RRF", "stock BM25", "stock vector"]
+
+
+def json_variants(texts: Sequence[str]) -> dict[str, Variant]:
+    """``--config-json`` values as variants ``json1``, ``json2``, ... (ValueError when one is not a valid
+    RetrievalConfig)."""
+    from pydantic import ValidationError
+
+    from llama_consciousness.retrievers.config import RetrievalConfig
+
+    out: dict[str, Variant] = {}
+    for i, text in enumerate(texts, start=1):
+        try:
+            config = RetrievalConfig.model_validate_json(text)
+        except ValidationError as exc:
+            raise ValueError(f"--config-json {text!r} is not a RetrievalConfig: {exc}") from exc
+        what = "RetrievalConfig(**" + json.dumps(config.model_dump(mode="json", exclude_defaults=True)) + ")"
+        out[f"json{i}"] = (what, lambda config=config: six_way(config))
+    return out
+
+
+def select(spec: str, known: dict[str, Variant], extra: Sequence[str] = ()) -> list[str]:
+    """``--variants`` as names: 'default' (DEFAULT_SET), 'all', 'none', or a comma list mixing them;
+    the ``extra`` names (``--config-json``) follow.  ValueError names the unknown ones."""
+    names: list[str] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if part == "default":
+            names += DEFAULT_SET
+        elif part == "all":
+            names += [n for n in known if not n.startswith("json")]
+        elif part and part != "none":
+            names.append(part)
+    names = list(dict.fromkeys([*names, *extra]))
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown variants {unknown}; known: {list(known)}")
+    return names
 
 
 # -- output -------------------------------------------------------------------------------
@@ -502,20 +413,26 @@ def _fmt(value: float) -> str:
     return "-" if isinstance(value, float) and math.isnan(value) else f"{value:.3f}"
 
 
-def table(outcomes: Sequence[Outcome], descriptions: dict[str, str]) -> str:
-    head = "| system | questions | n | " + " | ".join(METRICS) + " | ms/query |"
-    lines = [head, "|" + "---|" * (len(METRICS) + 4)]
-    slices = [("overall", "overall (1-4)"), ("cat2", "temporal (2)"), ("cat1", "multi-hop (1)"),
-              ("cat3", "open-domain (3)"), ("cat4", "single-hop (4)"), ("cat5", "adversarial (5)")]
+SLICES = [("overall", "overall (1-4)"), ("cat2", "temporal (2)"), ("cat1", "multi-hop (1)"),
+          ("cat3", "open-domain (3)"), ("cat4", "single-hop (4)"), ("cat5", "adversarial (5)")]
+
+
+def table(outcomes: Sequence[Outcome], metrics: Sequence[str] = METRICS) -> str:
+    """One markdown table: a block of rows per system, results per level and ms/query on its first row."""
+    head = "| system | questions | n | " + " | ".join(metrics) + " | per level mean/max | ms/query |"
+    lines = [head, "|" + "---|" * (len(metrics) + 5)]
     for o in outcomes:
         s = o.summary
-        ms = 1000 * o.seconds / max(o.queries, 1)
-        for i, (key, label) in enumerate(slices):
+        for i, (key, label) in enumerate(SLICES):
             row = s[key]
-            name = f"**{o.name}**" if i == 0 else ""
-            lines.append(f"| {name} | {label} | {row['n']} | " + " | ".join(_fmt(row[m]) for m in METRICS)
-                         + f" | {ms:.1f} |" if i == 0 else
-                         f"| {name} | {label} | {row['n']} | " + " | ".join(_fmt(row[m]) for m in METRICS) + " | |")
+            cells = f"| {f'**{o.name}**' if i == 0 else ''} | {label} | {row['n']} | " \
+                + " | ".join(_fmt(row[m]) for m in metrics)
+            if i == 0:
+                ms = 1000 * o.seconds / max(o.queries, 1)
+                cells += f" | {o.per_level_mean:.1f}/{o.per_level_max} | {ms:.1f} |"
+            else:
+                cells += " | | |"
+            lines.append(cells)
     return "\n".join(lines)
 
 
@@ -523,44 +440,52 @@ def table(outcomes: Sequence[Outcome], descriptions: dict[str, str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=DATA_EPILOG,
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 2)[2]
+                                     + "\n\n" + DATA_EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, metavar="PATH", help=DATA_HELP)
     parser.add_argument("--data-dir", type=Path, default=None,
-                        help="FalkorDB data directory (default: a temporary one, removed afterwards)")
-    parser.add_argument("--conversations", default="", help="comma-separated sample ids or indexes (default: all)")
-    parser.add_argument("--limit-questions", type=int, default=None, help="first N questions per conversation")
+                        help="FalkorDB data directory kept between runs (default: a temporary one, removed afterwards)")
+    parser.add_argument("--split", choices=SPLITS, default="test", help=SPLIT_HELP)
+    parser.add_argument("--conversations", default="",
+                        help="comma-separated sample ids or 0-based indexes (overrides --split)")
+    parser.add_argument("--memories", choices=MEMORIES, default="turns",
+                        help="turns: one memory per turn (standard); turns+windows: each session also stored as "
+                             "windows of consecutive turns, gold stays the turns (default: %(default)s)")
+    parser.add_argument("--window-size", type=int, default=WINDOW_SIZE,
+                        help="turns per window (turns+windows; default: %(default)s)")
+    parser.add_argument("--window-stride", type=int, default=WINDOW_STRIDE,
+                        help="turns between window starts (turns+windows; default: %(default)s)")
+    parser.add_argument("--limit-questions", type=int, default=None,
+                        help="the first N questions with evidence of each conversation of the split")
     parser.add_argument("--variants", default="default",
-                        help="comma-separated system names, 'default' ((a)-(d)), or 'all'")
+                        help="comma-separated system names, 'default', 'all', or 'none' (only --config-json)")
+    parser.add_argument("--config-json", action="append", default=[], metavar="JSON",
+                        help="a RetrievalConfig as JSON, e.g. '{\"fusion\": \"rrf\", \"rrf_k\": 20}' (validated; "
+                             "repeatable; run as json1, json2, ... after --variants)")
     parser.add_argument("--no-pit", action="store_true", help="skip the point-in-time check")
     parser.add_argument("--citizen-prefix", default="locomo")
     args = parser.parse_args(argv)
     require_data(args.data)
+    if args.window_size < 1 or args.window_stride < 1:
+        parser.error("--window-size and --window-stride must be >= 1")
     logging.basicConfig(level=logging.WARNING)
-    logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     known = variants()
-    if args.variants == "all":
-        names = list(known)
-    elif args.variants == "default":
-        names = list(DEFAULT_SET)
-    else:
-        names = []
-        for part in args.variants.split(","):
-            part = part.strip()
-            if part == "default":
-                names += DEFAULT_SET
-            elif part:
-                names.append(part)
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        parser.error(f"unknown variants {unknown}; known: {list(known)}")
+    try:
+        configs = json_variants(args.config_json)
+        known.update(configs)
+        names = select(args.variants, known, list(configs))
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not names:
+        parser.error("no variants to run")
 
     from llama_consciousness import ConsciousnessMemory
 
     only = [c.strip() for c in args.conversations.split(",") if c.strip()] or None
-    convs = load_conversations(args.data, only)
+    convs = load_conversations(args.data, only, args.split)
     temp = None
     data_dir = args.data_dir
     if data_dir is None:
@@ -569,40 +494,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with ConsciousnessMemory(data_dir=data_dir) as memory:
             t0 = time.perf_counter()
-            contexts = [ingest_conversation(memory, c, args.citizen_prefix) for c in convs]
+            contexts = [ingest_conversation(memory, c, args.citizen_prefix, args.memories,
+                                            args.window_size, args.window_stride) for c in convs]
             ingest_s = time.perf_counter() - t0
             outcomes = []
-            descriptions = {}
             for name in names:
-                what, factory = known[name]
-                descriptions[name] = what
-                outcomes.append(evaluate(name, factory(), contexts, args.limit_questions))
-                print(f"  {name}: {outcomes[-1].summary['overall']['R@10']:.3f} R@10 overall, "
-                      f"{outcomes[-1].summary['cat2']['R@10']:.3f} temporal, {outcomes[-1].seconds:.1f} s",
-                      file=sys.stderr)
+                outcomes.append(evaluate(name, known[name][1](), contexts, args.limit_questions))
+                o = outcomes[-1]
+                print(f"  {name}: {o.summary['overall']['R@10']:.3f} R@10 overall, "
+                      f"{o.summary['cat2']['R@10']:.3f} temporal, {o.seconds:.1f} s", file=sys.stderr)
             pit = None
             if not args.no_pit:
-                from llama_consciousness.retrievers.config import SEVEN_WAY_CONCATENATION
-
-                with patch_keyword(avgdl=None)():
-                    pit = point_in_time_check(SEVEN_WAY_CONCATENATION, contexts, args.limit_questions)
+                pit = point_in_time_check(None, contexts, args.limit_questions)
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
     total = time.perf_counter() - started
     n_turns = sum(len(c.turns) for c in convs)
-    print(f"LoCoMo retrieval quality: {len(convs)} conversations, {n_turns} turns "
-          f"(ingested through memory.ingest in {ingest_s:.1f} s), top {TOP_K} per question, N1 only, "
+    n_memories = sum(len(c.nodes) for c in contexts)
+    part = f"conversations {', '.join(c.sample_id for c in convs)}" if only else \
+        f"split {args.split}: {', '.join(c.sample_id for c in convs)}"
+    stored = f"{n_turns} turns" if args.memories == "turns" else \
+        (f"{n_turns} turns + {n_memories - n_turns} windows of {args.window_size} turns "
+         f"(stride {args.window_stride})")
+    limit = f", first {args.limit_questions} questions each" if args.limit_questions else ""
+    print(f"LoCoMo retrieval quality: {len(convs)} conversations ({part}{limit}), {stored} "
+          f"(ingested through memory.ingest in {ingest_s:.1f} s), top {TOP_K} per level, N1 only, "
           "WordLlama embedding.\n")
-    print(table(outcomes, descriptions))
+    metrics = METRICS if args.memories != "turns" else [m for m in METRICS if not m.startswith("Win")]
+    print(table(outcomes, metrics))
     print()
     for name in names:
-        print(f"- {name}: {descriptions[name]}")
+        print(f"- {name}: {known[name][0]}")
     if pit is not None:
         ok = pit["leaked"] == 0 and pit["late"] == 0
-        print(f"\nPoint-in-time check (vector + graph + BM25 keyword channels, as of 1 s before the first evidence session): "
-              f"{pit['checked']} questions, {pit['leaked']} returned a gold turn, {pit['late']} turns later than the as-of time "
-              f"({'PASS' if ok else 'FAIL'}); {pit['non_empty']} as-of queries returned earlier turns.")
+        print(f"\nPoint-in-time check (package default, as of 1 s before the first evidence session): "
+              f"{pit['checked']} questions, {pit['leaked']} returned a gold turn, {pit['late']} memories later "
+              f"than the as-of time ({'PASS' if ok else 'FAIL'}); {pit['non_empty']} as-of queries returned "
+              "earlier memories.")
     print(f"\nTotal {total:.1f} s.")
     return 0 if pit is None or (pit["leaked"] == 0 and pit["late"] == 0) else 1
 

@@ -84,7 +84,8 @@ def test_recall_hit_and_session_recall():
 
 def test_question_metrics_and_summary():
     m = ld.question_metrics(["D1:1", "D1:2"], ["D1:2"])
-    assert m == {"R@5": 1.0, "R@10": 1.0, "R@20": 1.0, "Hit@10": 1.0, "SessR@10": 1.0}
+    assert m == {"R@5": 1.0, "R@10": 1.0, "R@20": 1.0, "Hit@10": 1.0, "SessR@10": 1.0, "Win@10": 0.0,
+                 "WinGold@10": 0.0}
     miss = ld.question_metrics(["D1:1"] + [f"D2:{i}" for i in range(30)], ["D9:9"])
     assert set(miss.values()) == {0.0}
     late = ld.question_metrics([f"D2:{i}" for i in range(12)] + ["D9:9"], ["D9:9"])
@@ -106,6 +107,32 @@ def mini1():
 @pytest.fixture(scope="module")
 def mini2():
     return ld.load_conversations(FIXTURE, ["mini-2"])[0]
+
+
+def test_split_by_conversation_in_file_order():
+    ids = ["conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47", "conv-48", "conv-49",
+           "conv-50"]  # locomo10.json, in file order
+    assert ld.split_conversations(ids, "tune") == ["conv-26", "conv-30", "conv-41", "conv-42", "conv-43"]
+    assert ld.split_conversations(ids, "test") == ["conv-44", "conv-47", "conv-48", "conv-49", "conv-50"]
+    assert ld.split_conversations(ids, "all") == ids
+    # odd counts: the extra conversation goes to tune; the two parts never overlap and cover everything
+    for n in range(0, 8):
+        items = list(range(n))
+        tune, test = ld.split_conversations(items, "tune"), ld.split_conversations(items, "test")
+        assert tune + test == items and len(tune) == math.ceil(n / 2)
+    with pytest.raises(ValueError, match="unknown split"):
+        ld.split_conversations(ids, "train")
+    # the split is stated where the user reads it
+    for sid in ids:
+        assert sid in ld.SPLIT_HELP and sid in ld.__doc__
+
+
+def test_loader_split_and_override():
+    assert [c.sample_id for c in ld.load_conversations(FIXTURE, split="tune")] == ["mini-1"]
+    assert [c.sample_id for c in ld.load_conversations(FIXTURE, split="test")] == ["mini-2"]
+    assert [c.sample_id for c in ld.load_conversations(FIXTURE, split="all")] == ["mini-1", "mini-2"]
+    # --conversations overrides the split
+    assert [c.sample_id for c in ld.load_conversations(FIXTURE, ["mini-1"], split="test")] == ["mini-1"]
 
 
 def test_loader_selects_conversations():
@@ -224,7 +251,94 @@ def test_missing_data_exits_with_where_to_get_it(module, tmp_path, monkeypatch, 
     assert "https://github.com/snap-research/locomo" in help_text
 
 
+# -- long memories: windows of consecutive turns ------------------------------------------------
+
+
+@pytest.mark.parametrize("n, size, stride, starts", [
+    (0, 12, 6, []),
+    (5, 12, 6, [0]),          # a short session is one window of all its turns
+    (12, 12, 6, [0]),
+    (13, 12, 6, [0, 1]),      # the last window is aligned to the end
+    (20, 12, 6, [0, 6, 8]),
+    (24, 12, 6, [0, 6, 12]),
+    (47, 12, 6, [0, 6, 12, 18, 24, 30, 35]),
+    (8, 4, 2, [0, 2, 4]),
+    (7, 4, 2, [0, 2, 3]),
+])
+def test_window_starts(n, size, stride, starts):
+    assert ld.window_starts(n, size, stride) == starts
+    covered = {i for s in starts for i in range(s, min(s + size, n))}
+    assert covered == set(range(n))  # every turn is in a window
+
+
+def test_session_windows(mini1, mini2):
+    windows = ld.session_windows(mini1.turns, size=4, stride=2)
+    assert [w.node_id for w in windows] == [
+        "mini-1:W1:1-4", "mini-1:W1:3-6", "mini-1:W1:5-8",
+        "mini-1:W2:1-4", "mini-1:W2:3-6", "mini-1:W2:4-7",
+        "mini-1:W3:1-4", "mini-1:W3:3-6"]
+    assert all(len(w.turns) == 4 and len({t.session for t in w.turns}) == 1 for w in windows)
+    w = windows[4]
+    assert (w.session, w.first, w.last, w.key) == (2, 3, 6, "W2:3-6")
+    assert [t.dia_id for t in w.turns] == ld.window_turns(w.key) == ["D2:3", "D2:4", "D2:5", "D2:6"]
+    assert w.description == "\n".join(t.description for t in w.turns)
+    assert w.date == w.turns[0].date == mini1.session_dates[2]
+    assert w.name.endswith(" ...") and w.description.startswith(w.name[:-4])
+    assert len(w.name.split()) == 11 and w.words == len(w.description.split())
+    # the default sizing: the fixture's sessions (2-8 turns) are shorter than 12, one window each
+    assert [w.key for w in ld.session_windows(mini2.turns)] == [
+        "W1:1-3", "W2:1-2", "W3:1-2", "W4:1-3", "W5:1-3", "W6:1-2", "W7:1-2", "W8:1-2", "W9:1-3", "W10:1-3"]
+    assert ld.session_windows(mini2.turns)[-1].date == mini2.session_dates[10]
+    # window keys are never turns, and cover nothing when malformed
+    assert ld.is_turn("D1:3") and not ld.is_turn("W1:1-4") and ld.window_turns("D1:3") == []
+    assert ld.dia_of_node_id("mini-1:W2:3-6") == "W2:3-6" == ld.dia_of_node_id("N1:mini-1:W2:3-6")
+
+
+def test_conversation_memories_with_windows(mini1):
+    from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
+
+    turns_only = ld.conversation_memories(mini1, "locomo-test")
+    assert turns_only == ld.turn_memories(mini1.turns, "locomo-test")
+    records = ld.conversation_memories(mini1, "locomo-test", "turns+windows", size=4, stride=2)
+    nodes = [r for r in records if isinstance(r, MemoryNode)]
+    rels = [r for r in records if isinstance(r, ConsciousnessRelationship)]
+    assert records[:len(nodes)] == nodes  # memories first
+    assert len(nodes) == 21 + 8 and len(rels) == 21 - 3  # windows add no relationships
+    windows = [n for n in nodes if n.extra.get("kind") == "window"]
+    assert [n.node_id for n in windows] == [w.node_id for w in ld.session_windows(mini1.turns, 4, 2)]
+    w = windows[3]
+    assert (w.level, w.citizen_id, w.node_type) == ("N1", "locomo-test", "Memory")
+    assert w.valid_at == w.created_at == mini1.session_dates[2]
+    assert w.extra == {"sample_id": "mini-1", "session": 2, "first_turn": 1, "last_turn": 4, "kind": "window"}
+    assert w.description.count("\n") == 3 and w.name != w.description
+    with pytest.raises(ValueError, match="unknown memories"):
+        ld.conversation_memories(mini1, "x", "windows")
+
+
+def test_metrics_count_windows_as_misses():
+    gold = ["D1:3", "D2:1"]
+    ranked = ["W1:1-4", "W1:3-6", "D1:3"] + [f"D3:{i}" for i in range(1, 20)]
+    m = ld.question_metrics(ranked, gold)
+    # windows take slots 1 and 2, the gold turn is third; a window covering D1:3 is in the top 10
+    assert m["R@10"] == 0.5 and m["Hit@10"] == 1.0
+    assert m["Win@10"] == pytest.approx(0.2) and m["WinGold@10"] == 1.0
+    assert m["SessR@10"] == 0.5  # windows are not sessions found
+    # a window from another part of the session covers no gold turn
+    far = ld.question_metrics(["W1:5-8"] * 1 + ["D9:9"], gold)
+    assert (far["R@10"], far["Win@10"], far["WinGold@10"]) == (0.0, 0.1, 0.0)
+    # ten windows push the gold turn out of the top 10
+    crowded = ld.question_metrics([f"W{i}:1-4" for i in range(3, 13)] + ["D1:3"], gold)
+    assert crowded["R@10"] == 0.0 and crowded["R@20"] == 0.5 and crowded["Win@10"] == 1.0
+
+
 # -- a slice through the real store -----------------------------------------------------------
+
+
+def _slice(mini1, sessions=(1, 2)):
+    turns = [t for t in mini1.turns if t.session in sessions]
+    known = {t.dia_id for t in turns}
+    return ld.Conversation(mini1.sample_id, turns, [q for q in mini1.questions
+                                                    if q.gold and all(g in known for g in q.gold)])
 
 
 def test_ingest_and_retrieve_slice(memory, citizen, mini1):
@@ -233,10 +347,9 @@ def test_ingest_and_retrieve_slice(memory, citizen, mini1):
     from llama_consciousness.retrievers.config import RetrievalConfig
     from llama_consciousness.schema import RetrievalIntention
 
-    turns = [t for t in mini1.turns if t.session in (1, 2)]
+    conv = _slice(mini1)
+    turns = conv.turns
     known = {t.dia_id for t in turns}
-    conv = ld.Conversation(mini1.sample_id, turns, [q for q in mini1.questions
-                                                    if q.gold and all(g in known for g in q.gold)])
     assert len(conv.questions) == 7  # the Lisbon questions (session 3) and the one without evidence are out
     report = memory.ingest(ld.turn_memories(turns, citizen))
     assert report.inserted == len(turns) == 15 and not report.rejected
@@ -244,12 +357,12 @@ def test_ingest_and_retrieve_slice(memory, citizen, mini1):
     ctx = lq.Context(conv, citizen, memory, [n for n in ld.turn_memories(turns, citizen) if hasattr(n, "node_type")])
 
     q = next(q for q in conv.questions if q.gold == ("D1:3",))  # Priya's first pottery lesson
-    for ranker in (lq.six_way(None), lq.stock_vector(), lq.bm25(), lq.best_prototype(),
-                   lq.six_way(RetrievalConfig(channels=("keyword",)), patch=lq.patch_keyword(avgdl=None))):
-        ranked = ranker(ctx, q)
-        assert ranked and all(r in known for r in ranked)
-    assert "D1:3" in lq.best_prototype()(ctx, q)[:3]
-    assert "D1:3" in lq.bm25()(ctx, q)[:3]
+    known_variants = lq.variants()
+    for name in lq.DEFAULT_SET:
+        ranked, per_level = known_variants[name][1]()(ctx, q)
+        assert ranked and all(r in known for r in ranked), name
+        assert list(per_level) == ["N1"] and per_level["N1"] == len(ranked), name
+    assert "D1:3" in lq.stock_bm25()(ctx, q)[0][:3]
 
     # point in time: before session 2 nothing of session 2 is visible
     s2 = min(t.date for t in turns if t.session == 2)
@@ -269,29 +382,95 @@ def test_ingest_and_retrieve_slice(memory, citizen, mini1):
     assert pit["checked"] == len(conv.questions) and pit["leaked"] == 0 and pit["late"] == 0
 
 
-def test_quality_command_on_the_fixture(capsys):
-    """The benchmark end to end with ``--data``: both conversations ingested, a table, the point-in-time check."""
+def test_windows_compete_in_the_store(memory, citizen, mini1):
+    """turns+windows: the windows are stored beside the turns, every system can return them, gold stays turns."""
     import locomo_quality as lq
 
-    rc = lq.main(["--data", str(FIXTURE), "--variants", "BM25,keyword only", "--citizen-prefix", "mini"])
+    conv = _slice(mini1)
+    ctx = lq.ingest_conversation(memory, conv, citizen, "turns+windows", size=4, stride=2)
+    assert ctx.citizen == f"{citizen}-w4s2-mini-1" == lq.citizen_of("mini-1", citizen, "turns+windows", 4, 2)
+    windows = [w.node_id for w in ld.session_windows(conv.turns, 4, 2)]
+    assert len(windows) == 6 and len(ctx.nodes) == 15 + 6
+    stored = memory.get_nodes(windows, "N1", ctx.citizen)
+    assert sorted(n.node_id for n in stored) == sorted(windows)
+    assert all(n.extra["kind"] == "window" for n in stored)
+    assert len(memory.get_nodes([t.node_id for t in conv.turns], "N1", ctx.citizen)) == 15
+
+    keys = {ld.dia_of_node_id(w) for w in windows} | {t.dia_id for t in conv.turns}
+    q = next(q for q in conv.questions if q.gold == ("D1:3",))
+    assert q.gold == ("D1:3",)  # gold is the turns, unchanged
+    for name in ("package default", "stock BM25", "stock vector", "vector only"):
+        ranked, _ = lq.variants()[name][1]()(ctx, q)
+        assert set(ranked) <= keys, name
+        assert any(r.startswith("W") for r in ranked), name  # the long memories compete
+    out = lq.evaluate("stock BM25", lq.stock_bm25(), [ctx], None)
+    assert out.queries == 7 and out.per_level == [20] * 7 and out.per_level_max == 20
+    assert out.summary["overall"]["Win@10"] > 0
+    # the turns-only citizen of the same conversation holds no window
+    assert lq.citizen_of("mini-1", citizen) == f"{citizen}-mini-1"
+
+
+def test_variants_and_config_json():
+    import locomo_quality as lq
+
+    from llama_consciousness.retrievers.config import RetrievalConfig
+
+    known = lq.variants()
+    for name in ("package default", "default no-graph", "default no-neighbours", "keyword only", "vector only",
+                 "graph only", "HYBRID_RRF", "stock BM25", "stock vector"):
+        assert name in known and name in lq.DEFAULT_SET
+    assert "graph" not in lq._without_graph().channels and lq._without_graph().fusion == RetrievalConfig().fusion
+    assert lq._default_with(neighbour_expansion=0).neighbour_expansion == 0
+    configs = lq.json_variants(['{"fusion": "rrf", "rrf_k": 20}', '{"channels": ["keyword"]}'])
+    assert list(configs) == ["json1", "json2"]
+    assert configs["json1"][0] == 'RetrievalConfig(**{"fusion": "rrf", "rrf_k": 20})'
+    with pytest.raises(ValueError, match="not a RetrievalConfig"):
+        lq.json_variants(['{"fusion": "sum"}'])
+    with pytest.raises(ValueError, match="not a RetrievalConfig"):
+        lq.json_variants(['{"no_such_field": 1}'])
+    known.update(configs)
+    assert lq.select("default", known) == lq.DEFAULT_SET
+    assert lq.select("none", known, ["json1"]) == ["json1"]
+    assert lq.select("stock BM25,default", known, ["json2"])[:2] == ["stock BM25", "package default"]
+    assert lq.select("stock BM25,default", known, ["json2"])[-1] == "json2"
+    assert "json1" not in lq.select("all", known)
+    with pytest.raises(ValueError, match="unknown variants"):
+        lq.select("BM25", known)
+
+
+def test_quality_command_on_the_fixture(capsys):
+    """The benchmark end to end with ``--data``: the test split by default, a table with the per-level column,
+    the point-in-time check; then the long-memory evaluation and --config-json."""
+    import locomo_quality as lq
+
+    rc = lq.main(["--data", str(FIXTURE), "--variants", "stock BM25,keyword only", "--citizen-prefix", "mini"])
     out = capsys.readouterr().out
     assert rc == 0
-    assert out.startswith("LoCoMo retrieval quality: 2 conversations, 46 turns")
-    assert "| **BM25** | overall (1-4) | 13 |" in out and "|  | adversarial (5) | 3 |" in out
-    assert "| **keyword only** | overall (1-4) | 13 |" in out
-    assert "Point-in-time check" in out and "16 questions, 0 returned a gold turn" in out and "(PASS)" in out
+    assert out.startswith("LoCoMo retrieval quality: 1 conversations (split test: mini-2), 25 turns")
+    assert "| per level mean/max | ms/query |" in out and "Win@10" not in out
+    assert "| **stock BM25** | overall (1-4) | 6 |" in out and "| 20.0/20 |" in out
+    assert "|  | adversarial (5) | 1 |" in out
+    assert "| **keyword only** | overall (1-4) | 6 |" in out
+    assert "Point-in-time check" in out and "7 questions, 0 returned a gold turn" in out and "(PASS)" in out
 
+    rc = lq.main(["--data", str(FIXTURE), "--split", "all", "--memories", "turns+windows", "--window-size", "4",
+                  "--window-stride", "2", "--variants", "none", "--config-json", '{"channels": ["keyword"]}',
+                  "--limit-questions", "2", "--citizen-prefix", "mini"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert out.startswith("LoCoMo retrieval quality: 2 conversations (split all: mini-1, mini-2, first 2 questions "
+                          "each), 46 turns + 18 windows of 4 turns (stride 2)")
+    assert "| Win@10 | WinGold@10 | per level mean/max |" in out
+    assert "| **json1** | overall (1-4) | 4 |" in out
+    assert '- json1: RetrievalConfig(**{"channels": ["keyword"]})' in out
+    assert "4 questions, 0 returned a gold turn" in out
 
-def test_idf_terms_and_neighbour_expansion(mini1):
-    import locomo_quality as lq
-
-    assert lq.idf_terms("When did Priya go to her first pottery lesson?") == ["priya", "go", "first", "pottery", "lesson"]
-    assert lq.idf_terms("What is the name of Jonah's dog?") == ["name", "jonahs", "dog"]
-    assert lq.idf_terms("What is it?") == []
-    ctx = lq.Context(ld.Conversation("c", mini1.turns[:6]), "x", None)
-    post = lq.expand_neighbours(top=2, keep=1)
-    # D1:4 first, then neighbours of the top 2 (D1:4 -> D1:3, D1:5; D1:1 -> D1:2), then the rest
-    assert post(ctx, ["D1:4", "D1:1", "D1:6"]) == ["D1:4", "D1:3", "D1:5", "D1:2", "D1:1", "D1:6"]
-    # neighbours stay inside a session: D1:8 (last of session 1) and D2:1 (first of session 2) are not neighbours
-    ctx = lq.Context(ld.Conversation("c", mini1.turns[:10]), "x", None)
-    assert ctx.neighbours["D1:8"] == ["D1:7"] and ctx.neighbours["D2:1"] == ["D2:2"]
+    with pytest.raises(SystemExit) as exc:
+        lq.main(["--data", str(FIXTURE), "--config-json", '{"fusion": "sum"}'])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit):
+        lq.main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for sid in ("conv-26", "conv-43", "conv-44", "conv-50"):
+        assert sid in help_text
+    assert "turns+windows" in help_text and "--config-json" in help_text
