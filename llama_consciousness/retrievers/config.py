@@ -51,7 +51,10 @@ class RetrievalConfig(BaseModel):
                                   description="rank after which the neighbours are inserted")
     neighbours_per_memory: int = Field(default=2, ge=1, le=20, description="strongest links followed per memory")
     rrf_k: int = Field(default=60, ge=0, le=10_000)
-    final_top_k: int | None = Field(default=None, ge=1, description="cut the fused list (None: keep all)")
+    final_top_k: int | None = Field(
+        default=None, ge=1,
+        description="cut the fused list (None: keep all); fused lists (score, rrf) hold at most the "
+                    "intention's max_results_per_level memories per level either way")
     channel_timeout_s: float = Field(default=5.0, gt=0, le=600, description="per channel; a slow level becomes an error entry")
     cache_ttl_s: float | None = Field(default=None, gt=0, description="cache streams by intention (off by default)")
 

@@ -70,6 +70,20 @@ class LevelOutcome:
         self.errors.append(channel_error(self.level, channel, exc, logger))
 
 
+def per_level_cap(ranked: list[tuple[str, float]], found: dict[str, dict[str, Any]], cap: int
+                  ) -> list[tuple[str, float]]:
+    """The fused order with at most ``cap`` memories of each level: each channel brought up to ``cap``, and
+    the intention asked for ``cap`` per level, not for ``cap`` per channel plus neighbours."""
+    kept: dict[str, int] = {}
+    out = []
+    for key, score in ranked:
+        level = found[key]["level"]
+        if kept.get(level, 0) < cap:
+            kept[level] = kept.get(level, 0) + 1
+            out.append((key, score))
+    return out
+
+
 class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
     """Parallel vector + graph (+ keyword) retrieval over the three memory levels; a plain query string
     becomes a :class:`RetrievalIntention` with the retriever's ``citizen_id`` and ``intention_defaults``."""
@@ -303,6 +317,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
             for out in outcomes
         }
         found, ranked = fused or self._rank(outcomes)
+        if self.config.fusion != "concatenate":  # the spec's six ways keep every channel's results
+            ranked = per_level_cap(ranked, found, intention.max_results_per_level)
         if self.config.final_top_k is not None:
             ranked = ranked[: self.config.final_top_k]
         nodes = [result_node(found[key], score, intention.temporal_mode) for key, score in ranked]

@@ -325,7 +325,8 @@ def check_engine_result(raw: list[NodeWithScore], sources: list[NodeWithScore]) 
             n.score, meta["energy"], meta["confidence"], resonance, meta["metadata_completeness"])
     best = sorted(expected, key=lambda k: -expected[k])
     assert ids(sources) == best[:7]  # 2 + 3 + 2 kept, the 8th is below attention
-    assert ids(sources)[:2] == ["beta_launch", "parser_idea"]  # emotional resonance dominates
+    # emotional resonance dominates: the two excited memories lead, whichever BM25 puts first
+    assert set(ids(sources)[:2]) == {"beta_launch", "parser_idea"}
     assert "budget_notes" not in ids(sources)  # low energy, low confidence, no emotions
     for n in sources:
         assert n.score == pytest.approx(expected[n.node.metadata["node_id"]])
@@ -343,11 +344,14 @@ def test_query_engine_ranks_and_tiers(engine_parts):
 
     stream = retriever.retrieve_stream(SPEC_QUERY).model_copy(
         update=tiers.process(response.source_nodes).stream_fields)
-    assert [c.node_id for c in stream.activation_tiers["focus"]] == ["beta_launch", "parser_idea"]
+    focus = stream.activation_tiers["focus"]
+    assert [c.node_id for c in focus] == ids(response.source_nodes)[:2]
+    assert set(ids(response.source_nodes)[:2]) == {"beta_launch", "parser_idea"}
     assert [len(stream.activation_tiers[t]) for t in ("focus", "peripheral", "background")] == [2, 3, 2]
-    top = stream.activation_tiers["focus"][0]
+    top = focus[0]
     assert isinstance(top, ConsciousnessNode) and top.relevance_score == pytest.approx(response.source_nodes[0].score)
-    assert top.emotion_vector == {"excitement": 0.7, "caution": 0.4, "fear": 0.2}
+    beta = next(c for c in focus if c.node_id == "beta_launch")
+    assert beta.emotion_vector == {"excitement": 0.7, "caution": 0.4, "fear": 0.2}
 
 
 async def test_query_engine_async(engine_parts):

@@ -783,3 +783,22 @@ def test_the_default_configuration_is_score_fusion_over_three_channels() -> None
     assert SIX_WAY_CONCATENATION.channels == ("vector", "graph") and SIX_WAY_CONCATENATION.fusion == "concatenate"
     with pytest.raises(ValueError, match="unknown channel"):
         RetrievalConfig(score_weights={"bogus": 1.0})
+
+
+@pytest.mark.parametrize("config", [RetrievalConfig(), RetrievalConfig(fusion="rrf")], ids=["score", "rrf"])
+def test_a_fused_retrieval_returns_at_most_max_results_per_level(memory, citizen, config) -> None:
+    """Three channels of k each, plus neighbours, fuse into at most k memories per level; the best stay."""
+    turns = [MemoryNode(node_id=f"t{i}", level="N1", citizen_id=citizen, name=f"turn {i}",
+                        description=f"we talked about the lighthouse keeper number {i}", energy=0.5, confidence=0.7)
+             for i in range(30)]
+    links = [ConsciousnessRelationship(source_id=f"t{i + 1}", target_id=f"t{i}", relation_type="FOLLOWS",
+                                       level="N1", citizen_id=citizen, energy=0.3, confidence=0.7,
+                                       goal="talk", mindstate="calm")
+             for i in range(29)]
+    memory.upsert(turns, links)
+    retriever = SixWayHybridRetriever(memory, citizen, config=config)
+    wide = retriever.retrieve_intention(n1(citizen, "the lighthouse keeper", max_results_per_level=30))
+    narrow = retriever.retrieve_intention(n1(citizen, "the lighthouse keeper", max_results_per_level=4))
+    assert len(narrow) == 4 and len(wide) == 30
+    unlimited = SixWayHybridRetriever(memory, citizen, config=SEVEN_WAY_CONCATENATION)
+    assert len(unlimited.retrieve_intention(n1(citizen, "the lighthouse keeper", max_results_per_level=4))) > 4
