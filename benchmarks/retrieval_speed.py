@@ -304,9 +304,9 @@ class TrackingRetriever(SixWayHybridRetriever):
 
     rebuilds = 0
 
-    def _remember_index(self, graph: str, names: Any) -> Any:
+    def _remember_index(self, graph: str, names: Any, version: int) -> Any:
         TrackingRetriever.rebuilds += 1
-        return super()._remember_index(graph, names)
+        return super()._remember_index(graph, names, version)
 
 
 def ms_since(t0: float) -> float:
@@ -446,7 +446,7 @@ def measure_channels(retriever: SixWayHybridRetriever, queries: Sequence[str], k
             before = TrackingRetriever.rebuilds
             t0 = time.perf_counter()
             index = retriever._index_fresh(plans.graph) or retriever._remember_index(
-                plans.graph, store.run(plans.named_nodes_all()))
+                plans.graph, store.run(plans.named_nodes_all()), memory.graph_version(plans.graph))
             store.take()
             start = retriever._start_ids(index, names)
             named = bool(start)
