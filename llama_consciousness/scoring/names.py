@@ -300,11 +300,15 @@ class EntityIndex:
         return found[0] if found else None
 
     def _add_all(self, entries: Iterable[tuple[str, str]]) -> None:
+        keys: dict[str, str] = {}  # a level's memories repeat few names: each is normalised once
         for entity_id, name in entries:
-            self._add(entity_id, name)
+            key = keys.get(name)
+            if key is None:
+                key = keys[name] = normalize_entity_name(name)
+            self._add(entity_id, name, key)
 
-    def _add(self, entity_id: str, name: str) -> None:
-        key = normalize_entity_name(name)
+    def _add(self, entity_id: str, name: str, key: Optional[str] = None) -> None:
+        key = normalize_entity_name(name) if key is None else key
         if not key:
             return
         held = self._by_entity.get(entity_id)
