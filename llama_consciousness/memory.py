@@ -155,7 +155,9 @@ class ConsciousnessMemory:
         # Bumped by every write through this object: caches built on a graph
         # (entity names, cached streams) compare versions to know they are stale.
         self._versions: dict[str, int] = {}
-        # graph name -> (version, built at, EntityIndex of memory names), shared by retrievers
+        self._versions_lock = threading.Lock()
+        # graph name -> (version, built at, EntityIndex of memory names), shared by retrievers; a write
+        # through this object brings it forward (bump_graph), other processes' writes arrive by its TTL
         self.entity_index_cache: dict[str, Any] = {}
         # BM25 indexes of the keyword channel, beside the embedded server's data (a temporary directory
         # for a server given by URL); rebuilt from the graphs when missing
@@ -284,8 +286,17 @@ class ConsciousnessMemory:
         """How many writes this process has made to ``graph`` (for cache invalidation)."""
         return self._versions.get(graph, 0)
 
-    def bump_graph(self, graph: str) -> None:
-        self._versions[graph] = self._versions.get(graph, 0) + 1
+    def bump_graph(self, graph: str, names: Iterable[tuple[str, str]] | None = None) -> None:
+        """Mark ``graph`` as written.  ``names``, the ``(node_id, name)`` of every memory the write created or
+        changed, are assigned in the graph's cached entity index, which then stands for the new version: the
+        next retrieval does not read every name of the level again.  Without them the index is rebuilt."""
+        with self._versions_lock:
+            version = self._versions.get(graph, 0)
+            self._versions[graph] = version + 1
+            entry = self.entity_index_cache.get(graph)
+            if names is not None and entry is not None and entry[0] == version:
+                entry[2].assign(names)
+                self.entity_index_cache[graph] = (version + 1, *entry[1:])
 
     def delete_level(self, level: str, citizen_id: str | None = None) -> None:
         """Delete one level graph (N1: one citizen's memory) with its vectors and keyword index: an explicit
@@ -397,8 +408,10 @@ class ConsciousnessMemory:
         total = UpsertResult()
         for (lvl, cid), (level_nodes, level_rels) in by_graph.items():
             store = self.writable(lvl, cid)
-            total += store.upsert(level_nodes, level_rels)
-            self.bump_graph(store.plans.graph)
+            result = store.upsert(level_nodes, level_rels)
+            total += result
+            written = set(result.created_ids).union(result.updated_ids)
+            self.bump_graph(store.plans.graph, [(n.node_id, n.name) for n in level_nodes if n.node_id in written])
             self.vectors(lvl).write(store.plans, level_nodes)
         return total
 

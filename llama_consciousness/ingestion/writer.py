@@ -414,8 +414,9 @@ class ConsciousnessGraphWriter(ReportingTransform):
 
         # Memories (with their entities, expiries and derived links) in
         # batches; then the explicit relationships, once all endpoints exist.
-        self._write(store, batch.memories, entity_nodes, [*supersede_links, *mention_links, *duplicate_links],
-                    changes, base_ids, batch.volatile, check_stored, report)
+        derived = [*supersede_links, *mention_links, *duplicate_links]
+        names = self._write(store, batch.memories, entity_nodes, derived, changes, base_ids, batch.volatile,
+                            check_stored, report)
         size = self.batch_size * RELATIONSHIP_FACTOR
         for start in range(0, len(batch.relationships), size):
             result = store.upsert([], batch.relationships[start : start + size], present=stored_endpoints,
@@ -423,17 +424,20 @@ class ConsciousnessGraphWriter(ReportingTransform):
             report.relationships_inserted += result.edges_created
             report.relationships_updated += result.edges_updated
             report.relationships_unchanged += result.edges_unchanged
-        mem.bump_graph(store.plans.graph)
+        mem.bump_graph(store.plans.graph, names)
 
     def _write(
         self, store: LevelGraphStore, memories: list[MemoryNode], entity_nodes: list[MemoryNode],
         links: list[ConsciousnessRelationship | PreparedEdge], changes: list[Supersession],
         base_ids: dict[str, str], volatile: dict[str, tuple[str, ...]], check_stored: bool, report: IngestReport,
-    ) -> None:
+    ) -> list[tuple[str, str]]:
         """Memories in batches of ``batch_size``, one transaction each; an entity node goes with the first
-        memory that mentions it, a link or an expiry with the batch holding the last of its endpoints."""
+        memory that mentions it, a link or an expiry with the batch holding the last of its endpoints.
+        Returns ``(node_id, name)`` of the memories and entity nodes created or changed (for the retrievers'
+        entity index to follow the write)."""
+        names: list[tuple[str, str]] = []
         if not (memories or entity_nodes or links or changes):
-            return
+            return names
         mem, size = self.memory, self.batch_size
         parts = [memories[start : start + size] for start in range(0, len(memories), size)] or [[]]
         slot: dict[str, int] = {}
@@ -467,6 +471,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
             result = store.upsert(to_write, chunk_links, chunk_changes, base_ids,
                                   derived={link.edge_id for link in chunk_links}, volatile=volatile,
                                   check_stored=check_stored)
+            written = set(result.created_ids).union(result.updated_ids)
+            names += [(n.node_id, n.name) for n in to_write if n.node_id in written]
             created, updated = ids.intersection(result.created_ids), ids.intersection(result.updated_ids)
             report.inserted += len(created)  # entity nodes are counted apart
             report.updated += len(updated)
@@ -474,6 +480,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
             report.superseded += result.superseded
             if chunk_changes:  # expired versions must stop matching in the vector store too
                 vectors.mirror_validity(store.plans, store.get_nodes([c.old_id for c in chunk_changes]))
+        return names
 
     def finish(self, graph: str) -> IngestReport:
         """Settle, at the end of a call, what its memories never written (dropped as invalid, as injections,
@@ -499,8 +506,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
             plan.held.clear()
         mentions = _mentions(found)
         report.entities += len(mentions)
-        self._write(store, [], list(created.values()), [*links, *mentions], changes, {}, {}, True, report)
-        self.memory.bump_graph(store.plans.graph)
+        names = self._write(store, [], list(created.values()), [*links, *mentions], changes, {}, {}, True, report)
+        self.memory.bump_graph(store.plans.graph, names)
         return report
 
 

@@ -91,8 +91,10 @@ def cached(cache: dict[str, tuple[int, float, Any]], memory: MemoryReader, graph
     return MISSING
 
 
-def remember(cache: dict[str, tuple[int, float, Any]], memory: MemoryReader, graph: str, value: Any) -> Any:
-    cache[graph] = (memory.graph_version(graph), time.monotonic(), value)
+def remember(cache: dict[str, tuple[int, float, Any]], graph: str, value: Any, version: int) -> Any:
+    """Keep ``value`` for ``graph`` as of ``version``, the graph's version taken BEFORE ``value`` was read: a
+    write meanwhile then leaves it stale (the version after the read could claim a write the read missed)."""
+    cache[graph] = (version, time.monotonic(), value)
     return value
 
 

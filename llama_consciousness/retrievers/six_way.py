@@ -48,7 +48,8 @@ from llama_consciousness.temporal import TemporalWindow
 logger = logging.getLogger(__name__)
 
 # Names written by other processes reach entity matching within this time (the
-# channels see them at once); rebuilding the index of a 50K-memory level takes seconds.
+# channels see them at once); rebuilding the index of a 50K-memory level reads every
+# name of it.  Writes through the same memory update the index in place (bump_graph).
 ENTITY_INDEX_TTL_S = 600.0
 
 _Fused = tuple[dict[str, dict[str, Any]], list[tuple[str, float]]]
@@ -148,8 +149,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         index = cached(self._entity_indexes, self.memory, graph, ENTITY_INDEX_TTL_S)
         return None if index is MISSING else index
 
-    def _remember_index(self, graph: str, names: list[tuple[str, str]]) -> EntityIndex:
-        return remember(self._entity_indexes, self.memory, graph, EntityIndex(names))
+    def _remember_index(self, graph: str, names: list[tuple[str, str]], version: int) -> EntityIndex:
+        return remember(self._entity_indexes, graph, EntityIndex(names), version)
 
     def _start_ids(self, index: EntityIndex, names: Sequence[str]) -> list[str]:
         """Memories the query names, matched fuzzily against the level's names."""
@@ -227,6 +228,9 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
             outcomes.append(out)
             plans = self._plans(level, intention)
             problem = graph_problem(existing, plans.graph)
+            if problem is not None and not isinstance(existing, Exception):
+                # absent or deleted: if it is written again, its names are read afresh, not added to the old ones
+                self._entity_indexes.pop(plans.graph, None)
             if problem is False:  # never written: an empty level
                 continue
             if problem is not None:  # gone, or the graphs could not even be listed
@@ -281,10 +285,11 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         """The memories the query names in this level (the level's names are read once per TTL)."""
         index = self._index_fresh(plans.graph)
         if index is None:
+            version = self.memory.graph_version(plans.graph)
             (found,) = run_interleaved(self.memory.db, [(plans.graph, plans.named_nodes_all())], timeout_ms)
             if isinstance(found, BaseException):
                 raise found
-            index = self._remember_index(plans.graph, found)
+            index = self._remember_index(plans.graph, found, version)
         return self._start_ids(index, names)
 
     def _graph_plan(self, plans: LevelPlans, level: str, embedding: list[float], start: list[str], k: int,

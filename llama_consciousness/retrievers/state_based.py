@@ -272,9 +272,10 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
         if self.config.goal_match == "partial" and q.goal is not None and q.mode in _GOAL_MODES:
             vocabulary = cached(self._goals, self.memory, plans.graph, GOAL_VOCABULARY_TTL_S)
             if vocabulary is MISSING:
+                version = self.memory.graph_version(plans.graph)
                 goals = yield from sq.goal_vocabulary(plans)
-                vocabulary = remember(self._goals, self.memory, plans.graph,
-                                      tuple(goals) if len(goals) <= GOAL_VOCABULARY_MAX else None)
+                vocabulary = remember(self._goals, plans.graph,
+                                      tuple(goals) if len(goals) <= GOAL_VOCABULARY_MAX else None, version)
             q = replace(q, goal_vocabulary=vocabulary)
         candidates = None if nearest is None else (yield from nearest)
         hits = yield from sq.state_plan(plans, q, self.config.max_results_per_level,

@@ -23,9 +23,9 @@ word costs a fuzzy match; a cleverer guesser would make keys depend on context.
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
+import threading
 import unicodedata
 from array import array
 from collections.abc import Iterable, Iterator
@@ -201,35 +201,118 @@ class EntityIndex:
     the least overlap ``t`` allows).  So a fuzzy hit is guaranteed when its
     trigram score reaches the threshold; hits only the word blend lifts over it
     are found when they share the query's words or its rare trigrams.
+
+    Adding a pair costs the same however many entities share its key (a level's
+    memories often do: thousands of "Session notes"), so building is linear in
+    the pairs.  One index may be read by many threads while a write through the
+    memory adds or renames entities: a lock makes each change whole before any
+    lookup sees it.
     """
 
     def __init__(self, entries: Iterable[tuple[str, str]] = ()) -> None:
+        self._lock = threading.Lock()
         self._keys: list[str] = []
         self._grams: list[array] = []  # key id -> its trigram ids
         self._key_ids: dict[str, int] = {}
-        # Tuples and arrays rather than lists: an index of a 50K-memory level
-        # would otherwise add tens of thousands of containers to every full
-        # garbage collection of a long-running process (a pause in any query).
-        self._entries: list[tuple[tuple[str, str], ...]] = []  # key id -> ((entity_id, name), ...)
+        # Flat lists, arrays and ints rather than a container per key or pair: an
+        # index of a 50K-memory level would otherwise add tens of thousands of
+        # containers to every full garbage collection of a long-running process
+        # (a pause in any query).  A pair is an entry position; a removed one is None.
+        self._ids: list[Optional[str]] = []
+        self._names: list[Optional[str]] = []
+        self._entry_keys = array("I")  # entry -> key id
+        self._first = array("q")  # key id -> its first entry, -1 when none is left
+        self._more: dict[int, array] = {}  # key id -> its further entries (keys many entities share)
+        self._by_entity: dict[str, int | array] = {}  # entity id -> its entry, or entries with several names
         self._sorted: dict[str, array] = {}  # sorted-word key -> key ids
         self._gram_ids: dict[str, int] = {}
         self._postings: list[array] = []  # trigram id -> key ids
         self._count = 0
-        self.add_many(entries)
+        self._add_all(entries)
 
     def __len__(self) -> int:
         return self._count
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and normalize_entity_name(name) in self._key_ids
+        if not isinstance(name, str):
+            return False
+        with self._lock:
+            key_id = self._key_ids.get(normalize_entity_name(name))
+            return key_id is not None and self._first[key_id] >= 0
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
-        return itertools.chain.from_iterable(self._entries)
+        with self._lock:
+            pairs = [(eid, name) for eid, name in zip(self._ids, self._names) if eid is not None]
+        return iter(pairs)
 
     def add(self, entity_id: str, name: str) -> None:
         """Index one name of an entity (an entity may have several names)."""
+        with self._lock:
+            self._add(entity_id, name)
+
+    def add_many(self, entries: Iterable[tuple[str, str]]) -> None:
+        """Index these names, all visible to lookups at once."""
+        with self._lock:
+            self._add_all(entries)
+
+    def assign(self, entries: Iterable[tuple[str, str]]) -> None:
+        """Give each entity of ``entries`` exactly the name it has there (the last one when repeated): its
+        other names go, and an entity whose name is empty leaves the index.  A memory written again (perhaps
+        renamed) is assigned its stored name; all the changes are visible to lookups at once."""
+        latest = dict(entries)
+        with self._lock:
+            for entity_id, name in latest.items():
+                for position in list(_positions(self._by_entity.get(entity_id, ()))):
+                    if self._names[position] != name:
+                        self._remove(position)
+                self._add(entity_id, name)
+
+    def exact(self, name: str) -> list[tuple[str, str]]:
+        """The ``(entity_id, name)`` pairs whose key equals the key of ``name``."""
+        with self._lock:
+            key_id = self._key_ids.get(normalize_entity_name(name))
+            return [] if key_id is None else [(self._ids[p], self._names[p]) for p in self._entries(key_id)]
+
+    def match(self, name: str, threshold: float = 0.85, limit: Optional[int] = None) -> list[EntityMatch]:
+        """Entities ``name`` may mean, best first: the exact key (score 1.0), then fuzzy matches
+        scoring at least ``threshold``; ties by stored name, then id.  One row per entity."""
         key = normalize_entity_name(name)
         if not key:
+            return []
+        query_grams = trigrams(compact_key(key))
+        with self._lock:
+            exact_id = self._key_ids.get(key)
+            scored: dict[int, float] = {} if exact_id is None else {exact_id: 1.0}
+            for key_id in (*self._sorted.get(_sorted_key(key), ()), *self._candidates(query_grams, threshold)):
+                if key_id not in scored:
+                    scored[key_id] = _score_keys(key, self._keys[key_id], query_grams)
+            ids, names = self._ids, self._names
+            rows = [EntityMatch(ids[p], names[p], score) for key_id, score in scored.items()
+                    if score >= threshold or key_id == exact_id for p in self._entries(key_id)]
+        best: dict[str, EntityMatch] = {}
+        for row in sorted(rows, key=lambda row: (-row.score, row.name, row.entity_id)):
+            best.setdefault(row.entity_id, row)
+        return list(best.values())[:limit]
+
+    def best(self, name: str, threshold: float = 0.85) -> Optional[EntityMatch]:
+        """The best match of ``name``, or ``None``."""
+        found = self.match(name, threshold, limit=1)
+        return found[0] if found else None
+
+    def _add_all(self, entries: Iterable[tuple[str, str]]) -> None:
+        keys: dict[str, str] = {}  # a level's memories repeat few names: each is normalised once
+        for entity_id, name in entries:
+            key = keys.get(name)
+            if key is None:
+                key = keys[name] = normalize_entity_name(name)
+            self._add(entity_id, name, key)
+
+    def _add(self, entity_id: str, name: str, key: Optional[str] = None) -> None:
+        key = normalize_entity_name(name) if key is None else key
+        if not key:
+            return
+        held = self._by_entity.get(entity_id)
+        if held is not None and any(self._names[p] == name for p in _positions(held)):
             return
         key_id = self._key_ids.get(key)
         if key_id is None:
@@ -245,45 +328,50 @@ class EntityIndex:
             self._keys.append(key)
             self._grams.append(gram_ids)
             self._key_ids[key] = key_id
-            self._entries.append(())
+            self._first.append(-1)
             self._sorted.setdefault(_sorted_key(key), array("I")).append(key_id)
-        entries = self._entries[key_id]
-        if (entity_id, name) not in entries:
-            self._entries[key_id] = entries + ((entity_id, name),)
-            self._count += 1
+        position = len(self._ids)
+        self._ids.append(entity_id)
+        self._names.append(name)
+        self._entry_keys.append(key_id)
+        if self._first[key_id] < 0:
+            self._first[key_id] = position
+        else:
+            self._more.setdefault(key_id, array("I")).append(position)
+        if held is None:
+            self._by_entity[entity_id] = position
+        elif isinstance(held, int):
+            self._by_entity[entity_id] = array("I", (held, position))
+        else:
+            held.append(position)
+        self._count += 1
 
-    def add_many(self, entries: Iterable[tuple[str, str]]) -> None:
-        for entity_id, name in entries:
-            self.add(entity_id, name)
+    def _remove(self, position: int) -> None:
+        """Drop one entry (its key and trigrams stay: a key without entries matches nothing)."""
+        entity_id, key_id = self._ids[position], self._entry_keys[position]
+        more = self._more.get(key_id)
+        if self._first[key_id] == position:
+            self._first[key_id] = more.pop(0) if more else -1
+        else:
+            more.remove(position)
+        if more is not None and not more:
+            del self._more[key_id]
+        held = self._by_entity[entity_id]
+        if isinstance(held, int):
+            del self._by_entity[entity_id]
+        else:
+            held.remove(position)
+            if len(held) == 1:
+                self._by_entity[entity_id] = held[0]
+        self._ids[position] = self._names[position] = None
+        self._count -= 1
 
-    def exact(self, name: str) -> list[tuple[str, str]]:
-        """The ``(entity_id, name)`` pairs whose key equals the key of ``name``."""
-        key_id = self._key_ids.get(normalize_entity_name(name))
-        return list(self._entries[key_id]) if key_id is not None else []
-
-    def match(self, name: str, threshold: float = 0.85, limit: Optional[int] = None) -> list[EntityMatch]:
-        """Entities ``name`` may mean, best first: the exact key (score 1.0), then fuzzy matches
-        scoring at least ``threshold``; ties by stored name, then id.  One row per entity."""
-        key = normalize_entity_name(name)
-        if not key:
-            return []
-        exact_id = self._key_ids.get(key)
-        scored: dict[int, float] = {} if exact_id is None else {exact_id: 1.0}
-        query_grams = trigrams(compact_key(key))
-        for key_id in (*self._sorted.get(_sorted_key(key), ()), *self._candidates(query_grams, threshold)):
-            if key_id not in scored:
-                scored[key_id] = _score_keys(key, self._keys[key_id], query_grams)
-        rows = [EntityMatch(eid, stored, score) for key_id, score in scored.items()
-                if score >= threshold or key_id == exact_id for eid, stored in self._entries[key_id]]
-        best: dict[str, EntityMatch] = {}
-        for row in sorted(rows, key=lambda row: (-row.score, row.name, row.entity_id)):
-            best.setdefault(row.entity_id, row)
-        return list(best.values())[:limit]
-
-    def best(self, name: str, threshold: float = 0.85) -> Optional[EntityMatch]:
-        """The best match of ``name``, or ``None``."""
-        found = self.match(name, threshold, limit=1)
-        return found[0] if found else None
+    def _entries(self, key_id: int) -> Iterator[int]:
+        """The entry positions of a key, oldest first."""
+        first = self._first[key_id]
+        if first >= 0:
+            yield first
+            yield from self._more.get(key_id, ())
 
     def _candidates(self, query_grams: frozenset[str], threshold: float) -> list[int]:
         """Key ids whose trigram Dice with ``query_grams`` reaches ``threshold``."""
@@ -324,3 +412,7 @@ class EntityIndex:
 
 def _sorted_key(key: str) -> str:
     return " ".join(sorted(set(key.split())))
+
+
+def _positions(held: int | array | tuple[()]) -> Iterable[int]:
+    return (held,) if isinstance(held, int) else held
