@@ -43,9 +43,10 @@ class RetrievalConfig(BaseModel):
         description="weights of rank fusion (fusion='rrf')")
     score_weights: dict[str, float] = Field(
         default_factory=lambda: {"keyword": 1.0, "vector": 0.1, "graph": 0.05},
-        description="weights of score fusion (fusion='score'); measured on LoCoMo, see benchmarks/RESULTS.md")
+        description="weights of score fusion (fusion='score'); chosen on LoCoMo's tune conversations, "
+                    "reported on the others (benchmarks/RESULTS.md)")
     neighbour_expansion: int = Field(
-        default=10, ge=0, le=100,
+        default=5, ge=0, le=100,
         description="the top fused memories whose linked neighbours join the answer (0: off; needs 'graph')")
     neighbours_after: int = Field(default=7, ge=0, le=1000,
                                   description="rank after which the neighbours are inserted")
@@ -78,7 +79,7 @@ class RetrievalConfig(BaseModel):
 
 # Named recipes.
 SCORE_FUSION = RetrievalConfig()
-"""Vector, graph and keyword per level, fused by score; neighbours of the top memories after rank 7."""
+"""Vector, graph and keyword per level, fused by score; neighbours of the top 5 memories after rank 7."""
 
 SIX_WAY_CONCATENATION = RetrievalConfig(channels=("vector", "graph"), fusion="concatenate", neighbour_expansion=0)
 """The core document's six ways: vector + graph per level, results concatenated in its order."""
