@@ -129,7 +129,8 @@ def run_size(memory: ConsciousnessMemory, n: int, queries: list[str], rows: list
         t1 = time.perf_counter()
         store.upsert([fresh])
         t2 = time.perf_counter()
-        found = store.run(ch.keyword_search(plans, index, f"{text} zebra{i}", K, memory_filter))
+        now = MemoryFilter(TemporalWindow())  # "now" moved past the write (a retrieval takes its window then)
+        found = store.run(ch.keyword_search(plans, index, f"{text} zebra{i}", K, now))
         t3 = time.perf_counter()
         if found[0].node.node_id != fresh.node_id:
             raise RuntimeError(f"the memory just written was not found first: {found[0].node.node_id}")
