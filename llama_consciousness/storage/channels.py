@@ -185,7 +185,7 @@ def catch_up(index: KeywordIndex) -> Plan:
         upto = min(after + CHANGE_PAGE, head)
         rows = yield Query(
             f"MATCH (c:{NODE_LABEL}) WHERE c.change_seq > $after AND c.change_seq <= $upto "
-            "RETURN c.node_id, c.name, c.description, c.change_seq",
+            "RETURN c.node_id, id(c), c.name, c.description, c.change_seq",
             {"after": after, "upto": upto}, read_only=True)
         index.apply(epoch, rows, upto)
         after = upto
@@ -196,27 +196,38 @@ def keyword_search(plans: LevelPlans, index: KeywordIndex, text: str, k: int, me
 
     The index ranks (see ``keyword_index``); the graph filters, exactly as for
     the vector channel: candidates are asked for four at a time per slot, and
-    again for four times as many while filters leave fewer than k.
+    again for four times as many while filters leave fewer than k.  The graph
+    seeks candidates by their internal id, checked against their node_id; when
+    too few pass and some id no longer names its memory, the index is rebuilt.
     """
     terms = query_terms(text)
     if not terms or k <= 0:
         return []
     yield from catch_up(index)
     pred = memory_filter.cypher("c", "fk_")
-    cypher = (
-        "UNWIND range(0, size($ids) - 1) AS i "
-        f"MATCH (c:{NODE_LABEL} {{node_id: $ids[i]}}) WHERE {pred.text} "
-        f"WITH c, i ORDER BY i LIMIT $k RETURN {_NODE}, i"
-    )
+    seek = ("UNWIND range(0, size($nids) - 1) AS i WITH i, $nids[i] AS n, $ids[i] AS id "
+            "MATCH (c) WHERE id(c) = n WITH c, i, id ")
+    cypher = (seek + f"WHERE c.node_id = id AND {pred.text} "
+              f"WITH c, i ORDER BY i LIMIT $k RETURN {_NODE}, i")
     fetch = max(4 * k, k + 16)
     while True:
         ranked = index.search(terms, fetch)
-        rows = yield Query(cypher, {**pred.params, "ids": [node_id for node_id, _ in ranked], "k": int(k)},
-                           read_only=True)
+        params = {**pred.params, "ids": [r[0] for r in ranked], "nids": [r[1] for r in ranked], "k": int(k)}
+        rows = yield Query(cypher, params, read_only=True)
         if len(rows) >= k or len(ranked) < fetch:
             break
         fetch *= 4
-    return [KeywordHit(records.node_from_props(props), rank, ranked[i][1])
+    if len(rows) < min(k, len(ranked)):  # short, and not only because of the filter?
+        same = yield Query(seek + "RETURN sum(CASE WHEN c.node_id = id THEN 1 ELSE 0 END)", params,
+                           read_only=True)
+        if (same[0][0] or 0) < len(ranked):
+            # ids that name another memory, or none: the graph was rebuilt under the index (a restore)
+            index.rebuild()
+            yield from catch_up(index)
+            ranked = index.search(terms, fetch)
+            params = {**pred.params, "ids": [r[0] for r in ranked], "nids": [r[1] for r in ranked], "k": int(k)}
+            rows = yield Query(cypher, params, read_only=True)
+    return [KeywordHit(records.node_from_props(props), rank, ranked[i][2])
             for rank, (props, i) in enumerate(rows, start=1)]
 
 

@@ -65,27 +65,27 @@ def test_pending_memories_score_like_committed_ones(tmp_path) -> None:
     """Memories caught up but not committed are ranked by the same formula as tantivy's committed ones."""
     texts = {f"m{i}": " ".join(["river"] * (i % 3 + 1) + ["stone"] * (i % 5) + [f"filler{j}" for j in range(i % 7)])
              for i in range(60)}
-    rows = [(node_id, "", text, seq) for seq, (node_id, text) in enumerate(texts.items(), start=1)]
+    rows = [(node_id, seq, "", text, seq) for seq, (node_id, text) in enumerate(texts.items(), start=1)]
     index = ki.KeywordIndex(tmp_path / "a")
     index.behind("E", len(rows))
     index.apply("E", rows, len(rows))
     pending = index.search(["river", "stone"], 60)
     assert index.flush()
     committed = index.search(["river", "stone"], 60)
-    assert {i for i, _ in pending} == {i for i, _ in committed}
-    scores = dict(committed)
-    for node_id, score in pending:  # tantivy stores lengths in one byte: close, not equal
+    assert {(i, n) for i, n, _ in pending} == {(i, n) for i, n, _ in committed}
+    scores = {i: score for i, _, score in committed}
+    for node_id, _, score in pending:  # tantivy stores lengths in one byte: close, not equal
         assert score == pytest.approx(scores[node_id], rel=0.08)
 
 
 def test_an_index_follows_the_epoch_and_survives_reopening(tmp_path) -> None:
     index = ki.KeywordIndex(tmp_path / "b")
     assert index.behind("E1", 2) == 0
-    index.apply("E1", [("a", "", "alpha words", 1), ("b", "", "beta words", 2)], 2)
+    index.apply("E1", [("a", 7, "", "alpha words", 1), ("b", 8, "", "beta words", 2)], 2)
     assert index.flush()
     reopened = ki.KeywordIndex(tmp_path / "b")
     assert reopened.behind("E1", 2) is None  # nothing to catch up on: read from disk
-    assert [i for i, _ in reopened.search(["alpha"], 5)] == ["a"]
+    assert [(i, n) for i, n, _ in reopened.search(["alpha"], 5)] == [("a", 7)]
     assert reopened.behind("E2", 1) == 0  # another graph of the same name: start over
     assert reopened.search(["alpha"], 5) == []
     # a watermark file lost: the index is rebuilt rather than trusted
@@ -193,3 +193,13 @@ def test_memories_written_before_the_change_log_are_logged_when_the_memory_opens
     shutil.rmtree(home / "keyword", ignore_errors=True)  # never searched: no index yet
     with ConsciousnessMemory(data_dir=home) as memory:
         assert len(keyword_ids(memory, citizen, "narwhal")) == 3
+
+
+def test_an_index_whose_graph_ids_moved_is_rebuilt(memory, citizen) -> None:
+    """Candidates are sought by the graph's internal id; ids that name no memory (a graph restored under the
+    index) make the channel rebuild the index rather than come back empty."""
+    memory.upsert([node(f"s{i}", f"seal colony {i}", citizen) for i in range(3)])
+    assert len(keyword_ids(memory, citizen, "seal colony")) == 3
+    index = memory.keyword_indexes.get(memory.plans("N1", citizen).graph)
+    index.apply(index.epoch, [(f"s{i}", 10_000_000 + i, "", f"seal colony {i}", 1) for i in range(3)], index.seen)
+    assert len(keyword_ids(memory, citizen, "seal colony")) == 3
