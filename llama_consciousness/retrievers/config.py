@@ -28,6 +28,10 @@ class RetrievalConfig(BaseModel):
     graph_depth: int = Field(default=2, ge=1, le=MAX_DEPTH, description="links walked from the start memories")
     max_start_entities: int = Field(default=10, ge=1, le=100, description="start memories per level")
     entity_match_threshold: float = Field(default=0.85, ge=0.0, le=1.0)
+    max_start_links: int | None = Field(
+        default=50, ge=0,
+        description="a memory the query names starts the walk only if it has at most this many links (a "
+                    "speaker every turn mentions is a hub: the walk would lead everywhere); None: every one")
     fallback_start: int = Field(
         default=3, ge=0, le=50,
         description="when the query names no known entity, the top vector hits start the traversal",

@@ -223,6 +223,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         # each job's level, its channels, and the vector hits a walk-from-them job built before it failed
         owners: list[tuple[LevelOutcome, tuple[str, ...], list[list[VectorHit]]]] = []
         k = intention.max_results_per_level
+        levels: list[tuple[LevelOutcome, LevelPlans, list[str], list[str]]] = []
         for level in intention.query_levels:
             out = LevelOutcome(level)
             outcomes.append(out)
@@ -245,6 +246,11 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                 except Exception as exc:
                     out.failed("graph", exc)
                     channels.remove("graph")
+            levels.append((out, plans, channels, start))
+        hubs = self._hubs([(plans, start) for _, plans, _, start in levels], deadline)
+        for (out, plans, channels, start), level_hubs in zip(levels, hubs):
+            level = out.level
+            start = [node_id for node_id in start if node_id not in level_hubs]
             if "graph" in channels and not start and self.config.fallback_start and "vector" in channels:
                 # the traversal starts from the vector answers: one job for both
                 channels.remove("vector")
@@ -280,6 +286,22 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                 setattr(out, channel, value)
                 out.queries += 1
         return outcomes
+
+    def _hubs(self, starts: list[tuple[LevelPlans, list[str]]], deadline: float) -> list[set[str]]:
+        """Per level, the named start memories with more than ``max_start_links`` links: a speaker that every
+        turn mentions leads a walk everywhere, so anywhere it leads says nothing about the question."""
+        limit = self.config.max_start_links
+        asked = [i for i, (_, start) in enumerate(starts) if start and limit is not None]
+        out: list[set[str]] = [set() for _ in starts]
+        if not asked:
+            return out
+        jobs = [(starts[i][0].graph, ch.link_counts(starts[i][0], starts[i][1])) for i in asked]
+        for i, counts in zip(asked, run_interleaved(self.memory.db, jobs, remaining_ms(deadline))):
+            if isinstance(counts, BaseException):  # the walk still runs, from every named memory
+                logger.warning("retrieval: link counts in %s unavailable: %s", starts[i][0].graph, counts)
+                continue
+            out[i] = {node_id for node_id, links in counts.items() if links > limit}
+        return out
 
     def _start_for(self, plans: LevelPlans, names: list[str], timeout_ms: int) -> list[str]:
         """The memories the query names in this level (the level's names are read once per TTL)."""

@@ -248,6 +248,15 @@ def links_of_ids(link: str, *, where: str = "", end: str = "c", directed: bool =
             f"WHERE {condition}all(r IN relationships(p) WHERE {link}) ")
 
 
+def link_counts(plans: LevelPlans, node_ids: Sequence[str]) -> Plan:
+    """``{node_id: links}``: how many links each of these memories has (in either direction, any time)."""
+    if not node_ids:
+        return {}
+    rows = yield Query(f"MATCH (s:{NODE_LABEL}) WHERE s.node_id IN $ids RETURN s.node_id, indegree(s) + outdegree(s)",
+                       {"ids": list(node_ids)}, read_only=True)
+    return {node_id: int(links) for node_id, links in rows}
+
+
 def neighbours(plans: LevelPlans, node_ids: Sequence[str], memory_filter: MemoryFilter, per_memory: int = 2) -> Plan:
     """``{node_id: [neighbour memories]}``: the memories one link away from each given one.
 

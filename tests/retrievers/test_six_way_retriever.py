@@ -211,6 +211,31 @@ def test_graph_channel_falls_back_to_vector_hits_when_no_entity_is_named(memory,
     assert no_fallback.retrieve_stream(n1(citizen, query)).levels["n1_personal"].graph_results == []
 
 
+def test_a_hub_the_query_names_does_not_start_the_walk(memory, citizen) -> None:
+    """Every turn mentions the speaker; the walk starts from the rare name only (and from the vector hits
+    when the query names nothing but hubs)."""
+    turns = [mem_node(citizen, f"t{i}", f"turn {i}", f"Caroline said something about day {i}") for i in range(8)]
+    memory.upsert(
+        [mem_node(citizen, "caroline", "Caroline", node_type="Person"),
+         mem_node(citizen, "sweden", "Sweden", node_type="Place"), *turns],
+        [link(f"t{i}", "caroline", relation_type="MENTIONS") for i in range(8)]
+        + [link("t3", "sweden", relation_type="MENTIONS")],
+    )
+    config = RetrievalConfig(channels=("graph", "vector"), max_start_links=5, neighbour_expansion=0,
+                             fusion="concatenate")
+    retriever = SixWayHybridRetriever(memory, citizen, config=config)
+    nodes = retriever.retrieve_intention(n1(citizen, "What did Caroline say about Sweden?"))
+    starts = {n.node.metadata["start_id"] for n in nodes if "N1_graph" in n.node.metadata["retrieval_sources"]}
+    assert starts == {"sweden"}
+    stream, only_hub = retriever.retrieve_stream_and_nodes(n1(citizen, "What did Caroline say?"))
+    starts = {n.node.metadata["start_id"] for n in only_hub if "N1_graph" in n.node.metadata["retrieval_sources"]}
+    top = [n.node_id for n in stream.levels["n1_personal"].vector_results[: config.fallback_start]]
+    assert starts and starts <= set(top)  # the vector hits started it
+    every = SixWayHybridRetriever(memory, citizen, config=config.model_copy(update={"max_start_links": None}))
+    nodes = every.retrieve_intention(n1(citizen, "What did Caroline say about Sweden?"))
+    assert "caroline" in {n.node.metadata.get("start_id") for n in nodes}
+
+
 # -- 2. metadata -------------------------------------------------------------------
 
 
