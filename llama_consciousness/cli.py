@@ -137,9 +137,10 @@ def run_query(args: argparse.Namespace) -> int:
     if args.six_way:  # the core document's six ways, concatenated (plus keyword when asked)
         config = RetrievalConfig(channels=("vector", "graph", "keyword") if args.keyword else ("vector", "graph"),
                                  fusion="rrf" if args.rrf else "concatenate", neighbour_expansion=0,
-                                 graph_depth=args.depth)
+                                 graph_depth=args.depth or 2)
     else:
-        config = RetrievalConfig(fusion="rrf" if args.rrf else "score", graph_depth=args.depth)
+        config = RetrievalConfig(fusion="rrf" if args.rrf else "score",
+                                 **({"graph_depth": args.depth} if args.depth else {}))
     full = args.stream or args.graph
     with ConsciousnessMemory(data_dir=args.data_dir, embed_model=args.embed_model) as memory:
         if full:
@@ -276,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--min-energy", type=float, default=None)
     q.add_argument("--min-confidence", type=float, default=None)
     q.add_argument("--emotions", nargs="+", default=None, help="required emotions (any of them)")
-    q.add_argument("--depth", type=int, default=2, help="graph traversal depth (1-4)")
+    q.add_argument("--depth", type=int, default=None,
+                   help="graph traversal depth (1-4; default: 2 with --six-way, as the spec walks, else 1)")
     q.add_argument("--six-way", action="store_true",
                    help="vector + graph, concatenated (default: + keyword, score fusion, neighbours)")
     q.add_argument("--keyword", action="store_true", help="with --six-way: add the full-text channel")

@@ -25,7 +25,10 @@ class RetrievalConfig(BaseModel):
         default=("vector", "graph", "keyword"),
         description="channels run per level: vector and graph (the spec's six ways) and keyword (full-text)",
     )
-    graph_depth: int = Field(default=2, ge=1, le=MAX_DEPTH, description="links walked from the start memories")
+    graph_depth: int = Field(
+        default=1, ge=1, le=MAX_DEPTH,
+        description="links walked from the start memories (the spec's recipes walk 2; one link from a rare "
+                    "named memory measured better on LoCoMo's tune conversations, benchmarks/RESULTS.md)")
     max_start_entities: int = Field(default=10, ge=1, le=100, description="start memories per level")
     entity_match_threshold: float = Field(default=0.85, ge=0.0, le=1.0)
     max_start_links: int | None = Field(
@@ -46,7 +49,7 @@ class RetrievalConfig(BaseModel):
         default_factory=lambda: {"vector": 1.0, "graph": 1.0, "keyword": 1.0},
         description="weights of rank fusion (fusion='rrf')")
     score_weights: dict[str, float] = Field(
-        default_factory=lambda: {"keyword": 1.0, "vector": 0.1, "graph": 0.05},
+        default_factory=lambda: {"keyword": 1.0, "vector": 0.1, "graph": 0.2},
         description="weights of score fusion (fusion='score'); chosen on LoCoMo's tune conversations, "
                     "reported on the others (benchmarks/RESULTS.md)")
     neighbour_expansion: int = Field(
@@ -85,10 +88,12 @@ class RetrievalConfig(BaseModel):
 SCORE_FUSION = RetrievalConfig()
 """Vector, graph and keyword per level, fused by score; neighbours of the top 5 memories after rank 7."""
 
-SIX_WAY_CONCATENATION = RetrievalConfig(channels=("vector", "graph"), fusion="concatenate", neighbour_expansion=0)
-"""The core document's six ways: vector + graph per level, results concatenated in its order."""
+SIX_WAY_CONCATENATION = RetrievalConfig(channels=("vector", "graph"), fusion="concatenate", neighbour_expansion=0,
+                                        graph_depth=2)
+"""The core document's six ways: vector + graph (walks of depth 2, decision #3) per level, results concatenated
+in its order."""
 
-SEVEN_WAY_CONCATENATION = RetrievalConfig(fusion="concatenate", neighbour_expansion=0)
+SEVEN_WAY_CONCATENATION = RetrievalConfig(fusion="concatenate", neighbour_expansion=0, graph_depth=2)
 """The six ways plus the full-text channel, concatenated."""
 
 HYBRID_RRF = RetrievalConfig(fusion="rrf", neighbour_expansion=0)

@@ -149,7 +149,8 @@ def test_vector_channel_puts_the_closest_memory_first(memory, citizen) -> None:
 
 def test_graph_channel_starts_from_a_named_entity_and_walks_two_links(memory, citizen) -> None:
     write_chain(memory, citizen)
-    retriever = SixWayHybridRetriever(memory, citizen, config=RetrievalConfig(channels=("graph",), neighbour_expansion=0))
+    retriever = SixWayHybridRetriever(memory, citizen, config=RetrievalConfig(channels=("graph",), neighbour_expansion=0,
+                                                                              graph_depth=2))
     stream = retriever.retrieve_stream(n1(citizen, "What has Luca been working on?"))
     graph = {n.node_id: n for n in stream.levels["n1_personal"].graph_results}
     assert set(graph) == {"m1", "m2"}  # one and two links away; m3 is three links away
@@ -182,7 +183,7 @@ def test_graph_hits_rank_by_path_energy_then_confidence_then_depth(memory, citiz
         ],
     )
     retriever = SixWayHybridRetriever(memory, citizen, config=RetrievalConfig(
-        channels=("graph",), fusion="concatenate", neighbour_expansion=0))
+        channels=("graph",), fusion="concatenate", neighbour_expansion=0, graph_depth=2))
     nodes = retriever.retrieve_intention(n1(citizen, "Tell me about Luca"))
     assert ids(nodes) == ["c", "b", "a", "x", "d", "e", "y"]
     meta = [n.node.metadata for n in nodes]
@@ -456,7 +457,7 @@ async def test_async_retrieval_matches_sync(memory, citizen, shared_levels) -> N
             n.node.metadata["retrieval_sources"] for n in retriever.retrieve(query)]
     stream = await retriever.aretrieve_stream("What did Luca review?")
     assert set(stream.levels) == {"n1_personal", "n2_collective", "n3_ecosystem"}
-    assert {"m1", "m2"} <= channel_ids(stream)["graph"]
+    assert "m1" in channel_ids(stream)["graph"]  # one link from Luca (the default walks one)
     assert stream.query_count == 9  # vector, graph and keyword on three levels
     assert all(lv.error is None for lv in stream.levels.values())
 
