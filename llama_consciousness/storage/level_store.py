@@ -282,14 +282,24 @@ def _prop_sets(var: str, wire: tuple[str, ...], props: tuple[str, ...]) -> str:
 _N = records.NODE_WIRE
 _E = records.EDGE_WIRE
 
+# Each written memory takes a number of the change log (``change_seq``, in the same SET as the rest of it), in
+# one transaction with the write; writes to a graph run one at a time, so the numbers follow the order in which
+# writes became visible.  Numbers of rows left unchanged are skipped (the log only needs them to grow).
 _UPSERT_NODES = f"""
 CALL {{
-UNWIND $nodes AS row
+MERGE (log:{CHANGES_LABEL} {{key: 0}}) ON CREATE SET log.epoch = randomUUID(), log.seq = 0
+WITH log, log.seq AS base SET log.seq = base + size($nodes)
+RETURN base
+}}
+CALL {{
+WITH base
+UNWIND range(0, size($nodes) - 1) AS i
+WITH base, i, $nodes[i] AS row
 OPTIONAL MATCH (old:{NODE_LABEL} {{node_id: {_at(_N, "node_id")}}})
-WITH row, old.content_hash AS old_hash
+WITH base, i, row, old.content_hash AS old_hash
 MERGE (n:{NODE_LABEL} {{node_id: {_at(_N, "node_id")}}})
-WITH n, row, old_hash WHERE old_hash IS NULL OR old_hash <> {_at(_N, "hash")}
-WITH n, row, old_hash, n.superseded_by IS NOT NULL AS sup,
+WITH base, i, n, row, old_hash WHERE old_hash IS NULL OR old_hash <> {_at(_N, "hash")}
+WITH base, i, n, row, old_hash, n.superseded_by IS NOT NULL AS sup,
      n.expired_at AS old_expired_at, n.invalid_at AS old_invalid_at, n.invalidation_reason AS old_reason
 REMOVE n.{VECTOR_PROPERTY}
 SET {_prop_sets("n", _N, tuple(p for p in records.NODE_PROPS if p not in ("node_id", "invalidation_reason")))},
@@ -297,23 +307,9 @@ SET {_prop_sets("n", _N, tuple(p for p in records.NODE_PROPS if p not in ("node_
     n.invalidation_reason = CASE WHEN sup AND {_at(_N, "invalidation_reason")} IS NULL
                                  THEN old_reason ELSE {_at(_N, "invalidation_reason")} END,
     n.{VECTOR_PROPERTY} = vecf32({_at(_N, "embedding")}), n.content_hash = {_at(_N, "hash")},
-    n.{records.LEGACY_COPY} = NULL
+    n.{records.LEGACY_COPY} = NULL, n.change_seq = base + i + 1
 RETURN collect(CASE WHEN old_hash IS NULL THEN {_at(_N, "node_id")} END) AS created_ids,
        collect(CASE WHEN old_hash IS NULL THEN NULL ELSE {_at(_N, "node_id")} END) AS updated_ids
-}}
-"""
-
-# Each written memory takes the next number of the change log, in one transaction with the write (writes to
-# a graph run one at a time, so the numbers follow the order in which writes became visible).
-_CHANGE_LOG = f"""
-CALL {{
-WITH created_ids, updated_ids
-MERGE (log:{CHANGES_LABEL} {{key: 0}}) ON CREATE SET log.epoch = randomUUID(), log.seq = 0
-WITH log, created_ids + updated_ids AS ids, log.seq AS base
-SET log.seq = base + size(ids)
-WITH ids, base UNWIND range(0, size(ids) - 1) AS i
-MATCH (n:{NODE_LABEL} {{node_id: ids[i]}}) SET n.change_seq = base + i + 1
-RETURN count(*) AS logged
 }}
 """
 
@@ -356,7 +352,7 @@ RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
 """
 
 _PARTS = (
-    ("nodes", _UPSERT_NODES + _CHANGE_LOG, ("created_ids", "updated_ids")),
+    ("nodes", _UPSERT_NODES, ("created_ids", "updated_ids")),
     ("expire", _SUPERSEDE, ("superseded",)),
     ("edges", _UPSERT_EDGES, ("edges_created", "edges_updated")),
 )
