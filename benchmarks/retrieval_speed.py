@@ -124,6 +124,9 @@ How to run
     python benchmarks/retrieval_speed.py --profile 20                        # 1K/5K and 50K/250K
     python benchmarks/retrieval_speed.py --sizes 50000:250000 --skip-stock
     python benchmarks/retrieval_speed.py --index-only --index-sizes 50000 200000
+    python benchmarks/retrieval_speed.py --sizes 500000:1000000 --skip-stock --api-queries 0 --index-sizes
+        # 500K per level: levels above 100K are built in pieces (synthetic.LEAN_ABOVE); see RESULTS.md for
+        # the memory the server needed
 
 At 50K/250K, writing the three levels takes ~6 minutes and the stock load
 ~2.5 minutes on 2 cores; the measurements take as long as the retrievals

@@ -29,7 +29,8 @@ from __future__ import annotations
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import islice
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -215,13 +216,17 @@ class LevelData:
 
 
 def make_nodes(level: str, n: int, rng: random.Random) -> list[MemoryNode]:
+    return list(iter_nodes(level, n, rng))
+
+
+def iter_nodes(level: str, n: int, rng: random.Random) -> Iterator[MemoryNode]:
+    """The memories of ``make_nodes`` one at a time (a level of 500K is not held whole)."""
     citizen = CITIZEN if level == "N1" else None
     prefix = f"{level.lower()}_"
     types = [t for t, w in NODE_TYPES for _ in range(w)]
     entities = [(p, "Person") for p in PEOPLE] + [(t, "Tool") for t in TOOLS]
     if n < 4 * len(entities):
         entities = entities[: max(2, n // 4)]
-    nodes: list[MemoryNode] = []
     for i in range(n):
         created = EPOCH + timedelta(seconds=rng.randrange(365 * 86400))
         common: dict[str, Any] = {
@@ -234,33 +239,37 @@ def make_nodes(level: str, n: int, rng: random.Random) -> list[MemoryNode]:
         }
         if i < len(entities):
             name, node_type = entities[i]
-            nodes.append(MemoryNode(**common, node_type=node_type, name=name,
-                                    description=_entity_text(rng, name, node_type),
-                                    resolution_state="resolved", concepts=[name]))
+            yield MemoryNode(**common, node_type=node_type, name=name, description=_entity_text(rng, name, node_type),
+                             resolution_state="resolved", concepts=[name])
             continue
         node_type = rng.choice(types)
         name, description, state, concepts = _memory_text(rng, node_type)
-        nodes.append(MemoryNode(**common, node_type=node_type, name=name, description=description,
-                                resolution_state=state or rng.choice(("resolved", "in_progress", "blocked")),
-                                concepts=concepts))
-    return nodes
+        yield MemoryNode(**common, node_type=node_type, name=name, description=description,
+                         resolution_state=state or rng.choice(("resolved", "in_progress", "blocked")),
+                         concepts=concepts)
 
 
 def make_rels(nodes: Sequence[MemoryNode], m: int, rng: random.Random) -> list[dict[str, Any]]:
     """``m`` distinct relationships between uniformly random memories of one level."""
-    n = len(nodes)
+    return list(iter_rels([x.node_id for x in nodes], [x.created_at for x in nodes], m, rng))
+
+
+def iter_rels(ids: Sequence[str], times: Sequence[datetime], m: int, rng: random.Random
+              ) -> Iterator[dict[str, Any]]:
+    """The relationships of ``make_rels`` one at a time, from the memories' ids and creation times."""
+    n = len(ids)
     seen: set[tuple[int, str, int]] = set()
-    out: list[dict[str, Any]] = []
-    while len(out) < m:
+    made = 0
+    while made < m:
         a, b = rng.randrange(n), rng.randrange(n)
         rel_type = rng.choice(REL_TYPES)
         if a == b or (a, rel_type, b) in seen:
             continue
         seen.add((a, rel_type, b))
-        src, dst = nodes[a], nodes[b]
-        created = max(src.created_at, dst.created_at) + timedelta(minutes=rng.randrange(3 * 24 * 60))
-        out.append({
-            "source_id": src.node_id, "target_id": dst.node_id, "relation_type": rel_type,
+        created = max(times[a], times[b]) + timedelta(minutes=rng.randrange(3 * 24 * 60))
+        made += 1
+        yield {
+            "source_id": ids[a], "target_id": ids[b], "relation_type": rel_type,
             "goal": rng.choice(GOALS), "mindstate": rng.choice(MINDSTATES),
             "energy": round(rng.uniform(0.1, 1.0), 2), "confidence": round(rng.uniform(0.3, 1.0), 2),
             "emotion_vector": _emotions(rng), "formation_trigger": rng.choice(TRIGGERS),
@@ -268,8 +277,7 @@ def make_rels(nodes: Sequence[MemoryNode], m: int, rng: random.Random) -> list[d
             "resolution_state": rng.choice(("resolved", "in_progress", "blocked")),
             "felt_quality": rng.choice(FEELINGS) if rng.random() < 0.3 else None,
             "created_at": created,
-        })
-    return out
+        }
 
 
 def make_queries(n: int, rng: random.Random) -> list[str]:
@@ -317,8 +325,15 @@ def embed_level(memory: ConsciousnessMemory, nodes: list[MemoryNode], batch: int
     return out, matrix
 
 
+LEAN_ABOVE = 100_000
+"""Above this many memories per level, a level is generated, embedded and written in pieces and only its ids
+and embedding matrix are kept (500K memories as models with their vectors held ~10 GB)."""
+
+
 def load_level(memory: ConsciousnessMemory, level: str, n: int, m: int, seed: int,
                node_batch: int, rel_batch: int) -> LevelData:
+    if n > LEAN_ABOVE:
+        return _load_level_lean(memory, level, n, m, seed, node_batch, rel_batch)
     rng = random.Random(f"{seed}:{level}:{n}:{m}")
     t0 = time.perf_counter()
     nodes = make_nodes(level, n, rng)
@@ -347,6 +362,50 @@ def load_level(memory: ConsciousnessMemory, level: str, n: int, m: int, seed: in
         f"embed {t_embed:.1f} s, write memories {t_nodes:.1f} s ({n / t_nodes:,.0f}/s), "
         f"write relationships {t_rels:.1f} s ({m / t_rels:,.0f}/s)")
     return data
+
+
+def _load_level_lean(memory: ConsciousnessMemory, level: str, n: int, m: int, seed: int,
+                     node_batch: int, rel_batch: int) -> LevelData:
+    """``load_level`` in pieces: the same memories and relationships (the same random draws, in the same
+    order), but no model is kept once written; ``nodes`` and ``rels`` of the result are empty."""
+    rng = random.Random(f"{seed}:{level}:{n}:{m}")
+    cid = CITIZEN if level == "N1" else None
+    ids: list[str] = []
+    times: list[datetime] = []
+    blocks: list[np.ndarray] = []
+    t_gen = t_embed = t_nodes = 0.0
+    nodes_iter = iter_nodes(level, n, rng)
+    while True:
+        t0 = time.perf_counter()
+        chunk = list(islice(nodes_iter, 20_000))
+        t_gen += time.perf_counter() - t0
+        if not chunk:
+            break
+        t0 = time.perf_counter()
+        chunk, matrix = embed_level(memory, chunk)
+        t_embed += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for start in range(0, len(chunk), node_batch):
+            memory.upsert(chunk[start:start + node_batch], embed=False)
+        t_nodes += time.perf_counter() - t0
+        ids += [x.node_id for x in chunk]
+        times += [x.created_at for x in chunk]
+        blocks.append(matrix)
+    t0 = time.perf_counter()
+    rels = iter_rels(ids, times, m, rng)
+    while batch := list(islice(rels, rel_batch)):
+        memory.upsert(relationships=[ConsciousnessRelationship(**r) for r in batch], level=level, citizen_id=cid,
+                      embed=False)
+    t_rels = time.perf_counter() - t0
+    graph = memory.plans(level, cid).graph
+    stored = memory.counts(level, cid)
+    if stored != (n, m):
+        raise RuntimeError(f"{graph}: stored {stored}, expected {(n, m)}")
+    log(f"  {level} ({graph}): {n:,} memories + {m:,} relationships (in pieces): generate {t_gen:.1f} s, "
+        f"embed {t_embed:.1f} s, write memories {t_nodes:.1f} s ({n / t_nodes:,.0f}/s), "
+        f"write relationships {t_rels:.1f} s ({m / t_rels:,.0f}/s)")
+    return LevelData(level, graph, ids, [], np.concatenate(blocks), [],
+                     {"generate": t_gen, "embed": t_embed, "nodes": t_nodes, "relationships": t_rels})
 
 
 def settle_persistence(memory: ConsciousnessMemory) -> float:
