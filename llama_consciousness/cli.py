@@ -281,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="graph traversal depth (1-4; default: 2 with --six-way, as the spec walks, else 1)")
     q.add_argument("--six-way", action="store_true",
                    help="vector + graph, concatenated (default: + keyword, score fusion, neighbours)")
-    q.add_argument("--keyword", action="store_true", help="with --six-way: add the full-text channel")
+    q.add_argument("--keyword", action="store_true", help="with --six-way: add the BM25 keyword channel")
     q.add_argument("--rrf", action="store_true", help="fuse by weighted reciprocal rank")
     q.add_argument("--json", action="store_true", help="JSON output (the result nodes)")
     q.add_argument("--stream-json", action="store_true", help="with --json: the whole consciousness stream")
