@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -57,8 +58,6 @@ very was we were what when where which while who whom why will with would you yo
 
 def fulltext_terms(text: str) -> list[str]:
     """The words the replaced channel looked up (lower case, apostrophes dropped, no stop words)."""
-    import re
-
     out: list[str] = []
     for word in re.findall(r"[^\W_]+(?:['’][^\W_]+)?", text.lower()):
         word = word.replace("'", "").replace("’", "")

@@ -17,7 +17,9 @@ from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.storage import records
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.keyword_index import KeywordIndex, query_terms
-from llama_consciousness.storage.level_store import CHANGES_LABEL, EDGE_TYPE, NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query
+from llama_consciousness.storage.level_store import (
+    CHANGES_LABEL, EDGE_TYPE, NODE_LABEL, VECTOR_PROPERTY, LevelPlans, Plan, Query,
+)
 from llama_consciousness.temporal import cypher_predicate
 
 MAX_DEPTH = 4
@@ -209,10 +211,14 @@ def keyword_search(plans: LevelPlans, index: KeywordIndex, text: str, k: int, me
             "MATCH (c) WHERE id(c) = n WITH c, i, id ")
     cypher = (seek + f"WHERE c.node_id = id AND {pred.text} "
               f"WITH c, i ORDER BY i LIMIT $k RETURN {_NODE}, i")
+
+    def candidates(fetch: int) -> tuple[list[tuple[str, int, float]], dict[str, Any]]:
+        ranked = index.search(terms, fetch)
+        return ranked, {**pred.params, "ids": [r[0] for r in ranked], "nids": [r[1] for r in ranked], "k": int(k)}
+
     fetch = max(4 * k, k + 16)
     while True:
-        ranked = index.search(terms, fetch)
-        params = {**pred.params, "ids": [r[0] for r in ranked], "nids": [r[1] for r in ranked], "k": int(k)}
+        ranked, params = candidates(fetch)
         rows = yield Query(cypher, params, read_only=True)
         if len(rows) >= k or len(ranked) < fetch:
             break
@@ -224,8 +230,7 @@ def keyword_search(plans: LevelPlans, index: KeywordIndex, text: str, k: int, me
             # ids that name another memory, or none: the graph was rebuilt under the index (a restore)
             index.rebuild()
             yield from catch_up(index)
-            ranked = index.search(terms, fetch)
-            params = {**pred.params, "ids": [r[0] for r in ranked], "nids": [r[1] for r in ranked], "k": int(k)}
+            ranked, params = candidates(fetch)
             rows = yield Query(cypher, params, read_only=True)
     return [KeywordHit(records.node_from_props(props), rank, ranked[i][2])
             for rank, (props, i) in enumerate(rows, start=1)]

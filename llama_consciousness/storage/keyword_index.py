@@ -191,10 +191,8 @@ class KeywordIndex:
         with self._lock:
             if not self._pending.docs and self._committed >= self.seen:
                 return True
-            try:
-                writer = self._index.writer(heap_size=15_000_000, num_threads=1)
-            except ValueError as exc:  # another process (or memory object) is committing to this directory
-                logger.debug("keyword index %s busy: %s", self.directory, exc)
+            writer = self._writer()
+            if writer is None:
                 return False
             for node_id, (_, tf, length, nid) in self._pending.docs.items():
                 writer.delete_documents_by_term(_ID, node_id)
@@ -252,13 +250,17 @@ class KeywordIndex:
 
     # -- files ----------------------------------------------------------------------
 
-    def _reset(self, epoch: str | None) -> None:
+    def _writer(self) -> Any:
+        """A writer of the index files, or None while another process (or memory object) holds them."""
         try:
-            writer = self._index.writer(heap_size=15_000_000, num_threads=1)
-        except ValueError:
-            # another holder is rewriting it too; this object starts over in memory and commits later
-            pass
-        else:
+            return self._index.writer(heap_size=15_000_000, num_threads=1)
+        except ValueError as exc:
+            logger.debug("keyword index %s busy: %s", self.directory, exc)
+            return None
+
+    def _reset(self, epoch: str | None) -> None:
+        writer = self._writer()  # None: another holder is rewriting it too; this object starts over in memory
+        if writer is not None:
             writer.delete_all_documents()
             writer.commit()
             writer.wait_merging_threads()
