@@ -149,10 +149,11 @@ def citizen_of(sample_id: str, prefix: str, memories: str = "turns", size: int =
 
 
 def ingest_conversation(memory: Any, conv: Conversation, prefix: str, memories: str = "turns",
-                        size: int = WINDOW_SIZE, stride: int = WINDOW_STRIDE) -> Context:
+                        size: int = WINDOW_SIZE, stride: int = WINDOW_STRIDE, **options: Any) -> Context:
+    """Ingest one conversation (``options``: ``IngestOptions`` fields, e.g. ``updates="off"``)."""
     citizen = citizen_of(conv.sample_id, prefix, memories, size, stride)
     records = conversation_memories(conv, citizen, memories, size=size, stride=stride)
-    report = memory.ingest(records)
+    report = memory.ingest(records, **options)
     if report.rejected:
         raise RuntimeError(f"{conv.sample_id}: {len(report.rejected)} records rejected: {report.summary()}")
     nodes = [r for r in records if hasattr(r, "node_type")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import subprocess
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -28,3 +29,19 @@ def machine(dists: Sequence[str]) -> str:
             versions.append(f"{dist} {version(dist)}")
     return (f"CPU {cpu}, {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable){mem}; "
             f"Python {platform.python_version()}, {platform.system()} {platform.release()}; " + ", ".join(versions))
+
+
+def commit() -> str:
+    """The commit of the llama-consciousness tree imported (short hash, "+ uncommitted changes" when its package
+    differs from it), or where it came from when that is not a git checkout."""
+    import llama_consciousness
+
+    root = Path(llama_consciousness.__file__).resolve().parent.parent
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "llama_consciousness"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        if head:
+            return head + (" + uncommitted changes" if dirty else "")
+    return f"{root} (not a git checkout)"
