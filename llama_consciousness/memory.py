@@ -44,6 +44,7 @@ from llama_consciousness.storage.keyword_index import KeywordIndexes
 from llama_consciousness.storage.paths import default_data_dir, ensure_writable_dir
 from llama_consciousness.storage.pool import CONNECTIONS_PER_RETRIEVAL, DEFAULT_MAX_CONNECTIONS, BoundedPool
 from llama_consciousness.storage.vectors import GraphVectors, LevelVectors, PostgresVectors
+from llama_consciousness.schema._time import utcnow
 from llama_consciousness.temporal import TemporalWindow
 
 logger = logging.getLogger(__name__)
@@ -342,11 +343,18 @@ class ConsciousnessMemory:
         level: str | None = None,
         citizen_id: str | None = None,
         embed: bool = True,
+        detect_updates: bool = True,
+        update_judge: Any = None,
     ) -> UpsertResult:
         """Write memories and relationships, one transaction per level graph; the same records again change
         nothing.  A relationship goes to the graph of its ``level``, else of the ``level`` argument, else of
         its source memory in this batch.  Memories without an embedding are embedded first (``embed``).
         Anything but the models is refused with a ``TypeError`` before any write (raw records: :meth:`ingest`).
+
+        Versions are applied as :meth:`ingest` applies them: a memory that ``supersedes`` another (or a new
+        version of its base identity) expires it; with ``detect_updates``, a memory whose text updates an
+        earlier one's (``ingestion.updates``; confirmed by ``update_judge`` when given) expires it or, when the
+        judge is unsure, marks it ``possibly_superseded_by``.
         """
         def models(items: Any, name: str, model: type) -> list[Any]:
             """``items`` as a list, if every item is a ``model``; a ``TypeError`` naming the first that is not."""
@@ -405,15 +413,42 @@ class ConsciousnessMemory:
             by_graph.setdefault(key, ([], []))[1].append(rel)
         for key in by_graph:  # validate every graph name before writing anything
             graph_name(*key)
+        from llama_consciousness.ingestion.updates import KnowledgeUpdateDetector
+        from llama_consciousness.ingestion.writer import ConsciousnessGraphWriter
+
+        writer = ConsciousnessGraphWriter(memory=self)
+        detector = KnowledgeUpdateDetector(memory=self, llm_judge=update_judge) if detect_updates else None
         total = UpsertResult()
         for (lvl, cid), (level_nodes, level_rels) in by_graph.items():
             store = self.writable(lvl, cid)
-            result = store.upsert(level_nodes, level_rels)
+            updates = detector.detect([(n, n.embedding) for n in level_nodes]) if detector is not None else []
+            changes, links, base_ids = writer._supersessions(store, level_nodes, updates=updates)
+            result = store.upsert(level_nodes, [*level_rels, *links], changes, base_ids,
+                                  derived={link.edge_id for link in links})
             total += result
             written = set(result.created_ids).union(result.updated_ids)
             self.bump_graph(store.plans.graph, [(n.node_id, n.name) for n in level_nodes if n.node_id in written])
-            self.vectors(lvl).write(store.plans, level_nodes)
+            vectors = self.vectors(lvl)
+            vectors.write(store.plans, level_nodes)
+            if expired := [c.old_id for c in changes if c.confirmed]:  # expired versions stop matching there too
+                vectors.mirror_validity(store.plans, store.get_nodes(expired))
         return total
+
+    def unsupersede(self, node_id: str, level: str, citizen_id: str | None = None, *, reason: str) -> MemoryNode:
+        """Revert a wrong supersession (soft and bitemporal: nothing is deleted).  The memory is current
+        again; the link that superseded it expires now but stays, so the history shows what was believed
+        and when; ``reason`` is recorded (``unsupersede_reason``, with ``unsuperseded_from``), and the same
+        newer memory never supersedes it again, not even when both are ingested again."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError("unsupersede needs a reason: say why the supersession was wrong")
+        store = self.writable(level, citizen_id)
+        if store.get_node(node_id) is None:
+            raise KeyError(f"no memory {node_id!r} in graph {store.plans.graph!r}")
+        if store.unsupersede(node_id, reason.strip(), utcnow()) is None:
+            raise ValueError(f"memory {node_id!r} is not superseded, nor possibly superseded")
+        node = store.get_node(node_id)
+        self.vectors(level).mirror_validity(store.plans, [node])
+        return node
 
     def ingest(self, source: Any, *, progress: bool = False, **options: Any) -> Any:
         """Ingest a memory file (JSON Lines) or records through the default pipeline.

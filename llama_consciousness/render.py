@@ -65,8 +65,15 @@ def untrusted_text(text: str) -> str:
     return f"{UNTRUSTED_MARK} {text.replace(UNTRUSTED_END, '(end mark removed)')} {UNTRUSTED_END}"
 
 
-def memory_line(node: ConsciousnessNode) -> str:
-    """One memory, compact: what it is (marked untrusted when flagged), then how it felt and when it held."""
+PAST_MARK = "[past: replaced by a later memory]"
+POSSIBLY_OUTDATED_MARK = "[possibly outdated: a later memory may replace it]"
+CURRENT_MARK = "[current]"
+
+
+def memory_line(node: ConsciousnessNode, replaces_another: bool = False) -> str:
+    """One memory, compact: what it is (marked untrusted when flagged), then how it felt and when it held.
+    A replaced version is marked past, one a later memory may replace possibly outdated, and the one
+    that replaces another memory of the context (``replaces_another``) current."""
     level = node.level or node.retrieval_source.split("_", 1)[0]
     text = node.description.strip() or node.name
     body = node.name
@@ -74,6 +81,12 @@ def memory_line(node: ConsciousnessNode) -> str:
         body += f": {text}"
     if node.injection_suspected:
         body = untrusted_text(body)
+    if node.expired_at is not None and node.superseded_by:
+        body = f"{PAST_MARK} {body}"
+    elif node.possibly_superseded_by:
+        body = f"{POSSIBLY_OUTDATED_MARK} {body}"
+    elif replaces_another and node.expired_at is None:
+        body = f"{CURRENT_MARK} {body}"
     head = f"- [{level} {node.node_type}] {body}"
     meta = [f"energy {node.energy:.2f}", f"confidence {node.confidence:.2f}", node.resolution_state]
     feelings = _emotions(node)
@@ -87,8 +100,9 @@ def memory_line(node: ConsciousnessNode) -> str:
 
 def dissonance_line(d: TemporalDissonance) -> str:
     kind = "reality changed" if d.dissonance_type == "reality_changed" else "I was wrong"
+    now = "now" if d.confirmed else "possibly now"
     return (f"- {d.node_name} ({kind}, discovery energy {d.discovery_energy:.2f}, "
-            f"{d.corrected_at.strftime('%Y-%m-%d')}): was \"{d.original_belief}\"; now \"{d.corrected_belief}\"")
+            f"{d.corrected_at.strftime('%Y-%m-%d')}): was \"{d.original_belief}\"; {now} \"{d.corrected_belief}\"")
 
 
 def _tiers(stream: ConsciousnessStream) -> list[tuple[str, list[ConsciousnessNode]]]:
@@ -131,14 +145,17 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
     summary = stream.consciousness_summary
     add(f"# Memory context ({summary.total_results} memories; energy {summary.dominant_energy:.2f}; "
         f"themes: {', '.join(summary.emotional_themes) or 'none'})")
-    for tier, nodes in _tiers(stream):
+    tiers = _tiers(stream)
+    successors = {later for _, nodes in tiers for n in nodes
+                  for later in (n.superseded_by, n.possibly_superseded_by) if later}
+    for tier, nodes in tiers:
         if not nodes:
             continue
         if not add(f"## {tier.capitalize()}"):
             left_out += [n.node_id for n in nodes]
             continue
         for node in nodes:
-            (included if add(memory_line(node)) else left_out).append(node.node_id)
+            (included if add(memory_line(node, node.node_id in successors)) else left_out).append(node.node_id)
     moments = [dissonance_line(d) for d in stream.temporal_dissonances]
     if moments and used + count("## Learning moments\n" + moments[0] + "\n") <= token_budget:
         add("## Learning moments")  # only with at least one moment under it

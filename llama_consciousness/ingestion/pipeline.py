@@ -1,7 +1,7 @@
 """The default ingestion pipeline, and ``ingest``: a memory file into the level graphs.
 
 An ordinary LlamaIndex ``IngestionPipeline`` of: validate -> scrub PII -> guard against injections ->
-concepts -> surfaces_when -> authority -> entities -> near-duplicates -> write.  Validation comes first,
+concepts -> surfaces_when -> authority -> entities -> near-duplicates -> knowledge updates -> write.  Validation comes first,
 so a bad record costs no work; scrubbing before anything that embeds or extracts, so secrets never
 reach a vector or an entity name.
 """
@@ -12,7 +12,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from llama_consciousness.ingestion.loader import check_memory_file, iter_json_ob
 from llama_consciousness.ingestion.plan import CallPlan
 from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.steps import IngestOptions, collect_reports, pure_steps
+from llama_consciousness.ingestion.updates import KnowledgeUpdateDetector
 from llama_consciousness.ingestion.validator import (
     LINE_KEY, MemoryValidationError, RelationshipError, _check, record_id,
 )
@@ -76,6 +77,8 @@ def _store_steps(
     if o.duplicates != "off":
         steps.append(NearDuplicateFilter(memory=memory, action=o.duplicates, threshold=o.duplicate_threshold,
                                          memo=memo, plan=plan))
+    if o.updates != "off":
+        steps.append(KnowledgeUpdateDetector(memory=memory, llm_judge=o.update_judge))
     steps.append(ConsciousnessGraphWriter(
         memory=memory, batch_size=o.batch_size, link_entities=o.entities, on_error=o.on_invalid,
         prepared=prepared or {}, memo=memo, dropped=dropped, plan=plan))
@@ -289,7 +292,7 @@ def _pipelined(
                 waiting.append(_pure_here(o, chunk))
             else:
                 try:
-                    waiting.append(_Sent(worker.submit(o, chunk, embed_model), chunk))
+                    waiting.append(_Sent(worker.submit(replace(o, update_judge=None), chunk, embed_model), chunk))
                 except IngestWorkerError as exc:
                     abandon(exc)
                     waiting.append(_Sent(-1, chunk))  # runs here when its turn comes

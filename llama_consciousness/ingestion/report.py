@@ -35,6 +35,9 @@ class IngestReport:
     superseded: int = 0
     duplicates: int = 0
     entities: int = 0
+    updates: int = 0  # knowledge updates found by a judge (the older memory expires)
+    possible_updates: int = 0  # pairs a judge is unsure of (linked, nothing expires)
+    judge_errors: int = 0  # pairs left undecided because the update judge failed (the memories are stored)
     rejected: list[Rejection] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
 
@@ -56,6 +59,8 @@ class IngestReport:
         lines = [
             f"memories: {self.inserted} inserted, {self.updated} updated, {self.unchanged} unchanged, "
             f"{self.superseded} superseded, {self.duplicates} duplicates",
+            f"knowledge updates: {self.updates} found, {self.possible_updates} possible"
+            + (f", {self.judge_errors} left undecided (judge errors)" if self.judge_errors else ""),
             f"relationships: {self.relationships_inserted} inserted, {self.relationships_updated} updated, "
             f"{self.relationships_unchanged} unchanged; entities linked: {self.entities}",
             f"rejected: {len(self.rejected)}; warnings: {len(self.warnings)}",

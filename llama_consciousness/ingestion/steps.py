@@ -24,7 +24,10 @@ class IngestOptions:
     ``on_invalid``: an invalid record stops the run before anything is
     written (``raise``) or is skipped and reported (``drop``); ``on_bad_line``
     the same for a line that is not JSON.  ``pii``, ``injection``,
-    ``duplicates``, ``entities`` and ``concepts`` switch the transforms.
+    ``duplicates``, ``entities`` and ``concepts`` switch the transforms;
+    ``updates`` the knowledge-update detection (``ingestion.updates``), whose
+    pairs an ``update_judge`` (``ingestion.llm_judge.LLMUpdateJudge``)
+    confirms or rejects when given.
     ``worker``: run the pure steps in a second process while this one
     writes; ``auto`` for more than ``WORKER_THRESHOLD`` records, where its
     start (about a second of imports) pays.
@@ -41,6 +44,8 @@ class IngestOptions:
     batch_size: int = 500
     chunk_size: int = 1000
     worker: Literal["auto", "on", "off"] = "auto"
+    updates: Literal["offline", "off"] = "offline"
+    update_judge: Any = None  # an LLMUpdateJudge confirming the offline judge's pairs (not sent to the worker)
 
     def __post_init__(self) -> None:
         # A value that would otherwise be read as another (``on_invalid="skip"`` as drop) is refused.

@@ -29,6 +29,7 @@ from llama_consciousness.ingestion.cognitive import COMPUTED_KEY
 from llama_consciousness.ingestion.plan import GraphPlan, HeldMention, version_order
 from llama_consciousness.nodes import is_relationship, text_node_to_memory, text_node_to_relationship
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
+from llama_consciousness.ingestion.updates import UPDATES_KEY, UpdateDecision, decisions_of
 from llama_consciousness.levels import graph_name, home_key
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.scoring.identity import base_identity
@@ -80,6 +81,7 @@ class _LevelBatch:
     entities: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # memory id -> entities
     duplicates: dict[str, str] = field(default_factory=dict)  # memory id -> duplicate of
     volatile: dict[str, tuple[str, ...]] = field(default_factory=dict)  # memory id -> clock-derived fields
+    updates: list[UpdateDecision] = field(default_factory=list)  # knowledge updates judged from the texts
 
 
 def _derived_link(
@@ -199,6 +201,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
                 batch.duplicates[memory.node_id] = str(node.metadata[DUPLICATE_KEY])
             if node.metadata.get(COMPUTED_KEY):
                 batch.volatile[memory.node_id] = tuple(node.metadata[COMPUTED_KEY])
+            if node.metadata.get(UPDATES_KEY):
+                batch.updates += decisions_of(node)
         for rel in relationships:
             message = None
             if rel.level is not None:
@@ -220,7 +224,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
 
     def _supersessions(
         self, store: LevelGraphStore, memories: list[MemoryNode], plan: GraphPlan | None = None,
-        settle: Sequence[str] = (),
+        settle: Sequence[str] = (), updates: Sequence[UpdateDecision] = (),
     ) -> tuple[list[Supersession], list[ConsciousnessRelationship], dict[str, str]]:
         """Which stored or batch versions the new memories expire, and their links.  A pair with a version of
         the call not written yet (``plan``) waits for it; ``settle`` (base identities, at the end of the
@@ -288,7 +292,34 @@ class ConsciousnessGraphWriter(ReportingTransform):
             energy = new.discovery_energy if new.discovery_energy is not None else new.energy
             links.append(_derived_link(new, old.node_id, "SUPERSEDES", f"supersedes {old.node_id} ({reason})",
                                        energy=energy))
+        if updates:
+            self._judged(store, updates, known, {o.node_id for o, _ in pairs}, changes, links)
         return changes, links, base_ids
+
+    @staticmethod
+    def _judged(store: LevelGraphStore, updates: Sequence[UpdateDecision], known: dict[str, Any],
+                superseded: set[str], changes: list[Supersession], links: list[ConsciousnessRelationship]) -> None:
+        """The knowledge updates a judge found (``ingestion.updates``), applied as an explicit supersession
+        (``update``) or a POSSIBLY_SUPERSEDES link (unsure); a memory another version already replaces
+        here is left to it."""
+        wanted = sorted({i for d in updates for i in (d.old_id, d.new_id)} - set(known))
+        known = {**known, **{n.node_id: n for n in store.get_nodes(wanted)}} if wanted else known
+        for d in updates:
+            old, new = known.get(d.old_id), known.get(d.new_id)
+            if old is None or new is None or d.old_id in superseded:
+                continue
+            if old.expired_at is not None and old.superseded_by != d.new_id:
+                continue  # already replaced by another memory
+            # a statement ingested late but dated earlier expires when its successor was recorded, or on arrival
+            expired_at = max(new.created_at, old.created_at)
+            changes.append(Supersession(
+                d.old_id, d.new_id, expired_at=expired_at, reason=d.reason,
+                invalid_at=new.valid_at if d.reason == "reality_changed" and new.valid_at > old.valid_at else None,
+                source=d.source, confidence=d.confidence, confirmed=d.confirmed))
+            relation = "SUPERSEDES" if d.confirmed else "POSSIBLY_SUPERSEDES"
+            trigger = f"{relation.lower()} {d.old_id} ({d.source}, {d.confidence:.2f}: {d.why})"[:500]
+            links.append(_derived_link(new, d.old_id, relation, trigger, confidence=d.confidence))
+            superseded.add(d.old_id)
 
     def _entity_index(self, store: LevelGraphStore, plan: GraphPlan | None) -> tuple[EntityIndex, dict[str, str]]:
         """The names mentions are matched against, and each name's target so far.  With a plan, one index
@@ -395,7 +426,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
         mem = self.memory
         store = mem.writable(batch.level, batch.citizen_id)
         plan = self.plan.graphs.get(store.plans.graph) if self.plan is not None else None
-        changes, supersede_links, base_ids = self._supersessions(store, batch.memories, plan)
+        changes, supersede_links, base_ids = self._supersessions(store, batch.memories, plan, updates=batch.updates)
         entity_nodes, mention_links = self._entity_links(store, batch, plan) if self.link_entities else ([], [])
         if plan is not None:  # the mentions that waited for these memories go with them
             mention_links += _mentions((held, m.node_id) for m in batch.memories
@@ -479,7 +510,9 @@ class ConsciousnessGraphWriter(ReportingTransform):
             report.unchanged += len(ids) - len(created) - len(updated)
             report.superseded += result.superseded
             if chunk_changes:  # expired versions must stop matching in the vector store too
-                vectors.mirror_validity(store.plans, store.get_nodes([c.old_id for c in chunk_changes]))
+                expired = [c.old_id for c in chunk_changes if c.confirmed]
+                if expired:
+                    vectors.mirror_validity(store.plans, store.get_nodes(expired))
         return names
 
     def finish(self, graph: str) -> IngestReport:

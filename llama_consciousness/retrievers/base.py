@@ -38,9 +38,11 @@ R = TypeVar("R")  # the request a retriever answers (RetrievalIntention or State
 # Keys that are noise in an LLM prompt (ids, hashes, bookkeeping).
 LLM_HIDDEN = ("node_id", "citizen_id", "extra", "sensory_details", "metadata_completeness", "supersedes",
               "superseded_by", "correction_pattern_id", "retrieval_sources", "start_id", "quarantined",
-              "temporal_mode")
-# Shown to the LLM only when set: a flagged memory reads "injection_suspected: True" before its text.
-LLM_HIDDEN_UNLESS_SET = ("injection_suspected",)
+              "temporal_mode", "supersession_source", "supersession_confidence", "possibly_superseded_by",
+              "possibly_outdated_by", "unsuperseded_from", "unsupersede_reason")
+# Shown to the LLM only when set: a flagged memory reads "injection_suspected: True" before its text, one that
+# a later memory may replace "possibly_outdated: True".
+LLM_HIDDEN_UNLESS_SET = ("injection_suspected", "possibly_outdated")
 MISSING = object()
 
 

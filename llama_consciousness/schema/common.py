@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import AfterValidator, BeforeValidator
 
 __all__ = [
-    "CITIZEN_ID_PATTERN", "CitizenId", "EmotionVector", "InvalidationReason", "LevelName",
+    "CITIZEN_ID_PATTERN", "CitizenId", "EmotionVector", "InvalidationReason", "LevelName", "SupersessionSource",
     "MAX_EMBEDDING_COMPONENT", "MAX_EMOTIONS", "MAX_EMOTION_NAME_CHARS", "MAX_LIST_ITEMS", "MAX_QUERY_CHARS",
     "MAX_RESULTS_PER_LEVEL", "ResolutionState", "TemporalMode", "check_order", "check_temporal_request",
     "check_vector", "validate_citizen_id",
@@ -20,6 +20,8 @@ LevelName = Literal["N1", "N2", "N3"]
 TemporalMode = Literal["current", "point_in_time", "evolution", "full_history"]
 ResolutionState = Literal["resolved", "in_progress", "blocked"]
 InvalidationReason = Literal["reality_changed", "discovered_false"]
+# What decided that a memory replaces another: ids (``supersedes``, a base identity), or a judge of their texts.
+SupersessionSource = Literal["explicit", "offline_judge", "llm_judge"]
 
 # Citizen ids end up in file paths, graph names and Cypher parameters; a
 # conservative alphabet keeps them from ever escaping any of those contexts.

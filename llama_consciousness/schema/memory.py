@@ -12,7 +12,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StringConstraints, Validatio
 from ._time import UTCDateTime, utcnow
 from .trusted import trusted_model
 from .common import (MAX_LIST_ITEMS, CitizenId, EmotionVector, InvalidationReason, LevelName, ResolutionState,
-                     check_order, check_vector)
+                     SupersessionSource, check_order, check_vector)
 
 __all__ = ["ConsciousnessNode", "MemoryNode"]
 
@@ -76,6 +76,15 @@ class MemoryNode(BaseModel):
     supersede_reason: Optional[InvalidationReason] = None
     # Set by the store when a newer version expires this one; read-only.
     superseded_by: Optional[str] = None
+    # Set by the store with ``superseded_by`` (or ``possibly_superseded_by``): what decided it, how sure it was.
+    supersession_source: Optional[SupersessionSource] = None
+    supersession_confidence: Optional[UnitFloat] = None
+    # Set by the store: a later memory that may replace this one (a POSSIBLY_SUPERSEDES link from it); nothing
+    # expired, retrieval ranks the later one first.  Read-only.
+    possibly_superseded_by: Optional[str] = None
+    # Set by ``memory.unsupersede``: the newer memory whose supersession of this one was taken back, and why.
+    unsuperseded_from: Optional[str] = None
+    unsupersede_reason: Optional[str] = None
     # Stored for audit but never retrieved (e.g. a suspected prompt injection).
     quarantined: bool = False
     # An entity made from a name mentioned in memories: a hub traversal walks through, not an answer.

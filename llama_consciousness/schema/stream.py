@@ -54,6 +54,11 @@ class TemporalDissonance(BaseModel):
     belief_held_until: UTCDateTime
     corrected_at: UTCDateTime
 
+    # What decided it ("explicit": ids; "offline_judge" / "llm_judge": the memories' words) and whether the
+    # older belief was expired (False: a POSSIBLY_SUPERSEDES pair, the older one still current).
+    supersession_source: Optional[str] = None
+    confirmed: bool = True
+
     @model_validator(mode="after")
     def _check_interval(self) -> "TemporalDissonance":
         check_order(self, "belief_held_from", "belief_held_until")

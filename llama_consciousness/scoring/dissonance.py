@@ -72,24 +72,33 @@ def infer_dissonance_type(original: MemoryNode, correction: MemoryNode) -> str:
     return "discovered_false"
 
 
-def _dissonance(base_id: str, original: MemoryNode, correction: MemoryNode) -> TemporalDissonance:
+def _dissonance(base_id: str, original: MemoryNode, correction: MemoryNode, confirmed: bool = True
+                ) -> TemporalDissonance:
     energy = correction.discovery_energy
+    source = getattr(original, "supersession_source", None)
+    if correction.correction_pattern_id:
+        trigger = f"Corrected by {correction.correction_pattern_id}"
+    elif source in ("offline_judge", "llm_judge"):
+        confidence = getattr(original, "supersession_confidence", None)
+        trigger = (f"{'Updated' if confirmed else 'Possibly updated'} by {correction.node_id}, judged from the "
+                   f"texts ({source}" + (f", confidence {confidence:.2f})" if confidence is not None else ")"))
+    else:
+        trigger = "Unknown correction trigger"
+    held_until = original.expired_at if confirmed and original.expired_at else correction.created_at
     return TemporalDissonance(
         node_id=base_id,
         node_name=original.name,
         original_belief=original.description,
         corrected_belief=correction.description,
         dissonance_type=infer_dissonance_type(original, correction),
-        correction_trigger=(
-            f"Corrected by {correction.correction_pattern_id}"
-            if correction.correction_pattern_id
-            else "Unknown correction trigger"
-        ),
+        correction_trigger=trigger,
         discovery_energy=DEFAULT_DISCOVERY_ENERGY if energy is None else energy,
         discovery_emotions=correction.emotion_vector,
         belief_held_from=original.created_at,
-        belief_held_until=original.expired_at,
+        belief_held_until=max(held_until, original.created_at),
         corrected_at=correction.created_at,
+        supersession_source=source or "explicit",
+        confirmed=confirmed,
     )
 
 
@@ -105,6 +114,22 @@ def dissonance_pairs(nodes: Sequence[MemoryNode], temporal_mode: str) -> list[Di
             if original.expired_at is None:
                 continue  # still believed when the next version was written: not a correction
             pairs.append(DissonancePair(original, correction, _dissonance(base_id, original, correction)))
+    # Updates judged from the texts link memories of different identities: by the ids the store set.
+    paired = {(id(p.original), id(p.correction)) for p in pairs}
+    by_id = {(_scope(n), n.node_id): n for n in nodes}
+    for original in nodes:
+        for field, confirmed in (("superseded_by", True), ("possibly_superseded_by", False)):
+            later_id = getattr(original, field, None)
+            correction = by_id.get((_scope(original), later_id)) if later_id else None
+            if correction is None or (id(original), id(correction)) in paired:
+                continue
+            if confirmed and original.expired_at is None:
+                continue
+            if not confirmed and original.expired_at is not None:
+                continue  # superseded since: the confirmed pair speaks for it
+            paired.add((id(original), id(correction)))
+            pairs.append(DissonancePair(original, correction,
+                                        _dissonance(original.node_id, original, correction, confirmed)))
     return pairs
 
 

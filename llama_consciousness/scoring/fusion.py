@@ -7,7 +7,7 @@ graph channel must instead merge by *id* and keep both sources.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 T = TypeVar("T", bound=Hashable)
@@ -67,3 +67,30 @@ def path_relevance(path_energy: float, max_depth: int) -> float:
     """A graph hit's relevance: its path's summed link energy over the most it could be, in [0, 1]
     (monotonic in the spec's ranking key, so graph results keep their order when read by score)."""
     return max(0.0, min(1.0, path_energy / max(max_depth, 1)))
+
+
+def later_first(ranked: list[tuple[str, float]], successor: Callable[[str], str | None]) -> list[tuple[str, float]]:
+    """``ranked`` with each memory that a later one may replace (``successor(key)``: the later one's key, a
+    POSSIBLY_SUPERSEDES pair) moved just below that later one when both are in the list, at its score, so
+    that scores still never increase down the list.  A possibly outdated memory must not outrank the
+    statement that may have replaced it; without that statement in the list it stays where it is."""
+    position = {key: i for i, (key, _) in enumerate(ranked)}
+    moved: dict[str, list[str]] = {}
+    for key, _ in ranked:
+        later = successor(key)
+        if later is not None and later in position and position[later] > position[key]:
+            moved.setdefault(later, []).append(key)
+    if not moved:
+        return ranked
+    gone = {key for keys in moved.values() for key in keys}
+    out: list[tuple[str, float]] = []
+
+    def place(key: str, score: float) -> None:
+        out.append((key, score))
+        for earlier in moved.get(key, ()):
+            place(earlier, score)
+
+    for key, score in ranked:
+        if key not in gone:
+            place(key, score)
+    return out

@@ -158,6 +158,7 @@ class UpsertResult:
     edges_updated: int = 0
     edges_unchanged: int = 0
     superseded: int = 0
+    possibly_superseded: int = 0
     created_ids: list[str] = field(default_factory=list)
     updated_ids: list[str] = field(default_factory=list)
 
@@ -185,6 +186,10 @@ class Supersession:
     expired_at: datetime
     reason: str
     invalid_at: datetime | None = None
+    source: str = "explicit"
+    confidence: float | None = None
+    # False: a judge is unsure; the old memory is only marked ``possibly_superseded_by`` and nothing expires.
+    confirmed: bool = True
 
     def row(self) -> dict[str, Any]:
         return {
@@ -193,6 +198,8 @@ class Supersession:
             "expired_at": cypher_time(self.expired_at),
             "reason": self.reason,
             "invalid_at": cypher_time(self.invalid_at) if self.invalid_at and self.reason == "reality_changed" else None,
+            "source": self.source,
+            "confidence": self.confidence,
         }
 
 
@@ -321,17 +328,36 @@ WITH cs, base UNWIND range(0, size(cs) - 1) AS i
 WITH cs[i] AS c, base + i + 1 AS seq SET c.change_seq = seq
 """
 
+# ``possibly_superseded_by`` is cleared in a SET of its own: clearing a property in the SET that adds others
+# lost those in FalkorDB 4 (seen with ``memory.unsupersede``).
 _SUPERSEDE = f"""
 CALL {{
 UNWIND $expire AS row
 MATCH (o:{NODE_LABEL} {{node_id: row.old_id}})
-WITH o, row, o.expired_at IS NULL AS live WHERE live OR o.superseded_by IS NULL
+WITH o, row, o.expired_at IS NULL AS live
+WHERE (live OR o.superseded_by IS NULL) AND coalesce(o.unsuperseded_from <> row.new_id, true)
 SET o.superseded_by = coalesce(o.superseded_by, row.new_id),
     o.expired_at = CASE WHEN live THEN row.expired_at ELSE o.expired_at END,
     o.invalid_at = CASE WHEN live AND row.invalid_at IS NOT NULL AND o.invalid_at IS NULL
                         THEN row.invalid_at ELSE o.invalid_at END,
-    o.invalidation_reason = CASE WHEN live THEN row.reason ELSE o.invalidation_reason END
+    o.invalidation_reason = CASE WHEN live THEN row.reason ELSE o.invalidation_reason END,
+    o.supersession_source = CASE WHEN live THEN row.source ELSE o.supersession_source END,
+    o.supersession_confidence = CASE WHEN live THEN row.confidence ELSE o.supersession_confidence END
+WITH o, live SET o.possibly_superseded_by = CASE WHEN live THEN NULL ELSE o.possibly_superseded_by END
 RETURN sum(CASE WHEN live THEN 1 ELSE 0 END) AS superseded
+}}
+"""
+
+# A pair a judge is unsure of: the older memory, while current, is marked; nothing expires.  A supersession
+# taken back (``unsuperseded_from``) is not marked again by the same newer memory.
+_POSSIBLY = f"""
+CALL {{
+UNWIND $possible AS row
+MATCH (o:{NODE_LABEL} {{node_id: row.old_id}})
+WITH o, row WHERE o.expired_at IS NULL AND coalesce(o.unsuperseded_from <> row.new_id, true)
+SET o.possibly_superseded_by = row.new_id, o.supersession_source = row.source,
+    o.supersession_confidence = row.confidence
+RETURN count(o) AS possibly_superseded
 }}
 """
 
@@ -354,6 +380,7 @@ RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
 _PARTS = (
     ("nodes", _UPSERT_NODES, ("created_ids", "updated_ids")),
     ("expire", _SUPERSEDE, ("superseded",)),
+    ("possible", _POSSIBLY, ("possibly_superseded",)),
     ("edges", _UPSERT_EDGES, ("edges_created", "edges_updated")),
 )
 
@@ -575,7 +602,8 @@ class LevelPlans:
         params = {
             "nodes": Rows(records.node_wire(r) for r in node_rows),
             "edges": Rows(records.edge_wire(r, r["edge_id"] in derived) for r in edge_rows),
-            "expire": [s.row() for s in supersessions],
+            "expire": [s.row() for s in supersessions if s.confirmed],
+            "possible": [s.row() for s in supersessions if not s.confirmed],
         }
         present = {key for key, value in params.items() if value}
         result = UpsertResult()
@@ -659,6 +687,37 @@ class LevelPlans:
         rows = yield Query(f"MATCH (n:{NODE_LABEL}) WHERE {_CURRENT_MEMORY} RETURN n.node_id LIMIT 1",
                            read_only=True)
         return bool(rows)
+
+    def unsupersede(self, node_id: str, reason: str, at: datetime) -> Plan:
+        """Take back the supersession (or possible one) of memory ``node_id``: it is current again, its
+        SUPERSEDES / POSSIBLY_SUPERSEDES link expires at ``at`` (kept, so the history says the supersession
+        was once believed), and it records the newer memory and ``reason``; the same newer memory does not
+        supersede it again.  Returns the newer memory's id, or None when ``node_id`` is not superseded."""
+        rows = yield Query(f"MATCH (o:{NODE_LABEL} {{node_id: $id}}) "
+                           "RETURN coalesce(o.superseded_by, o.possibly_superseded_by)", {"id": node_id},
+                           read_only=True)
+        newer = rows[0][0] if rows else None
+        if newer is None:
+            return None
+        # The newer id is a parameter, and set after the clearing SET: set with it, FalkorDB 4 lost it.
+        # The WHERE keeps the read true if another writer came between.
+        rows = yield Query(
+            f"MATCH (o:{NODE_LABEL} {{node_id: $id}}) "
+            "WHERE coalesce(o.superseded_by, o.possibly_superseded_by) = $newer "
+            f"OPTIONAL MATCH (n:{NODE_LABEL} {{node_id: $newer}}) "
+            f"OPTIONAL MATCH p = (n)-[:{EDGE_TYPE}]->(o) "
+            "WITH o, n, [r IN coalesce(relationships(p), []) WHERE r.relation_type IN "
+            "['SUPERSEDES', 'POSSIBLY_SUPERSEDES'] AND r.expired_at IS NULL] AS links "
+            "FOREACH (r IN links | SET r.expired_at = $at) "
+            "SET o.invalid_at = CASE WHEN o.invalidation_reason = 'reality_changed' AND n IS NOT NULL "
+            "AND o.invalid_at = n.valid_at THEN NULL ELSE o.invalid_at END, "
+            "o.expired_at = NULL, o.superseded_by = NULL, o.possibly_superseded_by = NULL, "
+            "o.invalidation_reason = NULL, o.supersession_source = NULL, o.supersession_confidence = NULL "
+            "WITH o SET o.unsuperseded_from = $newer, o.unsupersede_reason = $reason "
+            "RETURN o.unsuperseded_from",
+            {"id": node_id, "newer": newer, "reason": reason, "at": cypher_time(at)},
+        )
+        return rows[0][0] if rows else None
 
     def existing_ids(self, node_ids: Sequence[str]) -> Plan:
         """Which of ``node_ids`` are stored in this graph."""
@@ -840,5 +899,5 @@ def _runs(name: str, plan: str | None = None) -> Callable[..., Any]:
 
 LevelGraphStore.ensure_schema = _runs("ensure_schema", "ensure_ready")  # type: ignore[attr-defined]
 for _name in ("upsert", "get_node", "get_nodes", "get_relationships", "counts", "named_nodes", "versions",
-              "existing_ids", "nearest", "has_current_memories", "vector_search", "reindex_vectors"):
+              "existing_ids", "nearest", "has_current_memories", "vector_search", "reindex_vectors", "unsupersede"):
     setattr(LevelGraphStore, _name, _runs(_name))

@@ -52,7 +52,10 @@ JSON_PROPS = {"sensory_details": "sensory_details_json", "extra": "extra_json"}
 # Read back: everything but the embedding (only the index needs it) and
 # ``emotion_canonical`` (for queries to filter on; derived from the names).
 EMOTION_READ_PROPS = ("emotion_names", "emotion_values")
-NODE_READ_PROPS = NODE_SCALARS + NODE_LISTS + TIME_FIELDS + EMOTION_READ_PROPS + ("superseded_by",) + (
+#: Set by the store, never by a write of the memory itself (supersession, its undoing).
+STORE_SET_PROPS = ("superseded_by", "supersession_source", "supersession_confidence", "possibly_superseded_by",
+                   "unsuperseded_from", "unsupersede_reason")
+NODE_READ_PROPS = NODE_SCALARS + NODE_LISTS + TIME_FIELDS + EMOTION_READ_PROPS + STORE_SET_PROPS + (
     "sensory_details_json", "extra_json",
 )
 EDGE_READ_PROPS = EDGE_SCALARS + TIME_FIELDS + EMOTION_READ_PROPS + ("sensory_details_json",)

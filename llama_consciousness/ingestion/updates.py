@@ -1,0 +1,244 @@
+"""``KnowledgeUpdateDetector``: a later statement supersedes an earlier one without ids saying so.
+
+For each new memory that states a single-valued fact (``scoring.updates``),
+the earlier memories of its level graph (for N1, of its citizen) about the
+same thing are found through the indexes the retrievers use, never by a
+scan: the keyword index (BM25 over the memory's own words) and the vector
+index, plus the memories of the same call.  Each pair is judged by the
+offline judge and, when one is given, confirmed or rejected by an LLM judge
+(``ingestion.llm_judge``).  A decision is put on the node
+(``metadata["lc_updates"]``) for the writer, which applies it exactly as an
+explicit ``supersedes``: the older memory expires (``update``) or is only
+marked ``possibly_superseded_by`` (``possible``).
+
+The pair is ordered by when each statement holds, not by arrival: a memory
+ingested late but dated before its successor is the one that expires.  A
+memory already stored under its id keeps the judgement of its first write, so
+ingesting again changes nothing; a supersession taken back with
+``memory.unsupersede`` is not made again (the store refuses it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from llama_index.core.schema import BaseNode
+from pydantic import Field, SkipValidation
+
+from llama_consciousness.entities import ENTITY_TYPES
+from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
+from llama_consciousness.levels import home_key
+from llama_consciousness.nodes import is_relationship, text_node_to_memory
+from llama_consciousness.schema import MemoryNode
+from llama_consciousness.scoring.updates import (
+    CONFIRM_AT, Fact, Statement, UpdateJudgement, extract_facts, judge_update, order_pair, speaker_of,
+    statement_of, states_something,
+)
+from llama_consciousness.storage.reader import MemoryReader
+
+log = logging.getLogger(__name__)
+
+UPDATES_KEY = "lc_updates"
+QUARANTINE_KEY = "lc_quarantine"  # the writer's (``writer.QUARANTINE_KEY``), which imports this module
+
+
+@dataclass(frozen=True)
+class UpdateDecision:
+    """A judged pair for the writer: ``new_id`` replaces (``confirmed``) or may replace ``old_id``."""
+
+    old_id: str
+    new_id: str
+    reason: str
+    source: str
+    confidence: float
+    confirmed: bool
+    why: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> UpdateDecision:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def decisions_of(node: BaseNode) -> list[UpdateDecision]:
+    return [UpdateDecision.from_json(d) for d in node.metadata.get(UPDATES_KEY) or ()]
+
+
+@dataclass
+class _New:
+    memory: MemoryNode
+    statement: Statement
+    facts: list[Fact]
+    embedding: Any = None
+
+
+class KnowledgeUpdateDetector(ReportingTransform):
+    """Find the earlier memories that new memories update, and judge each pair (see the module doc)."""
+
+    memory: SkipValidation[MemoryReader] = Field(exclude=True, description="the ConsciousnessMemory to compare against")
+    candidates: int = Field(default=8, ge=1, le=100, description="earlier memories per new memory, per index")
+    llm_judge: Any = Field(default=None, exclude=True, description=(
+        "an LLMUpdateJudge: confirms or rejects each pair the offline judge finds, and gives its type"))
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        self._report = IngestReport()
+        by_id: dict[str, BaseNode] = {}
+        memories: list[tuple[MemoryNode, Any]] = []
+        for node in nodes:
+            if is_relationship(node) or node.metadata.get(QUARANTINE_KEY):
+                continue
+            meta = node.metadata
+            if meta.get("is_entity") or meta.get("node_type") in ENTITY_TYPES or meta.get("supersedes"):
+                continue  # an entity, or a version its ids already place
+            text = node.get_content(metadata_mode="none") or str(meta.get("name") or "")
+            speaker, body = speaker_of(text, meta.get("extra") if isinstance(meta.get("extra"), dict) else None)
+            if not states_something(body, speaker):
+                continue  # most memories state nothing the judge compares: no model, no query
+            try:
+                memory = text_node_to_memory(node)
+            except Exception:  # noqa: BLE001 - the writer reports an invalid record; nothing to judge here
+                continue
+            by_id[memory.node_id] = node
+            memories.append((memory.model_copy(update={"embedding": None}), node.embedding))
+        for decision in self.detect(memories, self._report):
+            holder = by_id.get(decision.new_id) or by_id.get(decision.old_id)
+            if holder is not None:
+                holder.metadata.setdefault(UPDATES_KEY, []).append(decision.to_json())
+        return list(nodes)
+
+    def detect(self, memories: Sequence[tuple[MemoryNode, Any]], report: IngestReport | None = None
+               ) -> list[UpdateDecision]:
+        """The updates among ``(memory, embedding or None)`` and the current memories of their graphs."""
+        report = report if report is not None else IngestReport()
+        groups: dict[tuple[str, str | None], list[_New]] = {}
+        for memory, embedding in memories:
+            if memory.is_entity or memory.quarantined or memory.supersedes:
+                continue
+            statement = statement_of(memory)
+            facts = extract_facts(statement.text, statement.speaker)
+            if facts or states_something(statement.text, statement.speaker):
+                groups.setdefault(home_key(memory.level, memory.citizen_id), []).append(
+                    _New(memory, statement, facts, embedding))
+        out: list[UpdateDecision] = []
+        for (level, citizen), group in groups.items():
+            out += self._detect(level, citizen, group, report)
+        report.updates += sum(1 for d in out if d.confirmed)
+        report.possible_updates += sum(1 for d in out if not d.confirmed)
+        return out
+
+    # -- one graph ------------------------------------------------------------
+
+    def _detect(self, level: str, citizen: str | None, group: list[_New], report: IngestReport
+                ) -> list[UpdateDecision]:
+        store = self.memory.level(level, citizen)
+        stored_ids = store.existing_ids([g.memory.node_id for g in group])
+        fresh = [g for g in group if g.memory.node_id not in stored_ids]  # the rest: judged at their first write
+        if not fresh:
+            return []
+        known: dict[str, tuple[Statement, list[Fact] | None]] = {
+            g.memory.node_id: (g.statement, g.facts) for g in group}
+        pairs: set[tuple[str, str]] = set()
+        ids = [g.memory.node_id for g in group]
+        for i, g in enumerate(group):  # the call's own memories, each pair once
+            if g.memory.node_id in stored_ids:
+                continue
+            for other in ids[:i]:
+                if other != g.memory.node_id:
+                    pairs.add((g.memory.node_id, other))
+        for g, found in zip(fresh, self._stored_candidates(store, fresh)):
+            for candidate in found:
+                if candidate.node_id == g.memory.node_id:
+                    continue
+                if candidate.node_id not in known:
+                    known[candidate.node_id] = (statement_of(candidate), None)
+                pairs.add((g.memory.node_id, candidate.node_id))
+        facts_cache: dict[str, list[Fact]] = {}
+
+        def facts(node_id: str) -> list[Fact]:
+            statement, given = known[node_id]
+            if given is not None:
+                return given
+            if node_id not in facts_cache:
+                facts_cache[node_id] = extract_facts(statement.text, statement.speaker)
+            return facts_cache[node_id]
+
+        judgements: list[UpdateJudgement] = []
+        for a, b in sorted(pairs):
+            ordered = order_pair(known[a][0], known[b][0])
+            older, newer = ordered if ordered is not None else (known[b][0], known[a][0])  # arrival decides ties
+            judgement = judge_update(older, newer, facts(older.node_id), facts(newer.node_id))
+            if judgement.verdict != "none":
+                judgements.append(judgement)
+        return self._decide(judgements, {k: v[0] for k, v in known.items()}, report)
+
+    def _stored_candidates(self, store: Any, fresh: list[_New]) -> list[list[MemoryNode]]:
+        """Per new memory, the current memories of the graph most like it by keyword (BM25 over its words)
+        and by vector, read in one query for the whole chunk."""
+        from llama_consciousness.storage import channels
+        from llama_consciousness.storage.keyword_index import query_terms
+
+        wanted: list[list[str]] = [[] for _ in fresh]
+        indexes = getattr(self.memory, "keyword_indexes", None)
+        if indexes is not None:
+            index = indexes.get(store.plans.graph)
+            store.run(channels.catch_up(index))
+            for i, g in enumerate(fresh):
+                text = " ".join(f.sentence for f in g.facts) or g.statement.text[:1000]
+                # twice as many: some are expired, quarantined or entities, and are left out below
+                wanted[i] += [node_id for node_id, _, _ in index.search(query_terms(text), 2 * self.candidates)]
+        with_vectors = [(i, g) for i, g in enumerate(fresh) if g.embedding is not None]
+        if with_vectors and store.plans.store_vectors:
+            near = store.nearest([(g.memory.node_id, g.embedding) for _, g in with_vectors], k=self.candidates)
+            for i, g in with_vectors:
+                wanted[i] += [node_id for node_id, _, _ in near.get(g.memory.node_id, [])]
+        ids = sorted({node_id for found in wanted for node_id in found})
+        nodes = {n.node_id: n for n in (store.get_nodes(ids) if ids else ())
+                 if n.expired_at is None and not n.quarantined and not n.is_entity}
+        return [[nodes[node_id] for node_id in dict.fromkeys(found) if node_id in nodes] for found in wanted]
+
+    def _decide(self, judgements: list[UpdateJudgement], statements: dict[str, Statement], report: IngestReport
+                ) -> list[UpdateDecision]:
+        """One successor per older memory: the earliest that updates it (so A -> B -> C expires A by B and
+        B by C), confirmed ones first; each pair confirmed or rejected by the LLM judge when there is one."""
+        by_older: dict[str, list[UpdateJudgement]] = {}
+        for j in judgements:
+            by_older.setdefault(j.older, []).append(j)
+        out: list[UpdateDecision] = []
+        for older, found in by_older.items():
+            found.sort(key=lambda j: (j.verdict != "update", _when(statements[j.newer]), j.newer))
+            for j in found:
+                decision = self._confirm(j, statements, report)
+                if decision is not None:
+                    out.append(decision)
+                    break
+        return out
+
+    def _confirm(self, j: UpdateJudgement, statements: dict[str, Statement], report: IngestReport
+                 ) -> UpdateDecision | None:
+        if self.llm_judge is None:
+            return UpdateDecision(j.older, j.newer, j.reason, "offline_judge", j.confidence,
+                                  j.confidence >= CONFIRM_AT, j.why)
+        try:
+            verdict = self.llm_judge.judge(statements[j.older], statements[j.newer])
+        except Exception as exc:  # noqa: BLE001 - a judge error never loses a memory: no decision, reported
+            report.judge_errors += 1
+            report.warn(j.newer, f"update judge failed on {j.older} -> {j.newer} ({type(exc).__name__}: "
+                                       f"{exc}); stored without an update decision")
+            return None
+        if verdict.verdict == "not_update":
+            return None
+        confirmed = verdict.verdict == "update" and verdict.confidence >= CONFIRM_AT
+        return UpdateDecision(j.older, j.newer, verdict.type, "llm_judge", verdict.confidence, confirmed,
+                              verdict.why or j.why)
+
+
+def _when(s: Statement) -> tuple[Any, Any]:
+    return (s.valid_at, s.created_at)
+
+
+UpdateMode = Literal["offline", "llm", "off"]

@@ -1,0 +1,799 @@
+"""Knowledge updates: does a later statement replace an earlier one?  The offline, deterministic judge.
+
+Nobody writes ids in a conversation: "I live in Lyon" in March and "we moved
+to Berlin last week" in September are two memories, and only their words say
+that the second replaces the first.  This module reads those words.  A
+statement is reduced to :class:`Fact` s (who, which attribute, what value),
+found by patterns for attributes that hold **one value at a time**: where
+someone lives, where they work and as what, their relationship status, a
+favourite, their age, the state of a task, a number or a date something is
+set to.  Two memories are an update when a fact of the later one gives the
+same subject and attribute another value (or denies the earlier value: "no
+longer", "not ... anymore", "quit").
+
+Why patterns rather than similarity: two memories about the same thing with
+different words are usually *both* true ("I went hiking", "I went
+swimming"); what makes one outdated is an attribute that cannot hold both
+values.  Patterns keep the judge deterministic, explainable (``why``) and
+conservative: a statement no pattern reads is never an update, which is what
+keeps false supersessions rare on conversations where facts rarely change.
+
+Not facts, so never updates: hedged or hypothetical statements ("if", "might",
+"thinking about moving"), the quoted past ("I used to live in Paris", "back in
+2010"), reported speech ("Anna said she moved"), and attributes that hold many
+values (hobbies, things liked or owned), unless the later statement denies the
+earlier one; nor statements whose subject the judge cannot pin down (he,
+she, they).  A *possible* update (linked, never expired) is a pair whose
+older memory says much more than the changed fact, or whose two statements
+hold from the same instant without a word of change.
+
+Correction or change: "I was wrong", "actually it was", "turns out" without a
+change verb make a ``discovered_false`` (the old statement was never true);
+otherwise ``reality_changed``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+__all__ = [
+    "CONFIRM_AT", "Fact", "UpdateJudgement", "Statement", "extract_facts", "judge_frames", "judge_update",
+    "order_pair", "speaker_of", "statement_of", "states_something",
+]
+
+Verdict = Literal["update", "possible", "none"]
+
+CONFIRM_AT = 0.7
+"""Confidence from which a judged update expires the older memory; below it (and above 0) it is only linked."""
+
+LONG_STATEMENT_WORDS = 80
+"""An older memory longer than this says more than the one fact that changed: never expired by it, only
+linked as possibly outdated (expiring it would hide its other facts from current retrieval)."""
+
+MAX_SENTENCE_CHARS = 400
+"""Longer sentences are not read: patterns over them would cost more than they could find."""
+MAX_SENTENCES = 200
+"""Sentences read from one memory (a long document's first ones)."""
+
+SELF = "self"
+AMBIGUOUS = "?"
+
+_FIRST_PERSON = {"i", "i'm", "im", "i've", "i'd", "i'll", "we", "we're", "we've", "me", "us", "myself", "ourselves"}
+_FAMILY_SELF = re.compile(r"^(?:my|our)\s+(?:family|wife and i|husband and i|partner and i|kids and i)$")
+_PRONOUNS = {"he", "she", "they", "he's", "she's", "they're", "it", "it's", "this", "that", "someone", "everyone",
+             "who", "you", "you're", "y'all", "one"}
+_NOT_NAMES = {"the", "a", "an", "and", "but", "so", "then", "now", "also", "just", "still", "finally", "recently",
+              "actually", "yes", "no", "oh", "well", "hey", "wow", "since", "because", "when", "after", "before",
+              "last", "next", "this", "that", "today", "yesterday"}
+
+# -- cues ---------------------------------------------------------------------------
+
+_HEDGE = re.compile(
+    r"\b(?:if|might|maybe|perhaps|would|could|should|may|thinking (?:about|of)|considering|consider|hope|hoping|"
+    r"wish|wishing|want to|wants to|wanna|dream(?:ing)? (?:of|about)|someday|one day|plan(?:s|ning)? to|"
+    r"going to|gonna|will|won't|not sure|probably|possibly|suppose|imagine|pretend|what if|whether|unless|"
+    r"rumou?r|apparently)\b|\?", re.IGNORECASE)
+_PAST = re.compile(
+    r"\b(?:used to|back in|back when|years ago|months ago|long ago|when i was|when we were|as a (?:kid|child|"
+    r"teenager|student)|growing up|grew up|formerly|previously|once|in (?:19|20)\d\d|before (?:i|we) moved|"
+    r"at the time|in the past|childhood)\b", re.IGNORECASE)
+_REPORTED = re.compile(
+    r"\b(?:said|says|say|told|tells|tell|mentioned|mentions|heard|hears|according to|claims?|claimed|"
+    r"thinks|thought|believes|believed|asked|wrote|texted|posted)\b", re.IGNORECASE)
+_NEGATION = re.compile(
+    r"\b(?:no longer|not anymore|not any more|(?:don't|do not|doesn't|does not|didn't|isn't|aren't|am not|"
+    r"'m not|not)\b[^.;]{0,40}\b(?:anymore|any more))\b", re.IGNORECASE)
+
+# -- values ------------------------------------------------------------------------
+
+_STOP_VALUE = re.compile(
+    r"\s+(?:with|for|since|because|and|but|so|after|before|when|while|last|this|next|about|from|near|"
+    r"now|anymore|any more|too|as well|again|yet|already|though|although|where|which|who|that|on|at|in|as|"
+    r"by|until|to)\b.*$", re.IGNORECASE)
+_ARTICLE = re.compile(r"^(?:the|a|an|my|our|his|her|their|some|new|a new|another)\s+", re.IGNORECASE)
+_PUNCT_END = re.compile(r"[\s,.;:!?\"')\]]+$")
+_WORD = re.compile(r"[a-z0-9][a-z0-9'&.-]*")
+_VALUE_STOP = {"the", "a", "an", "of", "my", "our", "new", "city", "town", "place", "company", "job"}
+
+
+def _value(text: str) -> str:
+    """The value phrase at the start of ``text``, cut at the first clause word, without articles."""
+    text = text.strip().strip("\"'")
+    text = re.split(r"[,.;:!?()\[\]\n]", text, maxsplit=1)[0]
+    text = _STOP_VALUE.sub("", text)
+    text = _ARTICLE.sub("", text.strip())
+    return _PUNCT_END.sub("", text).strip().lower()
+
+
+def _value_words(value: str) -> frozenset[str]:
+    return frozenset(w.strip(".'") for w in _WORD.findall(value.lower()) if w not in _VALUE_STOP)
+
+
+def _valuelike(raw: str) -> bool:
+    """A value worth comparing: a name (capitalised), a number, or a state word; not an adjective like
+    "amazing" (``my mom is amazing`` and ``my mom is sick`` are both true)."""
+    raw = raw.strip()
+    return bool(raw) and (raw[0].isupper() or raw[0].isdigit() or raw[0] in "$€£#")
+
+
+# -- slots ----------------------------------------------------------------------------
+
+_AT = r"(?<![\w'])"  # patterns start at their verb; the subject is read from the words before it
+_ADV = r"(?:(?:now|currently|just|recently|finally|actually|still|officially|already|then|also|all|both)\s+)*"
+_STATES = (r"resolved|fixed|blocked|done|finished|completed|complete|closed|open|reopened|cancelled|canceled|"
+           r"in progress|on hold|pending|postponed|approved|rejected|merged|shipped|deployed|live|broken|paused|"
+           r"stalled|delayed|on track|abandoned|solved|unresolved")
+_DATE = (r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|tomorrow|tonight|noon|midnight|"
+         r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?|"
+         r"\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*|"
+         r"\d{4}-\d\d-\d\d|\d{1,2}/\d{1,2}(?:/\d{2,4})?|\d{1,2}(?::\d\d)?\s*(?:am|pm)|\d{1,2}:\d\d|"
+         r"next (?:week|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday))")
+_DATE_RE = re.compile(_DATE, re.IGNORECASE)
+_DATE_HINT = re.compile(r"\d|day\b|tomorrow|tonight|noon|midnight|next|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|"
+                        r"nov|dec", re.IGNORECASE)
+_EVENTS = (r"meeting|appointment|deadline|flight|wedding|party|trip|launch|release|interview|exam|dinner|call|"
+           r"demo|review|standup|stand-up|presentation|surgery|concert|match|game|class|lesson|session|"
+           r"ceremony|reunion|vacation|holiday|move|visit|sync|retro|kickoff|kick-off|due date|go-live|cutover")
+_FUNCTIONAL = (r"boss|manager|doctor|dentist|therapist|landlord|address|email|e-mail|phone number|number|"
+               r"username|team|team lead|lead|coach|teacher|mentor|partner|husband|wife|boyfriend|girlfriend|"
+               r"fianc[eé]e?|car|phone|laptop|bank|gym|school|university|college|major|office|editor|ide|"
+               r"stack|database|language|os|provider|plan|name|nickname|title|role|rank|salary|rent|budget|"
+               r"price|rate|score|weight|height|goal|target|status|owner|assignee|host|venue|location|"
+               r"hometown|neighbou?rhood|city|country|employer|company|job|position|pet|dog|cat")
+
+# (slot, pattern, tense): "present" facts say what holds; "change" facts say what holds from now on;
+# "past" facts say what held once (not a current value, never an update).
+_PATTERNS: list[tuple[str, re.Pattern[str], str]] = [
+    ("residence", re.compile(_AT + r"(?:live|lives|living|reside|resides|residing|am based|are based|"
+                             r"is based|'m based|'re based|'s based)\s+(?:in|at|near)\s+(?P<v>[^.;!?\n]+)",
+                             re.IGNORECASE), "present"),
+    ("residence", re.compile(_AT + r"(?:have |has |had )?(?:moved|relocated|relocating|moving)\s+"
+                             r"(?:back\s+)?(?:in|to|into)\s+(?P<v>[^.;!?\n]+)", re.IGNORECASE), "change"),
+    ("residence", re.compile(_AT + r"(?:lived|resided)\s+(?:in|at|near)\s+(?P<v>[^.;!?\n]+)",
+                             re.IGNORECASE), "past"),
+    ("residence", re.compile(r"(?P<subj>\b(?:my|our|his|her|their|\w+'s))\s+(?:home|house|flat|apartment|place)\s+"
+                             r"is\s+" + _ADV + r"(?:in|at)\s+(?P<v>[^.;!?\n]+)", re.IGNORECASE), "present"),
+    ("employer", re.compile(_AT + r"(?:work|works|working|am employed|are employed|is employed|"
+                            r"'m employed)\s+(?:at|for)\s+(?P<v>[^.;!?\n]+)", re.IGNORECASE), "present"),
+    ("employer", re.compile(_AT + r"(?:joined|started at|started working (?:at|for)|got a job (?:at|with)|"
+                            r"took a job (?:at|with)|have joined|has joined|was hired by|got hired (?:at|by)|"
+                            r"switched to|moved to)\s+(?P<v>[^.;!?\n]+)", re.IGNORECASE), "change"),
+    ("employer", re.compile(_AT + r"(?:worked|was employed)\s+(?:at|for)\s+(?P<v>[^.;!?\n]+)",
+                            re.IGNORECASE), "past"),
+    ("employer", re.compile(_AT + r"(?:quit|left|have left|has left|resigned from|was fired from|"
+                            r"got fired from|got laid off from|was laid off from)\s+(?:my job at\s+|(?:my|his|her|"
+                            r"their) job at\s+)?(?P<v>[^.;!?\n]+)", re.IGNORECASE), "deny"),
+    ("role", re.compile(_AT + r"(?:work|works|working|am working|is working|'m working)\s+as\s+"
+                        r"(?:an?\s+)?(?P<v>[^.;!?\n]+)", re.IGNORECASE), "present"),
+    ("role", re.compile(_AT + r"(?:got promoted to|was promoted to|been promoted to|promoted to)\s+"
+                        r"(?:an?\s+|the\s+)?(?P<v>[^.;!?\n]+)", re.IGNORECASE), "change"),
+    ("role", re.compile(_AT + r"(?:became|have become|has become)\s+(?:an?|the)\s+(?P<v>[^.;!?\n]+)",
+                        re.IGNORECASE), "change"),
+    ("role", re.compile(r"(?P<subj>\b(?:my|our|his|her|their|\w+'s))\s+(?:job title|title|role|position)\s+is\s+"
+                        + _ADV + r"(?:an?\s+)?(?P<v>[^.;!?\n]+)", re.IGNORECASE), "present"),
+    ("relationship", re.compile(_AT + r"(?:am|is|are|'m|'re|'s|got|have been|has been)\s+(?:not\s+)?" + _ADV +
+                                r"(?P<v>married|engaged|single|divorced|separated|widowed|dating someone|"
+                                r"in a relationship)\b", re.IGNORECASE), "present"),
+    ("relationship", re.compile(_AT + r"(?P<v>broke up|split up|got divorced|got married|got engaged)\b",
+                                re.IGNORECASE), "change"),
+    ("age", re.compile(_AT + r"(?:am|is|are|'m|'s|turned|just turned)\s+(?P<v>\d{1,3})"
+                       r"(?:\s+years?\s+old)?(?=\s*(?:[.,;!?]|$|and\b|now\b|today\b|yesterday\b|this\b|last\b|on\b|in\b))", re.IGNORECASE),
+     "present"),
+]
+_FAVOURITE = re.compile(
+    r"(?P<subj>\b(?:my|our|his|her|their|[A-Z][\w]+'s))\s+(?:all-time\s+|absolute\s+|new\s+)?(?:favou?rite|fave)\s+"
+    r"(?P<attr>[a-z][\w -]{0,24}?)\s+(?P<verb>is|are|has become|became|was|used to be)\s+" + _ADV +
+    r"(?P<v>[^.;!?\n]+)", re.IGNORECASE)
+_STATUS = re.compile(
+    r"(?<![\w'])(?:is|are|was|has been|have been|got|just got)\s+"
+    r"(?:now\s+|finally\s+|still\s+|currently\s+|officially\s+|fully\s+)*(?P<v>" + _STATES + r")\b", re.IGNORECASE)
+_SCHEDULE = re.compile(
+    r"(?<![\w'-])(?P<ev>(?:" + _EVENTS + r")(?:\s+(?:with|for|of|at)\s+[\w'-]+(?:\s+[A-Z][\w'-]*)?)?)\s+"
+    r"(?:(?:is|was|has been|got|will be|'s)\s+)?"
+    r"(?:now\s+|been\s+)?(?P<verb>moved|rescheduled|postponed|pushed(?: back)?|changed|set|planned|scheduled|"
+    r"booked|fixed)?\s*(?:to|for|on|at)\s+(?P<v>" + _DATE + r"(?:\s+at\s+\d{1,2}(?::\d\d)?\s*(?:am|pm)?)?)",
+    re.IGNORECASE)
+_COPULA = re.compile(
+    r"(?P<subj>\b(?:my|our|his|her|their|the|[A-Z][\w]+'s))\s+(?:new\s+|current\s+)?(?P<attr>" + _FUNCTIONAL +
+    r")\s+(?:is|are)\s+(?:now\s+|currently\s+|still\s+)?(?:called\s+|named\s+)?(?:an?\s+)?(?P<v>[^.;!?\n]+)",
+    re.IGNORECASE)
+
+
+# States that say the same: "done" after "finished" is no update.
+_STATE_GROUPS = {
+    **dict.fromkeys(("done", "finished", "completed", "complete", "closed", "resolved", "fixed", "solved",
+                     "shipped", "merged", "deployed", "live"), "done"),
+    **dict.fromkeys(("blocked", "stalled", "paused", "on hold", "delayed", "broken"), "blocked"),
+    **dict.fromkeys(("open", "reopened", "in progress", "pending", "on track", "unresolved", "approved"), "open"),
+    **dict.fromkeys(("cancelled", "canceled", "abandoned", "rejected"), "cancelled"),
+    "postponed": "postponed",
+}
+
+
+# Words without which a pattern cannot match: most sentences hold none and skip the patterns (a set
+# intersection per sentence, where a search per pattern cost ten times more).
+_TRIGGERS: dict[str, frozenset[str]] = {name: frozenset(words.split()) for name, words in {
+    "residence": "live lives living lived reside resides residing resided based move moved moves moving relocate "
+                 "relocated relocating home house flat apartment place",
+    "employer": "work works working worked employed join joined joining start started starting job hired switch "
+                "switched move moved quit left resigned resign fired laid",
+    "role": "work works working promoted became become title role position",
+    "relationship": "married engaged single divorced separated widowed dating relationship broke split",
+    "favourite": "favourite favorite fave",
+    "status": "resolved fixed blocked done finished completed complete closed open reopened cancelled canceled "
+              "progress hold pending postponed approved rejected merged shipped deployed live broken paused "
+              "stalled delayed track abandoned solved unresolved",
+    "schedule": "meeting appointment deadline flight wedding party trip launch release interview exam dinner call "
+                "demo review standup stand presentation surgery concert match game class lesson session ceremony "
+                "reunion vacation holiday move visit sync retro kickoff kick due cutover",
+    "copula": "boss manager doctor dentist therapist landlord address email mail phone number username team lead "
+              "coach teacher mentor partner husband wife boyfriend girlfriend fiance fiancee fiancé fiancée car "
+              "laptop bank gym school university college major office editor ide stack database language os "
+              "provider plan name nickname title role rank salary rent budget price rate score weight height goal "
+              "target status owner assignee host venue location hometown neighbourhood neighborhood city country "
+              "employer company job position pet dog cat",
+}.items()}
+_TOKEN = re.compile(r"[^\W\d_]+|\d+")
+
+
+def _triggered(sentence: str) -> set[str]:
+    """The slots whose patterns may match ``sentence``."""
+    tokens = set(_TOKEN.findall(sentence.lower()))
+    found = {name for name, words in _TRIGGERS.items() if not words.isdisjoint(tokens)}
+    if any(t.isdigit() for t in tokens):
+        found.add("age")
+    return found
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One attribute of one subject with one value, read from a sentence."""
+
+    subject: str  # a speaker or name, lower case; "self" without a speaker; "?" when unclear
+    slot: str  # "residence", "employer", ..., "favourite:food", "status:<thing>", "attr:<name>"
+    value: str
+    tense: str  # "present", "change", "past", "deny"
+    hedged: bool
+    correction: bool
+    change: bool
+    sentence: str
+
+    @property
+    def words(self) -> frozenset[str]:
+        return _value_words(self.value)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """What the judge needs of a memory: its text, who speaks, when it holds, and whether it is long."""
+
+    node_id: str
+    text: str
+    speaker: str | None
+    valid_at: datetime | None
+    created_at: datetime | None
+
+    @property
+    def long(self) -> bool:
+        return len(self.text.split()) > LONG_STATEMENT_WORDS
+
+
+@dataclass(frozen=True)
+class UpdateJudgement:
+    """A judged pair: ``newer`` replaces ``older`` (``update``), may (``possible``), or not (``none``)."""
+
+    older: str
+    newer: str
+    verdict: Verdict
+    reason: Literal["reality_changed", "discovered_false"] = "reality_changed"
+    confidence: float = 0.0
+    why: str = ""
+
+
+# -- reading facts --------------------------------------------------------------------
+
+_CONTRACTIONS = [
+    (re.compile(r"\b(can)'t\b", re.IGNORECASE), r"\1 not"),
+    (re.compile(r"\b(won)'t\b", re.IGNORECASE), "will not"),
+    (re.compile(r"n't\b", re.IGNORECASE), " not"),
+    (re.compile(r"'m\b", re.IGNORECASE), " am"),
+    (re.compile(r"'re\b", re.IGNORECASE), " are"),
+    (re.compile(r"'ve\b", re.IGNORECASE), " have"),
+    (re.compile(r"\b(he|she|it|that|there|what|who|this)'s\b", re.IGNORECASE), r"\1 is"),
+]
+
+
+def _expand(sentence: str) -> str:
+    """Contractions spelt out, so that one pattern reads "I'm", "I am" and "im" alike."""
+    sentence = sentence.replace("\u2019", "'")
+    for pattern, repl in _CONTRACTIONS:
+        sentence = pattern.sub(repl, sentence)
+    return re.sub(r"\b[Ii]m\b", "I am", sentence)
+
+
+_SPEAKER_PREFIX = re.compile(r"^\s*([A-Z][\w .'-]{0,40}?):\s+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def speaker_of(text: str, extra: Mapping[str, Any] | None = None) -> tuple[str | None, str]:
+    """Who says ``text`` (``extra["speaker"]``, else a ``"Name: "`` prefix) and the text without the prefix."""
+    speaker = (extra or {}).get("speaker")
+    match = _SPEAKER_PREFIX.match(text)
+    if match:
+        speaker = speaker or match.group(1)
+        text = text[match.end():]
+    return (str(speaker).strip().lower() or None) if speaker else None, text
+
+
+def statement_of(memory: Any) -> Statement:
+    """A memory (``MemoryNode`` or alike) as the judge reads it: its description, else its name."""
+    text = (getattr(memory, "description", "") or "").strip() or (getattr(memory, "name", "") or "")
+    speaker, text = speaker_of(text, getattr(memory, "extra", None))
+    return Statement(memory.node_id, text, speaker, getattr(memory, "valid_at", None),
+                     getattr(memory, "created_at", None))
+
+
+_AUX = {"do", "does", "did", "not", "no", "never", "longer", "still", "also", "have", "has", "had", "am", "is",
+        "are", "was", "were", "can", "will", "would", "really", "both", "all", "now", "currently", "just",
+        "recently", "finally", "actually", "officially", "already", "then"}
+AND = "&"
+
+
+def _subject(raw: str, speaker: str | None) -> str:
+    """Who a pattern's subject words name: the speaker for I/we, a name, ``?``, or ``&`` for a verb joined
+    by "and" to the one before (same subject)."""
+    raw_words = raw.strip().split()
+    while raw_words and raw_words[-1].lower() in _AUX:
+        raw_words.pop()
+    raw = " ".join(raw_words)
+    words = raw.lower().split()
+    if not words:
+        return AMBIGUOUS
+    if words[-1] in ("and", "but", "then"):
+        return AND
+    last = words[-1]
+    me = speaker or SELF
+    if last in _FIRST_PERSON or _FAMILY_SELF.match(" ".join(words[-3:])) or _FAMILY_SELF.match(" ".join(words[-2:])):
+        return me
+    if len(words) >= 2 and words[-2] in ("my", "our"):
+        return f"{me}'s {last}"  # my sister: another person than me
+    if words[0] in ("my", "our") and len(words) == 1:
+        return me
+    if last in ("my", "our"):
+        return me
+    if last.endswith("'s") and last[:-2] not in _PRONOUNS:
+        name = last[:-2]
+        return me if name in _FIRST_PERSON else name
+    if last in ("his", "her", "their"):
+        return AMBIGUOUS
+    if last in _PRONOUNS or last in _NOT_NAMES:
+        return AMBIGUOUS
+    original = raw.strip().split()[-1]
+    if original[:1].isupper():
+        return last.strip("'")
+    return AMBIGUOUS
+
+
+def _before(sentence: str, start: int) -> str:
+    """The last words before ``start`` in its clause: where a verb's subject is."""
+    clause = re.split(r"[,;:(]|\bbut\b|\bso\b|\bbecause\b", sentence[max(0, start - 80):start])[-1]
+    return " ".join(re.findall(r"[\w']+", clause)[-4:])
+
+
+def _thing(raw: str, speaker: str | None) -> str:
+    """The subject of a status or schedule: the words naming the thing, "my"/"our" read as the speaker's."""
+    words = [w for w in re.findall(r"[\w#'-]+", raw.lower()) if w not in ("the", "a", "an", "this", "that")]
+    me = speaker or SELF
+    words = [f"{me}'s" if w in ("my", "our") else w for w in words]
+    while words and words[-1] in _AUX | {"be", "been", "being", "got", "get", "gets"}:
+        words.pop()
+    return " ".join(words[-4:])
+
+
+def _specific(raw: str) -> bool:
+    """A thing named precisely enough that two statements about it are about the same one: a capital
+    (not the first word), a number or a ticket sign."""
+    words = raw.split()
+    return any(ch.isdigit() or ch == "#" for ch in raw) or any(w[:1].isupper() for w in words[1:])
+
+
+def extract_facts(text: str, speaker: str | None = None) -> list[Fact]:
+    """The single-valued facts ``text`` states (see the module doc); one per pattern and sentence."""
+    out: list[Fact] = []
+    for sentence in _SENTENCE.split(text, maxsplit=MAX_SENTENCES)[:MAX_SENTENCES]:
+        if len(sentence) > MAX_SENTENCE_CHARS:
+            continue  # no statement of one fact is that long (a log line, a pasted blob): not read
+        present = _triggered(sentence)
+        if not present:
+            continue
+        sentence = _expand(sentence.strip())
+        last_subject = [AMBIGUOUS]
+        hedged = bool(_HEDGE.search(sentence))
+        past = bool(_PAST.search(sentence))
+        reported = bool(_REPORTED.search(sentence))
+        correction = bool(_CORRECTION.search(sentence))
+        change = bool(_CHANGE.search(sentence))
+        negated = bool(_NEGATION.search(sentence))
+
+        def add(subject: str, slot: str, raw_value: str, tense: str) -> None:
+            if subject == AND:
+                subject = last_subject[0]
+            last_subject[0] = subject
+            value = _value(raw_value)
+            if slot == "status":
+                value = _STATE_GROUPS.get(value, value)
+            if not value or len(value) > 60:
+                return
+            if reported and subject not in (speaker or SELF,):
+                subject = AMBIGUOUS
+            if past and tense != "deny":
+                tense = "past"
+            if negated and tense in ("present", "change"):
+                tense = "deny"
+            out.append(Fact(subject, slot, value, tense, hedged, correction, change or tense == "change",
+                            sentence))
+
+        for slot, pattern, tense in _PATTERNS:
+            if slot not in present:
+                continue
+            for m in pattern.finditer(sentence):
+                raw_subject = m.groupdict().get("subj") or _before(sentence, m.start())
+                if slot in ("residence", "employer") and tense != "deny" and (
+                        not _valuelike(m.group("v")) or _DATE_RE.match(m.group("v"))):
+                    continue  # "I work at home", "we moved into a bigger place", "moved to Friday"
+                if slot == "employer" and tense == "change" and "moved to" in m.group(0).lower():
+                    continue  # "moved to" is a residence unless a company is named another way
+                add(_subject(raw_subject, speaker), slot, m.group("v"), tense)
+        for m in _FAVOURITE.finditer(sentence) if "favourite" in present else ():
+            tense = "past" if m.group("verb").lower() in ("was", "used to be") else "present"
+            subj = _subject(m.group("subj"), speaker)
+            add(subj, "favourite:" + m.group("attr").strip().lower(), m.group("v"), tense)
+        for m in _STATUS.finditer(sentence) if "status" in present else ():
+            raw = _before(sentence, m.start())
+            thing = _thing(raw, speaker)
+            if not thing or thing.split()[-1] in _FIRST_PERSON | _PRONOUNS | _NOT_NAMES:
+                continue
+            add(thing, "status", m.group("v"), "change" if change else "present")
+        for m in _SCHEDULE.finditer(sentence) if "schedule" in present else ():
+            raw = " ".join((_before(sentence, m.start()).split() + [""])[-2:]).strip() + " " + m.group("ev")
+            moved = (m.group("verb") or "").lower() in ("moved", "rescheduled", "postponed", "pushed", "pushed back",
+                                                        "changed")
+            if not (_specific(raw) or moved or change):
+                continue  # "the party is on Friday", months after another party
+            add(_thing(raw, speaker), "schedule", m.group("v"), "change" if moved else "present")
+        for m in _COPULA.finditer(sentence) if "copula" in present else ():
+            if not _valuelike(m.group("v")):
+                continue
+            subj = _subject(m.group("subj"), speaker) if m.group("subj").lower() != "the" else "the"
+            add(subj, "attr:" + m.group("attr").lower(), m.group("v"), "present")
+    return out
+
+
+# -- judging --------------------------------------------------------------------------
+
+
+def order_pair(a: Statement, b: Statement) -> tuple[Statement, Statement] | None:
+    """(earlier, later) by when each holds (``valid_at``, then ``created_at``), not by arrival; None when
+    both hold from the same instant."""
+    def key(s: Statement) -> tuple[Any, Any]:
+        return (s.valid_at, s.created_at)
+
+    try:
+        if key(a) == key(b):
+            return None
+        return (a, b) if key(a) < key(b) else (b, a)
+    except TypeError:  # a time missing on one side
+        return None
+
+
+def _same_subject(a: str, b: str) -> bool:
+    """Both name the same subject, and it is clear who."""
+    return AMBIGUOUS not in (a, b) and a == b
+
+
+def judge_update(older: Statement, newer: Statement, older_facts: Sequence[Fact] | None = None,
+                 newer_facts: Sequence[Fact] | None = None) -> UpdateJudgement:
+    """Whether ``newer`` (later in time) replaces ``older``: the strongest of its facts' verdicts.
+
+    ``update`` (confidence >= ``CONFIRM_AT``): same subject and attribute, another value, or the old value
+    denied; ``possible``: the same with a long older memory, or at the same instant; ``none`` otherwise.
+    """
+    fo = list(older_facts) if older_facts is not None else extract_facts(older.text, older.speaker)
+    fn = list(newer_facts) if newer_facts is not None else extract_facts(newer.text, newer.speaker)
+    best = _judge_facts(older, newer, fo, fn)
+    if best.verdict == "none":
+        framed = judge_frames(older, newer)
+        if framed.verdict != "none":
+            return framed
+    return best
+
+
+def _judge_facts(older: Statement, newer: Statement, fo: Sequence[Fact], fn: Sequence[Fact]) -> UpdateJudgement:
+    best = UpdateJudgement(older.node_id, newer.node_id, "none", why="no fact of the later memory changes one "
+                                                                      "of the earlier")
+    if not fo or not fn:
+        return best
+    simultaneous = order_pair(older, newer) is None
+    for n in fn:
+        if n.hedged or n.tense == "past":
+            continue
+        for o in fo:
+            if o.hedged or o.tense in ("past", "deny") or o.slot != n.slot:
+                continue
+            if not _same_subject(o.subject, n.subject):
+                continue  # two people, or one the judge cannot name ("she lives in Rome"): never an update
+            if n.tense == "deny":
+                if not o.words & n.words:
+                    continue
+                confidence, what = 0.85, f"{n.subject} no longer {n.slot} {o.value!r}"
+            else:
+                if not o.words or not n.words or o.words <= n.words or n.words <= o.words:
+                    continue  # the same value again, told more or less precisely ("Berlin", "Berlin, Germany")
+                confidence = 0.75 + (0.1 if n.change or n.correction else 0.0)
+                what = f"{n.subject}'s {n.slot}: {o.value!r} -> {n.value!r}"
+            reasons = []
+            if older.long:
+                confidence = min(confidence, 0.5)
+                reasons.append("the earlier memory says more")
+            if simultaneous and not (n.change or n.correction):
+                confidence = min(confidence, 0.5)
+                reasons.append("same time")
+            if confidence <= best.confidence:
+                continue
+            reason = "discovered_false" if n.correction and not _CHANGE_VERB.search(n.sentence) else "reality_changed"
+            why = what + (f" ({', '.join(reasons)})" if reasons else "")
+            best = UpdateJudgement(older.node_id, newer.node_id, "update" if confidence >= CONFIRM_AT else "possible",
+                                   reason, round(confidence, 3), why)
+    return best
+
+
+# -- the frame rule: one thing, a new value, and a word that says so --------------------------------------
+#
+# Patterns read a fact only in the words they know.  The frame rule reads the rest: a sentence of the later
+# memory names the same *thing* as the earlier one (a role such as "my dentist", an object such as "my
+# phone", an event such as "the vet appointment", a ticket number, "my favourite podcast"), gives it a value
+# the earlier one did not have (a name, a date, a state) and says that something changed or was wrong
+# ("took over", "got a new", "moved", "turns out", "mixed up"); or it names the earlier value and denies it
+# ("don't have X any more", "is off").  Without such a word two values of one thing may both hold (two
+# appointments), so nothing is decided.
+
+_ANCHORS = frozenset("""
+dentist doctor gp therapist landlord landlady accountant coach teacher mentor boss manager supervisor lawyer
+physio physiotherapist trainer tutor advisor adviser hairdresser barber vet mechanic nanny babysitter roommate
+flatmate housemate partner husband wife boyfriend girlfriend fiance fiancee spouse
+car phone laptop bike tablet smartwatch console camera headphones computer
+home address flat apartment house hometown neighbourhood neighborhood
+employer job company title role position salary rent budget price
+deadline appointment meeting flight wedding interview exam review session class lesson service planning
+checkup check-up surgery standup sync retro demo launch release reservation booking deadline due
+""".split())
+_PERSON_WORDS = frozenset("""
+sister brother mom mum mother dad father son daughter friend friends colleague colleagues cousin aunt uncle
+grandma grandpa grandmother grandfather neighbour neighbor kid kids child children parents niece nephew
+""".split())
+_ID = re.compile(r"#\s?\d+")
+_FAVOURITE_NOUN = re.compile(r"\b(?:favou?rite|fave)\s+([a-z][a-z-]+(?:\s+game)?)", re.IGNORECASE)
+_NAME = re.compile(r"(?<![\w'])([A-Z][\w'&.-]*(?:\s+(?:[A-Z][\w'&.-]*|\d[\w.-]*|of|de|la|van|von|da))*)")
+_CHANGE = re.compile(
+    r"\b(?:now|nowadays|moved|moving|relocated|switched|swapped|changed|became|become|started|starting|new|"
+    r"took over|taken over|taking over|went from|replaced|replacing|died|sold|got rid of|gave up|stopped|"
+    r"instead|gone off|no longer|any ?more|no more|since|these days|from now on|going forward|rescheduled|"
+    r"postponed|pushed|brought forward|is off|are off|cancell?ed|called off|upgraded|traded|handed over|"
+    r"left|quit|ended|over now|finally|just|recently|joined|promoted|got married|got engaged|broke up|"
+    r"divorced|turned)\b", re.IGNORECASE)
+_CORRECTION = re.compile(
+    r"\b(?:turns out|turned out|actually|in fact|mistake|mistaken|my bad|mixed up|mix up|mixed them up|"
+    r"misspoke|misremembered|misread|typo|wrong|correction|correct that|scratch that|someone else|by mistake|"
+    r"i meant|meant to say|should have said|confused|never (?:was|were|lived|worked)|not .{1,40}, |"
+    r"not .{1,40} but|rather|sorry)\b", re.IGNORECASE)
+_FRAME_DENY = re.compile(
+    r"\b(?:no longer|not .{0,40}any ?more|any ?more|no more|is off|are off|not happening|cancell?ed|called off|"
+    r"died|sold|got rid of|gave up|stopped|gone off|in a drawer|is gone|are gone|isn't|is not|was never|"
+    r"never was|left|quit|ended|over)\b", re.IGNORECASE)
+_COMMON_START = frozenset("""
+i my we our the a an so and but or sorry turns turned actually right got correction yes no oh well hey
+just now then also still finally since this that these those it its there here what when where how
+after before today yesterday tomorrow last next home for from in on at with to as mine
+""".split())
+
+
+@dataclass(frozen=True)
+class _Clause:
+    anchors: frozenset[str]
+    values: frozenset[str]
+    sentence: str
+
+
+def _values(sentence: str, speaker: str | None, known: frozenset[str] = frozenset()) -> frozenset[str]:
+    """Names, dates and states a sentence gives, lower case (a name starting the sentence counts unless it
+    is a common first word; the speaker's own name does not)."""
+    out: set[str] = set()
+    for m in _NAME.finditer(sentence):
+        words = m.group(1).split()
+        at_start = not sentence[:m.start()].strip(" \"'([-*")
+        while words and words[0].lower() in _COMMON_START:
+            words.pop(0)
+            at_start = False if not words else at_start
+        if not words or (at_start and len(words) == 1 and words[0].lower() not in known):
+            continue  # a capital that only starts the sentence ("Losing my job ...") says nothing
+        if _VOCATIVE.match(sentence[m.end():]) and (not sentence[:m.start()].strip() or _GREETING.search(
+                sentence[:m.start()])):
+            continue  # the person spoken to ("Thanks, Jon!")
+        name = " ".join(words).strip(".'").lower()
+        if name and name != (speaker or "") and not name.startswith("i'"):
+            out.add(name)
+    if _DATE_HINT.search(sentence):
+        out.update(m.group(0).lower() for m in _DATE_RE.finditer(sentence))
+    for state in _STATE_VALUE.findall(sentence):
+        out.add("state:" + _STATE_GROUPS.get(state.lower(), state.lower()))
+    return frozenset(out)
+
+
+
+
+# Verbs that name the thing they are about: "we moved to Lyon" is about a home, "I drive a Kona" a car.
+_IMPLIED = [
+    (re.compile(r"\b(?:live|lives|living|moved|moving|relocated|relocating|settled|based)\s+(?:in|to|into|down in)\b",
+                re.IGNORECASE), "home"),
+    (re.compile(r"\b(?:work|works|working|started|start|starting)\s+(?:at|for|with)\b|\b(?:employed|hired|"
+                r"joined|new job|quit|resigned)\b|\b(?:been|am|are)\s+at\s+(?=[A-Z])", re.IGNORECASE), "job"),
+    (re.compile(r"\bdriv(?:e|es|ing)\s+(?:a|an|the|my|our)\b", re.IGNORECASE), "car"),
+]
+_VOCATIVE = re.compile(r"\s*(?:[,!?.]|$)")
+_GREETING = re.compile(r"(?:^|[,.!?]\s*)(?:hey|hi|hello|thanks|thank you|sorry|congrats|congratulations|wow|yeah|"
+                       r"yes|oh|so|great|cool|nice|good|dear|ok|okay)?[\s,]*$", re.IGNORECASE)
+
+
+def _sentences(text: str) -> list[str]:
+    """Sentences, a question joined to its answer ("My favourite film? Alien, easily.")."""
+    parts = [p for p in _SENTENCE.split(text, maxsplit=MAX_SENTENCES)[:MAX_SENTENCES] if p.strip()]
+    out: list[str] = []
+    for part in parts:
+        if out and out[-1].rstrip().endswith("?") and len(out[-1].split()) <= 6:
+            out[-1] = out[-1].rstrip()[:-1] + ": " + part
+        else:
+            out.append(part)
+    return out
+
+
+def _clauses(text: str, speaker: str | None, anchored: bool = True, known: frozenset[str] = frozenset()
+             ) -> list[_Clause]:
+    """The sentences of ``text`` that name a thing the frame rule compares (see above); with ``anchored``
+    False, every sentence (a later memory may name the earlier value instead of the thing)."""
+    out = []
+    for sentence in _sentences(text):
+        if len(sentence) > MAX_SENTENCE_CHARS:
+            continue
+        tokens = set(_TOKEN.findall(sentence.lower()))
+        anchors = set(tokens & _ANCHORS)
+        if not tokens.isdisjoint(_IMPLYING):
+            anchors.update(a for pattern, a in _IMPLIED if pattern.search(sentence))
+        if "#" in sentence:
+            anchors.update("id" + m.group(0).replace(" ", "") for m in _ID.finditer(sentence))
+        if not tokens.isdisjoint(_FAVOURITE_WORDS):
+            anchors.update("favourite " + m.group(1).lower() for m in _FAVOURITE_NOUN.finditer(sentence))
+        if not anchors and (anchored or tokens.isdisjoint(_CUE_WORDS)):
+            continue  # names nothing the rule compares, and says nothing changed
+        if not (tokens.isdisjoint(_STATE_WORDS) and not any(ch.isdigit() for ch in sentence)
+                and not any(ch.isupper() for ch in sentence[1:])):
+            sentence = _expand(sentence)
+            out.append(_Clause(frozenset(anchors), _values(sentence, speaker, known), sentence))
+        elif anchors:
+            out.append(_Clause(frozenset(anchors), frozenset(), sentence))  # no value: kept for its thing
+    return out
+
+
+_STATE_VALUE = re.compile(r"\b(?:is|are|was|were|be|been|being|got|now|still|from|to|as|marked)\s+(?:\w+\s+)?("
+                          + _STATES + r")\b", re.IGNORECASE)
+# A sentence about someone named: "Emil is based in Zurich now" (unless the name is the value in question).
+_NAMED_SUBJECT = re.compile(r"^\W*([A-Z][a-z]+)(?:\s+[A-Z][a-z]+)?\s+(?:is|was|has|had|lives|works|moved|got|"
+                            r"just|now|will|started|joined|left|and)\b")
+_OTHERS = re.compile(r"\b(?!(?:my|our|your)\b)[A-Z][a-z]+'s\b|\b(?:his|her|their)\b")
+
+_IMPLYING = frozenset("live lives living moved moving relocated relocating settled based work works working started "
+                      "start starting employed hired joined new quit resigned been am are drive drives driving".split())
+_FAVOURITE_WORDS = frozenset({"favourite", "favorite", "fave"})
+_STATE_WORDS = frozenset(w for words in _STATES.split("|") for w in words.split())
+_CUE_WORDS = frozenset("""
+now nowadays moved moving relocated switched swapped changed became become started starting new took taken taking
+went replaced replacing died sold rid gave stopped instead gone longer anymore any more since days forward
+rescheduled postponed pushed brought off cancelled canceled called upgraded traded handed left quit ended over
+turns turned actually mistake mistaken bad mixed mix misspoke misremembered misread typo wrong correction correct
+scratch someone meant should confused not rather sorry never drawer happening isn't
+""".split())
+
+
+def _own_belief(clause: _Clause, known: frozenset[str] = frozenset()) -> bool:
+    """The clause states what holds now for the speaker: not hedged, not about the past, not reported, not
+    about a relative, a friend or someone named (a value the other side names may start it)."""
+    sentence = clause.sentence
+    if _HEDGE.search(sentence) or _PAST.search(sentence) or _REPORTED.search(sentence):
+        return False
+    if not set(_TOKEN.findall(sentence.lower())).isdisjoint(_PERSON_WORDS) or _OTHERS.search(sentence):
+        return False
+    named = _NAMED_SUBJECT.match(sentence)
+    return not (named and named.group(1).lower() not in _COMMON_START | known
+                and not re.search(r"\b(?:my|our)\b", sentence, re.IGNORECASE))
+
+
+def _first_person(sentence: str) -> bool:
+    return bool(re.search(r"\b(?:i|my|me|we|our|us|mine)\b", sentence, re.IGNORECASE))
+
+
+def judge_frames(older: Statement, newer: Statement) -> UpdateJudgement:
+    """The frame rule (see above) on ``older`` -> ``newer``."""
+    none = UpdateJudgement(older.node_id, newer.node_id, "none", why="no thing of the earlier memory changes")
+    if (older.speaker or None) != (newer.speaker or None):
+        return none
+    old_clauses = [c for c in _clauses(older.text, older.speaker) if c.values and _own_belief(c)]
+    if not old_clauses:
+        return none
+    known = frozenset().union(*(c.values for c in old_clauses))
+    for clause in _clauses(newer.text, newer.speaker, anchored=False, known=known):
+        sentence = clause.sentence
+        if not _own_belief(clause, known):
+            continue
+        for old in old_clauses:
+            shared = clause.anchors & old.anchors
+            kept = old.values & clause.values
+            if not shared and not (kept and _first_person(sentence)):
+                continue  # neither the same thing nor the same value (of mine)
+            ids = {a for a in clause.anchors | old.anchors if a.startswith("id#")}
+            if ids and not ids <= shared:
+                continue  # another ticket
+            shared = shared or frozenset({"value"})
+            new_values = clause.values - old.values
+            correction = bool(_CORRECTION.search(sentence))
+            change = bool(_CHANGE.search(sentence))
+            if new_values and (change or correction):
+                what = f"{'/'.join(sorted(shared))}: {sorted(old.values - clause.values) or sorted(kept)} -> " \
+                       f"{sorted(new_values)}"
+            elif not new_values and kept and _FRAME_DENY.search(sentence):
+                what = f"{'/'.join(sorted(shared))}: {sorted(kept)} denied"
+            else:
+                continue
+            confidence = 0.75
+            reasons = []
+            if older.long:
+                confidence, reasons = 0.5, ["the earlier memory says more"]
+            if order_pair(older, newer) is None and not (change or correction):
+                confidence, reasons = 0.5, reasons + ["same time"]
+            reason = "discovered_false" if correction and not _CHANGE_VERB.search(sentence) else "reality_changed"
+            return UpdateJudgement(older.node_id, newer.node_id, "update" if confidence >= CONFIRM_AT else "possible",
+                                   reason, confidence, what + (f" ({', '.join(reasons)})" if reasons else ""))
+    return none
+
+
+def states_something(text: str, speaker: str | None = None) -> bool:
+    """Whether the judge could find an update in or of ``text``: a fact its patterns read, a thing with a
+    value, or a value with a word of change, correction or denial.  Most memories state none of these and
+    are not compared at all (no candidates are looked up for them)."""
+    if extract_facts(text, speaker):
+        return True
+    for clause in _clauses(text, speaker, anchored=False):
+        if clause.values and (clause.anchors or _CHANGE.search(clause.sentence)
+                              or _CORRECTION.search(clause.sentence) or _FRAME_DENY.search(clause.sentence)):
+            return True
+    return False
+
+
+_CHANGE_VERB = re.compile(
+    r"\b(?:moved|moving|relocated|switched|changed|became|started|quit|left|joined|got promoted|promoted|"
+    r"rescheduled|postponed|pushed|got married|got engaged|broke up|divorced|turned|no longer|anymore)\b",
+    re.IGNORECASE)
+
+
+def judge_many(pairs: Iterable[tuple[Statement, Statement]]) -> list[UpdateJudgement]:
+    """``judge_update`` over (earlier, later) pairs, reading each statement's facts once."""
+    cache: dict[str, list[Fact]] = {}
+
+    def facts(s: Statement) -> list[Fact]:
+        if s.node_id not in cache:
+            cache[s.node_id] = extract_facts(s.text, s.speaker)
+        return cache[s.node_id]
+
+    return [judge_update(o, n, facts(o), facts(n)) for o, n in pairs]

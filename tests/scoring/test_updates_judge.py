@@ -1,0 +1,121 @@
+"""The offline knowledge-update judge: which later statements replace earlier ones, and which never do."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from llama_consciousness.scoring.fusion import later_first
+from llama_consciousness.scoring.updates import (
+    CONFIRM_AT, LONG_STATEMENT_WORDS, Statement, extract_facts, judge_update, order_pair, speaker_of,
+)
+
+MARCH = datetime(2025, 3, 1, tzinfo=timezone.utc)
+SEPTEMBER = datetime(2025, 9, 1, tzinfo=timezone.utc)
+
+
+def pair(old: str, new: str, old_speaker: str | None = None, new_speaker: str | None = None):
+    return (Statement("old", old, old_speaker, MARCH, MARCH), Statement("new", new, new_speaker, SEPTEMBER, SEPTEMBER))
+
+
+UPDATES = [
+    ("I live in Lyon.", "We moved to Berlin last week.", "reality_changed"),
+    ("I work at Google as an engineer.", "I just joined Stripe.", "reality_changed"),
+    ("I work at Google.", "I quit my job at Google last month.", "reality_changed"),
+    ("I work at Google.", "I don't work at Google anymore.", "reality_changed"),
+    ("My favourite food is pizza.", "My favorite food is sushi now.", "reality_changed"),
+    ("I'm 30 years old.", "I turned 31 yesterday.", "reality_changed"),
+    ("Ticket #42 is blocked.", "Ticket #42 is resolved.", "reality_changed"),
+    ("The meeting with Acme is on Monday.", "The meeting with Acme was moved to Friday.", "reality_changed"),
+    ("My boss is Sarah.", "My boss is now Tom.", "reality_changed"),
+    ("I'm single.", "I got engaged last month!", "reality_changed"),
+    ("I live in Lyon.", "Actually, I was wrong, I live in Lille.", "discovered_false"),
+    ("My dentist is Dr Hale.", "Turns out my dentist is Dr Moss, not Dr Hale.", "discovered_false"),
+]
+
+NOT_UPDATES = [
+    ("I live in Lyon.", "Anna lives in Berlin."),  # another person
+    ("I live in Lyon.", "My sister lives in Rome."),  # another person, through "my"
+    ("I live in Lyon.", "She lives in Rome."),  # who? never guessed
+    ("I live in Lyon.", "I might move to Berlin next year."),  # hypothetical
+    ("I live in Lyon.", "If I moved to Berlin I would miss the food."),
+    ("I live in Lyon.", "I used to live in Paris."),  # the quoted past
+    ("I work at Google.", "Back in 2015 I worked at IBM."),
+    ("I live in Lyon.", "I still live in Lyon, near the river."),  # the same value again
+    ("I love pizza.", "I love sushi."),  # many values at once
+    ("I went hiking.", "I went swimming."),
+    ("My mom is amazing.", "My mom is sick."),  # not a value that replaces another
+    ("The party is on Friday.", "The party is on Saturday."),  # maybe two parties
+    ("The painting is done.", "The painting is finished."),  # the same state in other words
+    ("Tom said that he lives in Rome.", "I live in Oslo."),
+]
+
+
+@pytest.mark.parametrize("old,new,kind", UPDATES)
+def test_a_later_statement_that_changes_a_value_is_an_update(old: str, new: str, kind: str) -> None:
+    judgement = judge_update(*pair(old, new))
+    assert judgement.verdict == "update", judgement
+    assert judgement.confidence >= CONFIRM_AT
+    assert judgement.reason == kind
+    assert (judgement.older, judgement.newer) == ("old", "new")
+    assert judgement.why
+
+
+@pytest.mark.parametrize("old,new", NOT_UPDATES)
+def test_distractors_are_not_updates(old: str, new: str) -> None:
+    assert judge_update(*pair(old, new)).verdict == "none"
+
+
+def test_speakers_are_the_subjects_of_first_person_statements() -> None:
+    # In one conversation, Caroline's "I live in X" and Melanie's "I live in Y" are two people.
+    assert judge_update(*pair("I live in Lyon.", "I live in Berlin.", "caroline", "melanie")).verdict == "none"
+    assert judge_update(*pair("I live in Lyon.", "We moved to Berlin.", "caroline", "caroline")).verdict == "update"
+    # A third-person statement about the speaker names the same subject.
+    assert judge_update(*pair("I live in Lyon.", "Caroline moved to Berlin.", "caroline", "melanie")).verdict == "update"
+
+
+def test_speaker_prefix_and_extra() -> None:
+    assert speaker_of("Caroline: I live in Lyon.") == ("caroline", "I live in Lyon.")
+    assert speaker_of("I live in Lyon.", {"speaker": "Mel"}) == ("mel", "I live in Lyon.")
+    assert speaker_of("I live in Lyon.") == (None, "I live in Lyon.")
+
+
+def test_a_long_older_memory_is_only_possibly_outdated() -> None:
+    filler = " ".join(["We talked about many other things that day."] * (LONG_STATEMENT_WORDS // 8 + 1))
+    judgement = judge_update(*pair("I live in Lyon. " + filler, "We moved to Berlin."))
+    assert judgement.verdict == "possible" and judgement.confidence < CONFIRM_AT
+
+
+def test_same_instant_without_a_word_of_change_is_only_possible() -> None:
+    a = Statement("a", "I live in Lyon.", None, MARCH, MARCH)
+    b = Statement("b", "I live in Berlin.", None, MARCH, MARCH)
+    assert order_pair(a, b) is None
+    assert judge_update(a, b).verdict == "possible"
+
+
+def test_order_is_by_validity_not_arrival() -> None:
+    early = Statement("e", "x", None, MARCH, SEPTEMBER)  # recorded late, true since March
+    late = Statement("l", "y", None, SEPTEMBER, MARCH)
+    assert order_pair(late, early) == (early, late)
+
+
+def test_facts_read_contractions_coordination_and_denial() -> None:
+    facts = extract_facts("I live in Lyon with my family and work at Renault.")
+    assert {(f.subject, f.slot, f.value) for f in facts} == {("self", "residence", "lyon"),
+                                                             ("self", "employer", "renault")}
+    (denied,) = extract_facts("I'm no longer working at Renault.")
+    assert (denied.slot, denied.value, denied.tense) == ("employer", "renault", "deny")
+    assert extract_facts("How are you?") == []
+    assert all(f.hedged for f in extract_facts("Maybe I'll live in Rome someday."))
+
+
+def test_later_first_moves_a_possibly_outdated_memory_below_its_successor() -> None:
+    ranked = [("N1:a", 0.9), ("N1:x", 0.8), ("N1:b", 0.5), ("N1:c", 0.4)]
+    successor = {"N1:a": "N1:b"}.get
+    assert later_first(ranked, successor) == [("N1:x", 0.8), ("N1:b", 0.5), ("N1:a", 0.5), ("N1:c", 0.4)]
+    # a chain: a -> b -> c, all ranked above their successors
+    chain = {"N1:a": "N1:b", "N1:b": "N1:c"}.get
+    assert [k for k, _ in later_first(ranked, chain)] == ["N1:x", "N1:c", "N1:b", "N1:a"]
+    # a successor that is not in the list, or already above: unchanged
+    assert later_first(ranked, {"N1:a": "N1:zz", "N1:c": "N1:b"}.get) == ranked
