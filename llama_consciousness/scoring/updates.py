@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime
 from typing import Any, Literal
 
@@ -606,20 +607,39 @@ class _Clause:
     anchors: frozenset[str]
     values: frozenset[str]
     sentence: str
+    initial: frozenset[str] = frozenset()  # a single capitalised first word: a value only if the other side has it
+    own: bool = True  # not hedged, past, reported, nor about a relative or friend
+    named: str | None = None  # "Emil is based in Zurich": the name the sentence is about
+    first_person: bool = False
+    change: bool = False
+    correction: bool = False
+
+    def values_with(self, known: frozenset[str]) -> frozenset[str]:
+        return self.values | (self.initial & known)
+
+    def owned(self, known: frozenset[str]) -> bool:
+        """The clause states what holds now for the speaker (a name the other side has as a value may
+        start it: "Hopper isn't my favourite painter any more")."""
+        return self.own and not (self.named and self.named not in known)
 
 
-def _values(sentence: str, speaker: str | None, known: frozenset[str] = frozenset()) -> frozenset[str]:
-    """Names, dates and states a sentence gives, lower case (a name starting the sentence counts unless it
-    is a common first word; the speaker's own name does not)."""
+def _values(sentence: str, speaker: str | None) -> tuple[frozenset[str], frozenset[str]]:
+    """Names, dates and states a sentence gives, lower case (the speaker's own name and the person spoken to
+    do not count), and apart a single capitalised word that only starts the sentence ("Losing my job ..."
+    says nothing; "Hopper isn't my favourite painter" does, when Hopper was)."""
     out: set[str] = set()
+    initial: set[str] = set()
     for m in _NAME.finditer(sentence):
         words = m.group(1).split()
         at_start = not sentence[:m.start()].strip(" \"'([-*")
         while words and words[0].lower() in _COMMON_START:
             words.pop(0)
             at_start = False if not words else at_start
-        if not words or (at_start and len(words) == 1 and words[0].lower() not in known):
-            continue  # a capital that only starts the sentence ("Losing my job ...") says nothing
+        if not words:
+            continue
+        if at_start and len(words) == 1:
+            initial.add(words[0].strip(".'").lower())
+            continue
         if _VOCATIVE.match(sentence[m.end():]) and (not sentence[:m.start()].strip() or _GREETING.search(
                 sentence[:m.start()])):
             continue  # the person spoken to ("Thanks, Jon!")
@@ -630,7 +650,7 @@ def _values(sentence: str, speaker: str | None, known: frozenset[str] = frozense
         out.update(m.group(0).lower() for m in _DATE_RE.finditer(sentence))
     for state in _STATE_VALUE.findall(sentence):
         out.add("state:" + _STATE_GROUPS.get(state.lower(), state.lower()))
-    return frozenset(out)
+    return frozenset(out), frozenset(initial)
 
 
 
@@ -660,10 +680,11 @@ def _sentences(text: str) -> list[str]:
     return out
 
 
-def _clauses(text: str, speaker: str | None, anchored: bool = True, known: frozenset[str] = frozenset()
-             ) -> list[_Clause]:
+@lru_cache(maxsize=8192)
+def _clauses(text: str, speaker: str | None, anchored: bool = True) -> tuple[_Clause, ...]:
     """The sentences of ``text`` that name a thing the frame rule compares (see above); with ``anchored``
-    False, every sentence (a later memory may name the earlier value instead of the thing)."""
+    False, every sentence (a later memory may name the earlier value instead of the thing).  Cached: a
+    memory is compared with many others."""
     out = []
     for sentence in _sentences(text):
         if len(sentence) > MAX_SENTENCE_CHARS:
@@ -681,10 +702,26 @@ def _clauses(text: str, speaker: str | None, anchored: bool = True, known: froze
         if not (tokens.isdisjoint(_STATE_WORDS) and not any(ch.isdigit() for ch in sentence)
                 and not any(ch.isupper() for ch in sentence[1:])):
             sentence = _expand(sentence)
-            out.append(_Clause(frozenset(anchors), _values(sentence, speaker, known), sentence))
+            values, initial = _values(sentence, speaker)
+            out.append(_clause(frozenset(anchors), values, initial, sentence, tokens))
         elif anchors:
-            out.append(_Clause(frozenset(anchors), frozenset(), sentence))  # no value: kept for its thing
-    return out
+            out.append(_clause(frozenset(anchors), frozenset(), frozenset(), sentence, tokens))  # kept for its thing
+    return tuple(out)
+
+
+def _clause(anchors: frozenset[str], values: frozenset[str], initial: frozenset[str], sentence: str,
+            tokens: set[str]) -> _Clause:
+    own = not (_HEDGE.search(sentence) or _PAST.search(sentence) or _REPORTED.search(sentence)
+               or not tokens.isdisjoint(_PERSON_WORDS) or _OTHERS.search(sentence))
+    named = _NAMED_SUBJECT.match(sentence)
+    name = named.group(1).lower() if named and not _MINE.search(sentence) else None
+    return _Clause(anchors, values, sentence, initial, own, None if name in _COMMON_START else name,
+                   bool(_MINE_OR_ME.search(sentence)), bool(_CHANGE.search(sentence)),
+                   bool(_CORRECTION.search(sentence)))
+
+
+_MINE = re.compile(r"\b(?:my|our)\b", re.IGNORECASE)
+_MINE_OR_ME = re.compile(r"\b(?:i|my|me|we|our|us|mine)\b", re.IGNORECASE)
 
 
 _STATE_VALUE = re.compile(r"\b(?:is|are|was|were|be|been|being|got|now|still|from|to|as|marked)\s+(?:\w+\s+)?("
@@ -707,53 +744,42 @@ scratch someone meant should confused not rather sorry never drawer happening is
 """.split())
 
 
-def _own_belief(clause: _Clause, known: frozenset[str] = frozenset()) -> bool:
-    """The clause states what holds now for the speaker: not hedged, not about the past, not reported, not
-    about a relative, a friend or someone named (a value the other side names may start it)."""
-    sentence = clause.sentence
-    if _HEDGE.search(sentence) or _PAST.search(sentence) or _REPORTED.search(sentence):
-        return False
-    if not set(_TOKEN.findall(sentence.lower())).isdisjoint(_PERSON_WORDS) or _OTHERS.search(sentence):
-        return False
-    named = _NAMED_SUBJECT.match(sentence)
-    return not (named and named.group(1).lower() not in _COMMON_START | known
-                and not re.search(r"\b(?:my|our)\b", sentence, re.IGNORECASE))
-
-
-def _first_person(sentence: str) -> bool:
-    return bool(re.search(r"\b(?:i|my|me|we|our|us|mine)\b", sentence, re.IGNORECASE))
-
-
 def judge_frames(older: Statement, newer: Statement) -> UpdateJudgement:
     """The frame rule (see above) on ``older`` -> ``newer``."""
     none = UpdateJudgement(older.node_id, newer.node_id, "none", why="no thing of the earlier memory changes")
     if (older.speaker or None) != (newer.speaker or None):
         return none
-    old_clauses = [c for c in _clauses(older.text, older.speaker) if c.values and _own_belief(c)]
+    old_clauses = [c for c in _clauses(older.text, older.speaker) if c.values and c.owned(frozenset())]
     if not old_clauses:
         return none
     known = frozenset().union(*(c.values for c in old_clauses))
-    for clause in _clauses(newer.text, newer.speaker, anchored=False, known=known):
-        sentence = clause.sentence
-        if not _own_belief(clause, known):
+    for clause in _clauses(newer.text, newer.speaker, False):
+        if not clause.owned(known):
             continue
+        sentence, values = clause.sentence, clause.values_with(known)
+        change, correction = clause.change, clause.correction
         for old in old_clauses:
             shared = clause.anchors & old.anchors
-            kept = old.values & clause.values
-            if not shared and not (kept and _first_person(sentence)):
+            kept = old.values & values
+            if not shared and not (kept and clause.first_person):
                 continue  # neither the same thing nor the same value (of mine)
             ids = {a for a in clause.anchors | old.anchors if a.startswith("id#")}
             if ids and not ids <= shared:
                 continue  # another ticket
             shared = shared or frozenset({"value"})
-            new_values = clause.values - old.values
-            correction = bool(_CORRECTION.search(sentence))
-            change = bool(_CHANGE.search(sentence))
+            new_values = values - old.values
             if new_values and (change or correction):
-                what = f"{'/'.join(sorted(shared))}: {sorted(old.values - clause.values) or sorted(kept)} -> " \
+                what = f"{'/'.join(sorted(shared))}: {sorted(old.values - values) or sorted(kept)} -> " \
                        f"{sorted(new_values)}"
             elif not new_values and kept and _FRAME_DENY.search(sentence):
                 what = f"{'/'.join(sorted(shared))}: {sorted(kept)} denied"
+            elif (new_values and not kept and shared != {"value"} and old.anchors == clause.anchors
+                  and _kinds(old.values) & _kinds(new_values) and _PRESENT.search(sentence)
+                  and not _PRESENT_PAST.search(sentence)):
+                # the same thing, another value, no word of change: maybe an update, maybe two of them
+                return UpdateJudgement(older.node_id, newer.node_id, "possible", "reality_changed", 0.5,
+                                       f"{'/'.join(sorted(shared))}: {sorted(old.values)} -> {sorted(new_values)} "
+                                       "(no word of change)")
             else:
                 continue
             confidence = 0.75
@@ -768,15 +794,24 @@ def judge_frames(older: Statement, newer: Statement) -> UpdateJudgement:
     return none
 
 
+_PRESENT = re.compile(r"\b(?:is|are|am|have|has)\b", re.IGNORECASE)
+_PRESENT_PAST = re.compile(r"\b(?:was|were|had|first|previous|former|last)\b", re.IGNORECASE)
+
+
+def _kinds(values: Iterable[str]) -> set[str]:
+    """What sort of values these are: dates, states or names (a date is no answer to "who")."""
+    return {"state" if v.startswith("state:") else "date" if _DATE_RE.fullmatch(v) else "name" for v in values}
+
+
 def states_something(text: str, speaker: str | None = None) -> bool:
     """Whether the judge could find an update in or of ``text``: a fact its patterns read, a thing with a
     value, or a value with a word of change, correction or denial.  Most memories state none of these and
     are not compared at all (no candidates are looked up for them)."""
     if extract_facts(text, speaker):
         return True
-    for clause in _clauses(text, speaker, anchored=False):
-        if clause.values and (clause.anchors or _CHANGE.search(clause.sentence)
-                              or _CORRECTION.search(clause.sentence) or _FRAME_DENY.search(clause.sentence)):
+    for clause in _clauses(text, speaker, False):
+        if clause.values and (clause.anchors or clause.change or clause.correction
+                              or _FRAME_DENY.search(clause.sentence)):
             return True
     return False
 

@@ -159,6 +159,9 @@ class KeywordIndex:
         self._docs_added, self._tokens_added = int(meta["docs"]), int(meta["tokens"])
         self.seen = self._committed  # the change log position caught up to, committed or pending
         self._pending = _Pending()
+        # Files of a replaced graph that could not be cleared (another holder had the writer): ignored by
+        # searches, and cleared by the next commit.
+        self._base_stale = False
 
     # -- catching up -------------------------------------------------------------
 
@@ -194,6 +197,8 @@ class KeywordIndex:
             writer = self._writer()
             if writer is None:
                 return False
+            if self._base_stale:
+                writer.delete_all_documents()
             for node_id, (_, tf, length, nid) in self._pending.docs.items():
                 writer.delete_documents_by_term(_ID, node_id)
                 writer.add_document(tantivy.Document(**{_ID: node_id, _NID: nid, _BODY: " ".join(tf.elements())}))
@@ -205,6 +210,7 @@ class KeywordIndex:
             self._write_meta()
             self._index.reload()
             self._pending = _Pending()
+            self._base_stale = False
             return True
 
     def rebuild(self) -> None:
@@ -222,11 +228,12 @@ class KeywordIndex:
         with self._lock:
             searcher = self._index.searcher()
             pending = self._pending
-            base_docs = searcher.num_docs
+            stale = self._base_stale  # the files hold a replaced graph: only the pending memories count
+            base_docs = 0 if stale else searcher.num_docs
             query = tantivy.Query.boolean_query(
                 [(tantivy.Occur.Should, tantivy.Query.term_query(self._index.schema, _BODY, t)) for t in terms])
             # a committed memory that is also pending is scored by its newer, pending text
-            hits = searcher.search(query, limit + len(pending.docs)).hits
+            hits = [] if stale else searcher.search(query, limit + len(pending.docs)).hits
             nids: dict[str, int] = {}
             scores: dict[str, float] = {}
             for score, address in hits:
@@ -241,7 +248,7 @@ class KeywordIndex:
                     ids = pending.postings.get(term)
                     if not ids:
                         continue
-                    df = searcher.doc_freq(_BODY, term) + len(ids)
+                    df = (0 if stale else searcher.doc_freq(_BODY, term)) + len(ids)
                     for node_id in ids:
                         _, tf, length, nids[node_id] = pending.docs[node_id]
                         scores[node_id] = scores.get(node_id, 0.0) + bm25(tf[term], length, df, docs, avgdl)
@@ -259,12 +266,13 @@ class KeywordIndex:
             return None
 
     def _reset(self, epoch: str | None) -> None:
-        writer = self._writer()  # None: another holder is rewriting it too; this object starts over in memory
+        writer = self._writer()  # None: another holder has it; its files are ignored until this one commits
         if writer is not None:
             writer.delete_all_documents()
             writer.commit()
             writer.wait_merging_threads()
             self._index.reload()
+        self._base_stale = writer is None
         self.epoch, self._committed, self.seen = epoch, 0, 0
         self._docs_added = self._tokens_added = 0
         self._pending = _Pending()

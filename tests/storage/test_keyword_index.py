@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -91,6 +92,29 @@ def test_an_index_follows_the_epoch_and_survives_reopening(tmp_path) -> None:
     # a watermark file lost: the index is rebuilt rather than trusted
     (tmp_path / "b" / "watermark.json").unlink()
     assert ki.KeywordIndex(tmp_path / "b").behind("E2", 1) == 0
+
+
+def test_a_reset_while_another_holder_writes_ignores_the_old_files_until_it_commits(tmp_path) -> None:
+    """A graph replaced (new epoch) while another index object holds the writer: its files still hold the
+    old graph; they must not answer, and the next commit that can write clears them."""
+    first = ki.KeywordIndex(tmp_path / "c")
+    first.behind("E1", 1)
+    first.apply("E1", [("old", 7, "", "alpha words", 1)], 1)
+    assert first.flush()
+    second = ki.KeywordIndex(tmp_path / "c")
+    held = first._writer()  # another holder of the files
+    assert held is not None and second._writer() is None
+    assert second.behind("E2", 1) == 0  # replaced: cannot clear the files now
+    assert second.search(["alpha"], 5) == []
+    second.apply("E2", [("new", 9, "", "alpha again", 1)], 1)
+    assert [(i, n) for i, n, _ in second.search(["alpha"], 5)] == [("new", 9)]
+    assert not second.flush()  # still busy: stays pending, still the only answer
+    assert [i for i, _, _ in second.search(["alpha"], 5)] == ["new"]
+    del held
+    gc.collect()
+    assert second.flush()
+    assert [(i, n) for i, n, _ in second.search(["alpha"], 5)] == [("new", 9)]
+    assert [(i, n) for i, n, _ in ki.KeywordIndex(tmp_path / "c").search(["alpha"], 5)] == [("new", 9)]
 
 
 # -- the channel on the real store ------------------------------------------------------
