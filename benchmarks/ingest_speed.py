@@ -724,6 +724,7 @@ def _timing_targets() -> list[tuple[str, Any, str]]:
     from llama_consciousness.ingestion.entities import EntityExtractor
     from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
     from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
+    from llama_consciousness.ingestion import updates
     from llama_consciousness.ingestion.writer import ConsciousnessGraphWriter
     from llama_consciousness.storage.level_store import LevelGraphStore
 
@@ -737,6 +738,10 @@ def _timing_targets() -> list[tuple[str, Any, str]]:
         ("step: AuthorityScorer", AuthorityScorer, "__call__"),
         ("step: EntityExtractor", EntityExtractor, "__call__"),
         ("step: NearDuplicateFilter", NearDuplicateFilter, "__call__"),
+        ("step: KnowledgeUpdateDetector", updates.KnowledgeUpdateDetector, "__call__"),
+        ("  detector: what memories state (states_something)", updates, "states_something"),
+        ("  detector: candidates from the level's indexes", updates.KnowledgeUpdateDetector, "_stored_candidates"),
+        ("  detector: judging pairs (judge_update)", updates, "judge_update"),
         ("step: ConsciousnessGraphWriter", ConsciousnessGraphWriter, "__call__"),
         ("  writer._split (TextNode -> pydantic models)", ConsciousnessGraphWriter, "_split"),
         ("  writer._supersessions", ConsciousnessGraphWriter, "_supersessions"),

@@ -21,11 +21,12 @@ ingesting again changes nothing; a supersession taken back with
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from llama_index.core.schema import BaseNode
+from llama_index.core.schema import BaseNode, TransformComponent
 from pydantic import Field, SkipValidation
 
 from llama_consciousness.entities import ENTITY_TYPES
@@ -34,14 +35,15 @@ from llama_consciousness.levels import home_key
 from llama_consciousness.nodes import is_relationship, text_node_to_memory
 from llama_consciousness.schema import MemoryNode
 from llama_consciousness.scoring.updates import (
-    CONFIRM_AT, Fact, Statement, UpdateJudgement, extract_facts, judge_update, order_pair, speaker_of,
-    statement_of, states_something,
+    CONFIRM_AT, DATE_PATTERN, Fact, Statement, UpdateJudgement, extract_facts, judge_update, order_pair, speaker_of,
+    clauses_of, statement_of, states_something,
 )
 from llama_consciousness.storage.reader import MemoryReader
 
 log = logging.getLogger(__name__)
 
 UPDATES_KEY = "lc_updates"
+_DATE_VALUE = re.compile(DATE_PATTERN, re.IGNORECASE)
 QUARANTINE_KEY = "lc_quarantine"  # the writer's (``writer.QUARANTINE_KEY``), which imports this module
 
 
@@ -77,6 +79,33 @@ class _New:
     embedding: Any = None
 
 
+STATES_KEY = "lc_states"
+
+
+def _screened(node: BaseNode) -> bool:
+    """Whether a memory states something the update judge compares (``scoring.updates.states_something``);
+    entities, versions placed by ids and quarantined memories never do."""
+    meta = node.metadata
+    if meta.get(QUARANTINE_KEY) or meta.get("is_entity") or meta.get("node_type") in ENTITY_TYPES \
+            or meta.get("supersedes"):
+        return False
+    text = node.get_content(metadata_mode="none") or str(meta.get("name") or "")
+    speaker, body = speaker_of(text, meta.get("extra") if isinstance(meta.get("extra"), dict) else None)
+    return states_something(body, speaker)
+
+
+class UpdateScreen(TransformComponent):
+    """Mark the memories that state something the update judge compares (``metadata["lc_states"]``): a pure
+    step, so that in a large ingestion it runs in the worker process beside the writes; the
+    :class:`KnowledgeUpdateDetector` then reads only the marked ones."""
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        for node in nodes:
+            if not is_relationship(node):
+                node.metadata[STATES_KEY] = _screened(node)
+        return list(nodes)
+
+
 class KnowledgeUpdateDetector(ReportingTransform):
     """Find the earlier memories that new memories update, and judge each pair (see the module doc)."""
 
@@ -84,20 +113,19 @@ class KnowledgeUpdateDetector(ReportingTransform):
     candidates: int = Field(default=8, ge=1, le=100, description="earlier memories per new memory, per index")
     llm_judge: Any = Field(default=None, exclude=True, description=(
         "an LLMUpdateJudge: confirms or rejects each pair the offline judge finds, and gives its type"))
+    memo: Any = Field(default=None, exclude=True, description=(
+        "the run's DuplicateMemo: the statements of its earlier chunks, per graph, by what they are about; in "
+        "a level empty when the run reached it (a bulk load) they are the only candidates, and no index is read"))
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         self._report = IngestReport()
         by_id: dict[str, BaseNode] = {}
         memories: list[tuple[MemoryNode, Any]] = []
         for node in nodes:
-            if is_relationship(node) or node.metadata.get(QUARANTINE_KEY):
+            if is_relationship(node):
                 continue
-            meta = node.metadata
-            if meta.get("is_entity") or meta.get("node_type") in ENTITY_TYPES or meta.get("supersedes"):
-                continue  # an entity, or a version its ids already place
-            text = node.get_content(metadata_mode="none") or str(meta.get("name") or "")
-            speaker, body = speaker_of(text, meta.get("extra") if isinstance(meta.get("extra"), dict) else None)
-            if not states_something(body, speaker):
+            screened = node.metadata.get(STATES_KEY)  # set by UpdateScreen, else read here
+            if not (_screened(node) if screened is None else screened) or node.metadata.get(QUARANTINE_KEY):
                 continue  # most memories state nothing the judge compares: no model, no query
             try:
                 memory = text_node_to_memory(node)
@@ -105,15 +133,16 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 continue
             by_id[memory.node_id] = node
             memories.append((memory.model_copy(update={"embedding": None}), node.embedding))
-        for decision in self.detect(memories, self._report):
+        for decision in self.detect(memories, self._report, checked=True):
             holder = by_id.get(decision.new_id) or by_id.get(decision.old_id)
             if holder is not None:
                 holder.metadata.setdefault(UPDATES_KEY, []).append(decision.to_json())
         return list(nodes)
 
-    def detect(self, memories: Sequence[tuple[MemoryNode, Any]], report: IngestReport | None = None
-               ) -> list[UpdateDecision]:
-        """The updates among ``(memory, embedding or None)`` and the current memories of their graphs."""
+    def detect(self, memories: Sequence[tuple[MemoryNode, Any]], report: IngestReport | None = None,
+               checked: bool = False) -> list[UpdateDecision]:
+        """The updates among ``(memory, embedding or None)`` and the current memories of their graphs
+        (``checked``: the memories are known to state something)."""
         report = report if report is not None else IngestReport()
         groups: dict[tuple[str, str | None], list[_New]] = {}
         for memory, embedding in memories:
@@ -121,7 +150,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 continue
             statement = statement_of(memory)
             facts = extract_facts(statement.text, statement.speaker)
-            if facts or states_something(statement.text, statement.speaker):
+            if checked or facts or states_something(statement.text, statement.speaker):
                 groups.setdefault(home_key(memory.level, memory.citizen_id), []).append(
                     _New(memory, statement, facts, embedding))
         out: list[UpdateDecision] = []
@@ -136,45 +165,46 @@ class KnowledgeUpdateDetector(ReportingTransform):
     def _detect(self, level: str, citizen: str | None, group: list[_New], report: IngestReport
                 ) -> list[UpdateDecision]:
         store = self.memory.level(level, citizen)
-        stored_ids = store.existing_ids([g.memory.node_id for g in group])
+        run = self.memo.judged((level, citizen), store) if self.memo is not None else None
+        recent: dict[str, list[Statement]] = run.__dict__.setdefault("update_keys", {}) if run is not None else {}
+        bulk = run is not None and run.empty_at_start
+        stored_ids = set() if bulk else store.existing_ids([g.memory.node_id for g in group])
         fresh = [g for g in group if g.memory.node_id not in stored_ids]  # the rest: judged at their first write
         if not fresh:
             return []
-        known: dict[str, tuple[Statement, list[Fact] | None]] = {
-            g.memory.node_id: (g.statement, g.facts) for g in group}
+        known: dict[str, Statement] = {g.memory.node_id: g.statement for g in group}
         pairs: set[tuple[str, str]] = set()
-        ids = [g.memory.node_id for g in group]
-        for i, g in enumerate(group):  # the call's own memories, each pair once
-            if g.memory.node_id in stored_ids:
-                continue
-            for other in ids[:i]:
-                if other != g.memory.node_id:
-                    pairs.add((g.memory.node_id, other))
-        for g, found in zip(fresh, self._stored_candidates(store, fresh)):
-            for candidate in found:
-                if candidate.node_id == g.memory.node_id:
-                    continue
-                if candidate.node_id not in known:
-                    known[candidate.node_id] = (statement_of(candidate), None)
-                pairs.add((g.memory.node_id, candidate.node_id))
-        facts_cache: dict[str, list[Fact]] = {}
-
-        def facts(node_id: str) -> list[Fact]:
-            statement, given = known[node_id]
-            if given is not None:
-                return given
-            if node_id not in facts_cache:
-                facts_cache[node_id] = extract_facts(statement.text, statement.speaker)
-            return facts_cache[node_id]
-
+        # The run's earlier statements and the chunk's, about the same things (the latest few of each key).
+        for g in group:
+            for key in update_keys(g.statement, g.facts):
+                bucket = recent.setdefault(key, [])
+                if g.memory.node_id not in stored_ids:
+                    for other in bucket[-BUCKET:]:
+                        if other.node_id != g.memory.node_id:
+                            known.setdefault(other.node_id, other)
+                            pairs.add((g.memory.node_id, other.node_id))
+                if all(other.node_id != g.memory.node_id for other in bucket[-BUCKET:]):
+                    bucket.append(g.statement)
+                    del bucket[:-BUCKET]
+        if not bulk:  # the graph's own current memories, through its indexes
+            for g, found in zip(fresh, self._stored_candidates(store, fresh)):
+                for candidate in found:
+                    if candidate.node_id != g.memory.node_id:
+                        known.setdefault(candidate.node_id, statement_of(candidate))
+                        pairs.add((g.memory.node_id, candidate.node_id))
         judgements: list[UpdateJudgement] = []
         for a, b in sorted(pairs):
-            ordered = order_pair(known[a][0], known[b][0])
-            older, newer = ordered if ordered is not None else (known[b][0], known[a][0])  # arrival decides ties
-            judgement = judge_update(older, newer, facts(older.node_id), facts(newer.node_id))
+            ordered = order_pair(known[a], known[b])
+            older, newer = ordered if ordered is not None else (known[b], known[a])  # arrival decides ties
+            judgement = judge_update(older, newer)
             if judgement.verdict != "none":
                 judgements.append(judgement)
-        return self._decide(judgements, {k: v[0] for k, v in known.items()}, report)
+        decisions = self._decide(judgements, known, report)
+        expired = {d.old_id for d in decisions if d.confirmed}
+        if expired and recent:  # a replaced statement is nobody's candidate any more
+            for bucket in recent.values():
+                bucket[:] = [st for st in bucket if st.node_id not in expired]
+        return decisions
 
     def _stored_candidates(self, store: Any, fresh: list[_New]) -> list[list[MemoryNode]]:
         """Per new memory, the current memories of the graph most like it by keyword (BM25 over its words)
@@ -235,6 +265,22 @@ class KnowledgeUpdateDetector(ReportingTransform):
         confirmed = verdict.verdict == "update" and verdict.confidence >= CONFIRM_AT
         return UpdateDecision(j.older, j.newer, verdict.type, "llm_judge", verdict.confidence, confirmed,
                               verdict.why or j.why)
+
+
+BUCKET = 4
+"""Earlier statements a new one is compared with per key it shares with them (the latest ones)."""
+
+
+def update_keys(statement: Statement, facts: Sequence[Fact]) -> set[str]:
+    """What a statement is about, for finding the earlier statements it may update without comparing it with
+    every one: each fact's subject and attribute, each thing it names, each value it gives."""
+    keys = {f"{f.subject}|{f.slot}" for f in facts}
+    for clause in clauses_of(statement):
+        keys.update(f"thing|{a}" for a in clause.anchors)
+        # names only: a weekday or a state is shared by too many unrelated statements to find anything
+        keys.update(f"value|{v}" for v in clause.values | clause.initial
+                    if not v.startswith("state:") and not _DATE_VALUE.fullmatch(v))
+    return keys
 
 
 def _when(s: Statement) -> tuple[Any, Any]:

@@ -37,12 +37,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from datetime import datetime
 from typing import Any, Literal
 
 __all__ = [
-    "CONFIRM_AT", "Fact", "UpdateJudgement", "Statement", "extract_facts", "judge_frames", "judge_update",
+    "CONFIRM_AT", "DATE_PATTERN", "Fact", "clauses_of", "UpdateJudgement", "Statement", "extract_facts", "judge_frames", "judge_update",
     "order_pair", "speaker_of", "statement_of", "states_something",
 ]
 
@@ -134,6 +134,7 @@ _DATE = (r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|tomorrow|tonight|noon|m
          r"\d{4}-\d\d-\d\d|\d{1,2}/\d{1,2}(?:/\d{2,4})?|\d{1,2}(?::\d\d)?\s*(?:am|pm)|\d{1,2}:\d\d|"
          r"next (?:week|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday))")
 _DATE_RE = re.compile(_DATE, re.IGNORECASE)
+DATE_PATTERN = _DATE
 _DATE_HINT = re.compile(r"\d|day\b|tomorrow|tonight|noon|midnight|next|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|"
                         r"nov|dec", re.IGNORECASE)
 _EVENTS = (r"meeting|appointment|deadline|flight|wedding|party|trip|launch|release|interview|exam|dinner|call|"
@@ -404,6 +405,12 @@ def _specific(raw: str) -> bool:
 
 def extract_facts(text: str, speaker: str | None = None) -> list[Fact]:
     """The single-valued facts ``text`` states (see the module doc); one per pattern and sentence."""
+    return list(_facts(text, speaker))
+
+
+@lru_cache(maxsize=8192)
+def _facts(text: str, speaker: str | None) -> tuple[Fact, ...]:
+    """``extract_facts``, cached: a memory is compared with many others."""
     out: list[Fact] = []
     for sentence in _SENTENCE.split(text, maxsplit=MAX_SENTENCES)[:MAX_SENTENCES]:
         if len(sentence) > MAX_SENTENCE_CHARS:
@@ -413,12 +420,13 @@ def extract_facts(text: str, speaker: str | None = None) -> list[Fact]:
             continue
         sentence = _expand(sentence.strip())
         last_subject = [AMBIGUOUS]
-        hedged = bool(_HEDGE.search(sentence))
-        past = bool(_PAST.search(sentence))
-        reported = bool(_REPORTED.search(sentence))
-        correction = bool(_CORRECTION.search(sentence))
-        change = bool(_CHANGE.search(sentence))
-        negated = bool(_NEGATION.search(sentence))
+        cues: list[bool] = []  # hedged, past, reported, correction, change, negated: read at the first fact
+
+        def cue(i: int, sentence: str = sentence) -> bool:
+            if not cues:
+                cues.extend(bool(p.search(sentence)) for p in (_HEDGE, _PAST, _REPORTED, _CORRECTION, _CHANGE,
+                                                                _NEGATION))
+            return cues[i]
 
         def add(subject: str, slot: str, raw_value: str, tense: str) -> None:
             if subject == AND:
@@ -429,14 +437,13 @@ def extract_facts(text: str, speaker: str | None = None) -> list[Fact]:
                 value = _STATE_GROUPS.get(value, value)
             if not value or len(value) > 60:
                 return
-            if reported and subject not in (speaker or SELF,):
+            if cue(2) and subject not in (speaker or SELF,):
                 subject = AMBIGUOUS
-            if past and tense != "deny":
+            if cue(1) and tense != "deny":
                 tense = "past"
-            if negated and tense in ("present", "change"):
+            if cue(5) and tense in ("present", "change"):
                 tense = "deny"
-            out.append(Fact(subject, slot, value, tense, hedged, correction, change or tense == "change",
-                            sentence))
+            out.append(Fact(subject, slot, value, tense, cue(0), cue(3), cue(4) or tense == "change", sentence))
 
         for slot, pattern, tense in _PATTERNS:
             if slot not in present:
@@ -458,12 +465,12 @@ def extract_facts(text: str, speaker: str | None = None) -> list[Fact]:
             thing = _thing(raw, speaker)
             if not thing or thing.split()[-1] in _FIRST_PERSON | _PRONOUNS | _NOT_NAMES:
                 continue
-            add(thing, "status", m.group("v"), "change" if change else "present")
+            add(thing, "status", m.group("v"), "change" if cue(4) else "present")
         for m in _SCHEDULE.finditer(sentence) if "schedule" in present else ():
             raw = " ".join((_before(sentence, m.start()).split() + [""])[-2:]).strip() + " " + m.group("ev")
             moved = (m.group("verb") or "").lower() in ("moved", "rescheduled", "postponed", "pushed", "pushed back",
                                                         "changed")
-            if not (_specific(raw) or moved or change):
+            if not (_specific(raw) or moved or cue(4)):
                 continue  # "the party is on Friday", months after another party
             add(_thing(raw, speaker), "schedule", m.group("v"), "change" if moved else "present")
         for m in _COPULA.finditer(sentence) if "copula" in present else ():
@@ -471,7 +478,7 @@ def extract_facts(text: str, speaker: str | None = None) -> list[Fact]:
                 continue
             subj = _subject(m.group("subj"), speaker) if m.group("subj").lower() != "the" else "the"
             add(subj, "attr:" + m.group("attr").lower(), m.group("v"), "present")
-    return out
+    return tuple(out)
 
 
 # -- judging --------------------------------------------------------------------------
@@ -602,17 +609,41 @@ after before today yesterday tomorrow last next home for from in on at with to a
 """.split())
 
 
-@dataclass(frozen=True)
 class _Clause:
-    anchors: frozenset[str]
-    values: frozenset[str]
-    sentence: str
-    initial: frozenset[str] = frozenset()  # a single capitalised first word: a value only if the other side has it
-    own: bool = True  # not hedged, past, reported, nor about a relative or friend
-    named: str | None = None  # "Emil is based in Zurich": the name the sentence is about
-    first_person: bool = False
-    change: bool = False
-    correction: bool = False
+    """A sentence as the frame rule reads it; what only some pairs need is read when first asked."""
+
+    __slots__ = ("anchors", "values", "sentence", "initial", "_tokens", "__dict__")
+
+    def __init__(self, anchors: frozenset[str], values: frozenset[str], sentence: str,
+                 initial: frozenset[str], tokens: set[str]) -> None:
+        self.anchors, self.values, self.sentence, self.initial = anchors, values, sentence, initial
+        self._tokens = tokens
+
+    @cached_property
+    def own(self) -> bool:
+        """Not hedged, past, reported, nor about a relative or a friend."""
+        s = self.sentence
+        return not (_HEDGE.search(s) or _PAST.search(s) or _REPORTED.search(s)
+                    or not self._tokens.isdisjoint(_PERSON_WORDS) or _OTHERS.search(s))
+
+    @cached_property
+    def named(self) -> str | None:
+        """"Emil is based in Zurich": the name the sentence is about (not with "my": "Julia is my coach")."""
+        m = _NAMED_SUBJECT.match(self.sentence)
+        name = m.group(1).lower() if m and not _MINE.search(self.sentence) else None
+        return None if name in _COMMON_START else name
+
+    @cached_property
+    def first_person(self) -> bool:
+        return bool(_MINE_OR_ME.search(self.sentence))
+
+    @cached_property
+    def change(self) -> bool:
+        return bool(_CHANGE.search(self.sentence))
+
+    @cached_property
+    def correction(self) -> bool:
+        return bool(_CORRECTION.search(self.sentence))
 
     def values_with(self, known: frozenset[str]) -> frozenset[str]:
         return self.values | (self.initial & known)
@@ -711,13 +742,7 @@ def _clauses(text: str, speaker: str | None, anchored: bool = True) -> tuple[_Cl
 
 def _clause(anchors: frozenset[str], values: frozenset[str], initial: frozenset[str], sentence: str,
             tokens: set[str]) -> _Clause:
-    own = not (_HEDGE.search(sentence) or _PAST.search(sentence) or _REPORTED.search(sentence)
-               or not tokens.isdisjoint(_PERSON_WORDS) or _OTHERS.search(sentence))
-    named = _NAMED_SUBJECT.match(sentence)
-    name = named.group(1).lower() if named and not _MINE.search(sentence) else None
-    return _Clause(anchors, values, sentence, initial, own, None if name in _COMMON_START else name,
-                   bool(_MINE_OR_ME.search(sentence)), bool(_CHANGE.search(sentence)),
-                   bool(_CORRECTION.search(sentence)))
+    return _Clause(anchors, values, sentence, initial, tokens)
 
 
 _MINE = re.compile(r"\b(?:my|our)\b", re.IGNORECASE)
@@ -749,11 +774,16 @@ def judge_frames(older: Statement, newer: Statement) -> UpdateJudgement:
     none = UpdateJudgement(older.node_id, newer.node_id, "none", why="no thing of the earlier memory changes")
     if (older.speaker or None) != (newer.speaker or None):
         return none
-    old_clauses = [c for c in _clauses(older.text, older.speaker) if c.values and c.owned(frozenset())]
-    if not old_clauses:
+    old_clauses = [c for c in _clauses(older.text, older.speaker) if c.values]
+    new_clauses = _clauses(newer.text, newer.speaker, False)
+    if not old_clauses or not new_clauses:
         return none
     known = frozenset().union(*(c.values for c in old_clauses))
-    for clause in _clauses(newer.text, newer.speaker, False):
+    things = frozenset().union(*(c.anchors for c in old_clauses))
+    if not any(c.anchors & things or c.values_with(known) & known for c in new_clauses):
+        return none  # nothing in common: the usual case, decided without reading a cue
+    old_clauses = [c for c in old_clauses if c.owned(frozenset())]
+    for clause in new_clauses:
         if not clause.owned(known):
             continue
         sentence, values = clause.sentence, clause.values_with(known)
@@ -801,6 +831,11 @@ _PRESENT_PAST = re.compile(r"\b(?:was|were|had|first|previous|former|last)\b", r
 def _kinds(values: Iterable[str]) -> set[str]:
     """What sort of values these are: dates, states or names (a date is no answer to "who")."""
     return {"state" if v.startswith("state:") else "date" if _DATE_RE.fullmatch(v) else "name" for v in values}
+
+
+def clauses_of(statement: Statement) -> tuple[_Clause, ...]:
+    """The sentences of a statement the frame rule reads (cached)."""
+    return _clauses(statement.text, statement.speaker, False)
 
 
 def states_something(text: str, speaker: str | None = None) -> bool:
