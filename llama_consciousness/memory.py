@@ -430,7 +430,8 @@ class ConsciousnessMemory:
             self.bump_graph(store.plans.graph, [(n.node_id, n.name) for n in level_nodes if n.node_id in written])
             vectors = self.vectors(lvl)
             vectors.write(store.plans, level_nodes)
-            if expired := [c.old_id for c in changes if c.confirmed]:  # expired versions stop matching there too
+            expired = [c.old_id for c in changes if c.confirmed]
+            if expired and vectors.mirrors_validity:  # expired versions stop matching there too
                 vectors.mirror_validity(store.plans, store.get_nodes(expired))
         return total
 

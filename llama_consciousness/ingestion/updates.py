@@ -43,6 +43,7 @@ from llama_consciousness.storage.reader import MemoryReader
 log = logging.getLogger(__name__)
 
 UPDATES_KEY = "lc_updates"
+NEAR_KEY = "lc_near"  # set by the near-duplicate filter: the nearest stored memories it read
 _DATE_VALUE = re.compile(DATE_PATTERN, re.IGNORECASE)
 QUARANTINE_KEY = "lc_quarantine"  # the writer's (``writer.QUARANTINE_KEY``), which imports this module
 
@@ -77,6 +78,7 @@ class _New:
     statement: Statement
     facts: list[Fact]
     embedding: Any = None
+    near: list[str] | None = None  # nearest stored memories, when the near-duplicate filter asked already
 
 
 STATES_KEY = "lc_states"
@@ -133,17 +135,21 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 continue
             by_id[memory.node_id] = node
             memories.append((memory.model_copy(update={"embedding": None}), node.embedding))
-        for decision in self.detect(memories, self._report, checked=True):
+        near = {node_id: node.metadata[NEAR_KEY] for node_id, node in by_id.items()
+                if isinstance(node.metadata.get(NEAR_KEY), list)}
+        for decision in self.detect(memories, self._report, checked=True, near=near):
             holder = by_id.get(decision.new_id) or by_id.get(decision.old_id)
             if holder is not None:
                 holder.metadata.setdefault(UPDATES_KEY, []).append(decision.to_json())
         return list(nodes)
 
     def detect(self, memories: Sequence[tuple[MemoryNode, Any]], report: IngestReport | None = None,
-               checked: bool = False) -> list[UpdateDecision]:
+               checked: bool = False, near: dict[str, list[str]] | None = None) -> list[UpdateDecision]:
         """The updates among ``(memory, embedding or None)`` and the current memories of their graphs
-        (``checked``: the memories are known to state something)."""
+        (``checked``: the memories are known to state something; ``near``: their nearest stored memories,
+        when read already)."""
         report = report if report is not None else IngestReport()
+        near = near or {}
         groups: dict[tuple[str, str | None], list[_New]] = {}
         for memory, embedding in memories:
             if memory.is_entity or memory.quarantined or memory.supersedes:
@@ -152,7 +158,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
             facts = extract_facts(statement.text, statement.speaker)
             if checked or facts or states_something(statement.text, statement.speaker):
                 groups.setdefault(home_key(memory.level, memory.citizen_id), []).append(
-                    _New(memory, statement, facts, embedding))
+                    _New(memory, statement, facts, embedding, near.get(memory.node_id)))
         out: list[UpdateDecision] = []
         for (level, citizen), group in groups.items():
             out += self._detect(level, citizen, group, report)
@@ -168,7 +174,8 @@ class KnowledgeUpdateDetector(ReportingTransform):
         run = self.memo.judged((level, citizen), store) if self.memo is not None else None
         recent: dict[str, list[Statement]] = run.__dict__.setdefault("update_keys", {}) if run is not None else {}
         bulk = run is not None and run.empty_at_start
-        stored_ids = set() if bulk else store.existing_ids([g.memory.node_id for g in group])
+        # the graph's own current memories like them, through its indexes (and which of them are stored)
+        found, stored_ids = ([], set()) if bulk else self._stored_candidates(store, group)
         fresh = [g for g in group if g.memory.node_id not in stored_ids]  # the rest: judged at their first write
         if not fresh:
             return []
@@ -186,12 +193,13 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 if all(other.node_id != g.memory.node_id for other in bucket[-BUCKET:]):
                     bucket.append(g.statement)
                     del bucket[:-BUCKET]
-        if not bulk:  # the graph's own current memories, through its indexes
-            for g, found in zip(fresh, self._stored_candidates(store, fresh)):
-                for candidate in found:
-                    if candidate.node_id != g.memory.node_id:
-                        known.setdefault(candidate.node_id, statement_of(candidate))
-                        pairs.add((g.memory.node_id, candidate.node_id))
+        for g, candidates in zip(group, found):
+            if g.memory.node_id in stored_ids:
+                continue
+            for candidate in candidates:
+                if candidate.node_id != g.memory.node_id:
+                    known.setdefault(candidate.node_id, statement_of(candidate))
+                    pairs.add((g.memory.node_id, candidate.node_id))
         judgements: list[UpdateJudgement] = []
         for a, b in sorted(pairs):
             ordered = order_pair(known[a], known[b])
@@ -206,9 +214,10 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 bucket[:] = [st for st in bucket if st.node_id not in expired]
         return decisions
 
-    def _stored_candidates(self, store: Any, fresh: list[_New]) -> list[list[MemoryNode]]:
+    def _stored_candidates(self, store: Any, fresh: list[_New]) -> tuple[list[list[MemoryNode]], set[str]]:
         """Per new memory, the current memories of the graph most like it by keyword (BM25 over its words)
-        and by vector, read in one query for the whole chunk."""
+        and by vector, read in one query for the whole chunk, which also tells which of the new memories
+        are stored already."""
         from llama_consciousness.storage import channels
         from llama_consciousness.storage.keyword_index import query_terms
 
@@ -221,15 +230,19 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 text = " ".join(f.sentence for f in g.facts) or g.statement.text[:1000]
                 # twice as many: some are expired, quarantined or entities, and are left out below
                 wanted[i] += [node_id for node_id, _, _ in index.search(query_terms(text), 2 * self.candidates)]
-        with_vectors = [(i, g) for i, g in enumerate(fresh) if g.embedding is not None]
+        with_vectors = [(i, g) for i, g in enumerate(fresh) if g.embedding is not None and g.near is None]
         if with_vectors and store.plans.store_vectors:
             near = store.nearest([(g.memory.node_id, g.embedding) for _, g in with_vectors], k=self.candidates)
             for i, g in with_vectors:
                 wanted[i] += [node_id for node_id, _, _ in near.get(g.memory.node_id, [])]
-        ids = sorted({node_id for found in wanted for node_id in found})
-        nodes = {n.node_id: n for n in (store.get_nodes(ids) if ids else ())
-                 if n.expired_at is None and not n.quarantined and not n.is_entity}
-        return [[nodes[node_id] for node_id in dict.fromkeys(found) if node_id in nodes] for found in wanted]
+        for i, g in enumerate(fresh):  # found by the near-duplicate filter's query already
+            wanted[i] += list(g.near or ())[: self.candidates]
+        mine = {g.memory.node_id for g in fresh}
+        ids = sorted({node_id for found in wanted for node_id in found} | mine)
+        read = store.get_nodes(ids)
+        stored = {n.node_id for n in read} & mine
+        nodes = {n.node_id: n for n in read if n.expired_at is None and not n.quarantined and not n.is_entity}
+        return [[nodes[node_id] for node_id in dict.fromkeys(found) if node_id in nodes] for found in wanted], stored
 
     def _decide(self, judgements: list[UpdateJudgement], statements: dict[str, Statement], report: IngestReport
                 ) -> list[UpdateDecision]:

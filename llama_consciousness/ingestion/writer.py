@@ -511,7 +511,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
             report.superseded += result.superseded
             if chunk_changes:  # expired versions must stop matching in the vector store too
                 expired = [c.old_id for c in chunk_changes if c.confirmed]
-                if expired:
+                if expired and vectors.mirrors_validity:
                     vectors.mirror_validity(store.plans, store.get_nodes(expired))
         return names
 

@@ -19,6 +19,9 @@ _SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lc-pgvector")
 class LevelVectors(Protocol):
     """The vector side of one level."""
 
+    #: Whether ``mirror_validity`` does anything (vectors kept apart from the memories must follow their times).
+    mirrors_validity: bool
+
     def search(self, plans: LevelPlans, embedding: Sequence[float], k: int, memory_filter: MemoryFilter,
                deadline: float | None = None) -> Plan:
         """A plan whose result is the k nearest memories that pass the filter (``VectorHit``s, nearest first)."""
@@ -42,6 +45,8 @@ class LevelVectors(Protocol):
 class GraphVectors:
     """Vectors on the memory nodes, under the graph's HNSW index: the graph's own upsert writes them."""
 
+    mirrors_validity = False
+
     def search(self, plans: LevelPlans, embedding: Sequence[float], k: int, memory_filter: MemoryFilter,
                deadline: float | None = None) -> Plan:
         return plans.vector_search(embedding, k, memory_filter)
@@ -64,6 +69,8 @@ class PostgresVectors:
     (``Await``), so the graph queries of a retrieval run meanwhile and a
     stalled Postgres costs only this level its answer.
     """
+
+    mirrors_validity = True
 
     def __init__(self, store: Any) -> None:
         self.store = store
