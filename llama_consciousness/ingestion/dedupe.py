@@ -22,7 +22,7 @@ from pydantic import Field, SkipValidation
 from llama_consciousness.blas import one_blas_thread
 from llama_consciousness.ingestion.plan import PlannedVersion
 from llama_consciousness.ingestion.steps import embed_memories
-from llama_consciousness.ingestion.updates import NEAR_KEY
+from llama_consciousness.ingestion.updates import NEAR_KEY, STORED_KEY
 from llama_consciousness.nodes import is_relationship, text_node_to_memory
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.ingestion.writer import DUPLICATE_KEY
@@ -138,6 +138,8 @@ class NearDuplicateFilter(ReportingTransform):
                 if store.plans.store_vectors and new else {}
             for n in new:  # the update detector's vector candidates, without asking again
                 n.metadata[NEAR_KEY] = [other_id for other_id, _, _ in stored.get(n.node_id, [])]
+        for n in group:  # and which memories are stored already (judged at their first write)
+            n.metadata[STORED_KEY] = n.node_id in stored_ids
         vectors = np.asarray([n.embedding for n in group], dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors /= np.where(norms == 0, 1.0, norms)

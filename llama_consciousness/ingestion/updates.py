@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 UPDATES_KEY = "lc_updates"
 NEAR_KEY = "lc_near"  # set by the near-duplicate filter: the nearest stored memories it read
+STORED_KEY = "lc_stored"  # set by the near-duplicate filter: whether the memory is stored already
 _DATE_VALUE = re.compile(DATE_PATTERN, re.IGNORECASE)
 QUARANTINE_KEY = "lc_quarantine"  # the writer's (``writer.QUARANTINE_KEY``), which imports this module
 
@@ -79,6 +80,7 @@ class _New:
     facts: list[Fact]
     embedding: Any = None
     near: list[str] | None = None  # nearest stored memories, when the near-duplicate filter asked already
+    stored: bool | None = None  # stored already, when the near-duplicate filter asked
 
 
 STATES_KEY = "lc_states"
@@ -135,21 +137,21 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 continue
             by_id[memory.node_id] = node
             memories.append((memory.model_copy(update={"embedding": None}), node.embedding))
-        near = {node_id: node.metadata[NEAR_KEY] for node_id, node in by_id.items()
-                if isinstance(node.metadata.get(NEAR_KEY), list)}
-        for decision in self.detect(memories, self._report, checked=True, near=near):
+        read = {node_id: (node.metadata.get(NEAR_KEY), node.metadata.get(STORED_KEY))
+                for node_id, node in by_id.items()}
+        for decision in self.detect(memories, self._report, checked=True, read=read):
             holder = by_id.get(decision.new_id) or by_id.get(decision.old_id)
             if holder is not None:
                 holder.metadata.setdefault(UPDATES_KEY, []).append(decision.to_json())
         return list(nodes)
 
     def detect(self, memories: Sequence[tuple[MemoryNode, Any]], report: IngestReport | None = None,
-               checked: bool = False, near: dict[str, list[str]] | None = None) -> list[UpdateDecision]:
+               checked: bool = False, read: dict[str, tuple[Any, Any]] | None = None) -> list[UpdateDecision]:
         """The updates among ``(memory, embedding or None)`` and the current memories of their graphs
-        (``checked``: the memories are known to state something; ``near``: their nearest stored memories,
-        when read already)."""
+        (``checked``: the memories are known to state something; ``read``: per memory, its nearest stored
+        memories and whether it is stored, when the near-duplicate filter read them)."""
         report = report if report is not None else IngestReport()
-        near = near or {}
+        read = read or {}
         groups: dict[tuple[str, str | None], list[_New]] = {}
         for memory, embedding in memories:
             if memory.is_entity or memory.quarantined or memory.supersedes:
@@ -158,7 +160,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
             facts = extract_facts(statement.text, statement.speaker)
             if checked or facts or states_something(statement.text, statement.speaker):
                 groups.setdefault(home_key(memory.level, memory.citizen_id), []).append(
-                    _New(memory, statement, facts, embedding, near.get(memory.node_id)))
+                    _New(memory, statement, facts, embedding, *read.get(memory.node_id, (None, None))))
         out: list[UpdateDecision] = []
         for (level, citizen), group in groups.items():
             out += self._detect(level, citizen, group, report)
@@ -175,7 +177,16 @@ class KnowledgeUpdateDetector(ReportingTransform):
         recent: dict[str, list[Statement]] = run.__dict__.setdefault("update_keys", {}) if run is not None else {}
         bulk = run is not None and run.empty_at_start
         # the graph's own current memories like them, through its indexes (and which of them are stored)
-        found, stored_ids = ([], set()) if bulk else self._stored_candidates(store, group)
+        found: list[list[MemoryNode]] = []
+        if bulk:
+            stored_ids = {g.memory.node_id for g in group if g.stored}
+        elif all(g.stored is not None for g in group):
+            stored_ids = {g.memory.node_id for g in group if g.stored}
+            unstored = [g for g in group if not g.stored]
+            candidates = iter(self._stored_candidates(store, unstored)[0] if unstored else [])
+            found = [[] if g.stored else next(candidates) for g in group]
+        else:
+            found, stored_ids = self._stored_candidates(store, group)
         fresh = [g for g in group if g.memory.node_id not in stored_ids]  # the rest: judged at their first write
         if not fresh:
             return []
