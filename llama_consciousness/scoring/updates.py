@@ -147,6 +147,17 @@ _FUNCTIONAL = (r"boss|manager|doctor|dentist|therapist|landlord|address|email|e-
                r"price|rate|score|weight|height|goal|target|status|owner|assignee|host|venue|location|"
                r"hometown|neighbou?rhood|city|country|employer|company|job|position|pet|dog|cat")
 
+# What people work as: "I'm a staff engineer" is a role ("I'm a big fan" is not).
+_OCCUPATIONS = (r"engineer|developer|programmer|designer|manager|analyst|consultant|teacher|nurse|doctor|lawyer|"
+                r"student|scientist|researcher|writer|architect|accountant|lead|director|officer|specialist|"
+                r"intern|assistant|coordinator|administrator|technician|founder|freelancer|chef|editor|"
+                r"marketer|recruiter|librarian|pharmacist|therapist|pilot|mechanic|electrician|plumber|"
+                r"carpenter|photographer|journalist|professor|lecturer|tutor|coach|trainer|cashier|clerk|"
+                r"receptionist|secretary|supervisor|executive|ceo|cto|cfo|president|associate|paralegal|barista|"
+                r"waiter|waitress|bartender|baker|farmer|firefighter|strategist|owner|representative|advisor|"
+                r"adviser|operator|producer|planner|agent|investor|economist|statistician|surgeon|dentist|"
+                r"veterinarian|physiotherapist|psychologist|counselor|counsellor|social worker")
+
 # (slot, pattern, tense): "present" facts say what holds; "change" facts say what holds from now on;
 # "past" facts say what held once (not a current value, never an update).
 _PATTERNS: list[tuple[str, re.Pattern[str], str]] = [
@@ -177,6 +188,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str], str]] = [
                         re.IGNORECASE), "change"),
     ("role", re.compile(r"(?P<subj>\b(?:my|our|his|her|their|\w+'s))\s+(?:job title|title|role|position)\s+is\s+"
                         + _ADV + r"(?:an?\s+)?(?P<v>[^.;!?\n]+)", re.IGNORECASE), "present"),
+    ("role", re.compile(_AT + r"(?:am|are|is)\s+(?:not\s+)?" + _ADV + r"(?:an?\s+)(?P<v>(?:[\w-]+\s+){0,2}?(?:"
+                        + _OCCUPATIONS + r"))\b", re.IGNORECASE), "present"),
     ("relationship", re.compile(_AT + r"(?:am|is|are|'m|'re|'s|got|have been|has been)\s+(?:not\s+)?" + _ADV +
                                 r"(?P<v>married|engaged|single|divorced|separated|widowed|dating someone|"
                                 r"in a relationship)\b", re.IGNORECASE), "present"),
@@ -223,7 +236,8 @@ _TRIGGERS: dict[str, frozenset[str]] = {name: frozenset(words.split()) for name,
                  "relocated relocating home house flat apartment place",
     "employer": "work works working worked employed join joined joining start started starting job hired switch "
                 "switched move moved quit left resigned resign fired laid",
-    "role": "work works working promoted became become title role position",
+    "role": "work works working promoted became become title role position " + " ".join(
+        w for w in _OCCUPATIONS.split("|") if " " not in w),
     "relationship": "married engaged single divorced separated widowed dating relationship broke split",
     "favourite": "favourite favorite fave",
     "status": "resolved fixed blocked done finished completed complete closed open reopened cancelled canceled "

@@ -237,3 +237,43 @@ def test_verdict_parsing() -> None:
         parse_verdict("no")
     with pytest.raises(ValueError):
         LLMUpdateJudge(ScriptedLLM(script=[], prompts=[]), timeout_s=0)
+
+
+def test_a_bulk_load_finds_updates_across_its_chunks(memory, citizen) -> None:
+    """Into an empty graph, one call in chunks of two: candidates come from the run's earlier statements."""
+    records = [said(citizen, "t1", "I work at Google.", 1), said(citizen, "f1", "We watched a film.", 2),
+               said(citizen, "f2", "The weather was nice.", 3), said(citizen, "f3", "I cooked pasta.", 4),
+               said(citizen, "t2", "I just joined Stripe.", 5), said(citizen, "f4", "We went hiking.", 6)]
+    report = memory.ingest(records, chunk_size=2, batch_size=2, worker="off")
+    assert report.updates == 1
+    assert memory.get_node("t1", "N1", citizen).superseded_by == "t2"
+    # the same call again: every memory is stored, nothing is judged again
+    again = memory.ingest(records, chunk_size=2, batch_size=2, worker="off")
+    assert (again.updates, again.superseded, again.unchanged) == (0, 0, 6)
+
+
+def test_the_screen_marks_only_memories_that_state_something() -> None:
+    from llama_consciousness.ingestion.updates import STATES_KEY, UpdateScreen
+    from llama_consciousness.nodes import memory_to_text_node
+
+    nodes = [memory_to_text_node(said("ada", i, text, 1)) for i, text in (
+        ("a", "We moved to Berlin last week."), ("b", "Haha, that's so funny!"), ("c", "Ticket #4 is blocked."))]
+    marks = {n.node_id: n.metadata[STATES_KEY] for n in UpdateScreen()(nodes)}
+    assert marks == {"a": True, "b": False, "c": True}
+
+
+def test_updates_are_found_on_a_level_whose_vectors_live_in_postgres(memory) -> None:
+    """N3 of the suite's memory keeps its vectors in pgvector: the keyword index still finds the earlier
+    statement, and the expired one leaves the vector index."""
+    tag = f"p{time.time_ns()}"
+
+    def fact(node_id: str, text: str, month: int) -> MemoryNode:
+        return MemoryNode(node_id=f"{tag}{node_id}", level="N3", name=f"{tag} status", description=text,
+                          energy=0.5, confidence=0.8, valid_at=at(month), created_at=at(month))
+
+    memory.ingest([fact("a", f"Ticket #{tag[-6:]} is blocked on the vendor.", 1)])
+    report = memory.ingest([fact("b", f"Ticket #{tag[-6:]} is resolved.", 2)])
+    assert report.updates == 1
+    assert memory.get_node(f"{tag}a", "N3").superseded_by == f"{tag}b"
+    found = {h.node_id for h in memory.vector_search(f"Ticket #{tag[-6:]} is blocked", "N3", k=10)}
+    assert f"{tag}a" not in found
