@@ -42,12 +42,13 @@ from datetime import datetime
 from typing import Any, Literal
 
 __all__ = [
-    "CONFIRM_AT", "DATE_PATTERN", "Fact", "clauses_of", "UpdateJudgement", "Statement", "extract_facts", "judge_frames", "judge_update",
+    "CONFIRM_AT", "DATE_PATTERN", "Fact", "about_words", "clauses_of", "UpdateJudgement", "Statement", "extract_facts", "judge_frames", "judge_update",
     "order_pair", "speaker_of", "statement_of", "states_something",
 ]
 
 Verdict = Literal["update", "possible", "none"]
 
+CONTENT_WORDS = True
 CONFIRM_AT = 0.7
 """Confidence from which a judged update expires the older memory; below it (and above 0) it is only linked."""
 
@@ -648,6 +649,15 @@ class _Clause:
         return None if name in _COMMON_START else name
 
     @cached_property
+    def content(self) -> frozenset[str]:
+        """The sentence's own words, stemmed: not its values, stop words or words of change."""
+        from llama_consciousness.storage.keyword_index import analyze
+
+        words = " ".join(w for w in self._tokens if w not in _CUE_WORDS and w not in _TIME_WORDS and len(w) >= 4)
+        named = {w for v in self.values | self.initial for w in analyze(v)}
+        return frozenset(analyze(words)) - named
+
+    @cached_property
     def first_person(self) -> bool:
         return bool(_MINE_OR_ME.search(self.sentence))
 
@@ -688,6 +698,8 @@ def _values(sentence: str, speaker: str | None) -> tuple[frozenset[str], frozens
         if _VOCATIVE.match(sentence[m.end():]) and (not sentence[:m.start()].strip() or _GREETING.search(
                 sentence[:m.start()])):
             continue  # the person spoken to ("Thanks, Jon!")
+        while words and words[-1] in ("I", "I'm", "I've", "I'd", "I'll"):
+            words.pop()  # "on Sunday I went": the name ends before the speaker
         name = " ".join(words).strip(".'").lower()
         if name and name != (speaker or "") and not name.startswith("i'"):
             out.add(name)
@@ -770,6 +782,10 @@ _NAMED_SUBJECT = re.compile(r"^\W*([A-Z][a-z]+)(?:\s+[A-Z][a-z]+)?\s+(?:is|was|h
                             r"just|now|will|started|joined|left|and)\b")
 _OTHERS = re.compile(r"\b(?!(?:my|our|your)\b)[A-Z][a-z]+'s\b|\b(?:his|her|their)\b")
 
+_TIME_WORDS = frozenset("""
+last next week weeks weekend month months year years today yesterday tomorrow morning evening night days
+ago soon later lately time times monday tuesday wednesday thursday friday saturday sunday
+""".split())
 _IMPLYING = frozenset("live lives living moved moving relocated relocating settled based work works working started "
                       "start starting employed hired joined new quit resigned been am are drive drives driving".split())
 _FAVOURITE_WORDS = frozenset({"favourite", "favorite", "fave"})
@@ -805,6 +821,8 @@ def judge_frames(older: Statement, newer: Statement) -> UpdateJudgement:
         for old in old_clauses:
             shared = clause.anchors & old.anchors
             kept = old.values & values
+            if CONTENT_WORDS and not shared and clause.first_person and old.first_person:
+                shared = frozenset("~" + w for w in clause.content & old.content)
             if not shared and not (kept and clause.first_person):
                 continue  # neither the same thing nor the same value (of mine)
             ids = {a for a in clause.anchors | old.anchors if a.startswith("id#")}
@@ -845,6 +863,26 @@ _PRESENT_PAST = re.compile(r"\b(?:was|were|had|first|previous|former|last)\b", r
 def _kinds(values: Iterable[str]) -> set[str]:
     """What sort of values these are: dates, states or names (a date is no answer to "who")."""
     return {"state" if v.startswith("state:") else "date" if _DATE_RE.fullmatch(v) else "name" for v in values}
+
+
+# Words that name what a fact is about, for a question that asks about it in other words ("Which car does Wim
+# have now?" of "I drive a Kia Niro"): the keyword index adds them to the memory's own words.
+_SLOT_WORDS = {"residence": "home live", "employer": "job work company employer", "role": "job title role",
+               "relationship": "relationship", "age": "age old", "status": "status", "schedule": "date"}
+
+
+def about_words(text: str, speaker: str | None = None) -> str:
+    """What ``text`` states something about, as words (``""`` for most memories): the attribute of each fact
+    (``home`` for "we moved to Lyon"), and each thing the frame rule reads ("car" for "I drive a Kona")."""
+    if len(text) > MAX_SENTENCE_CHARS * 4:
+        return ""
+    words: list[str] = []
+    for fact in _facts(text, speaker):
+        kind, _, attr = fact.slot.partition(":")
+        words.append(_SLOT_WORDS.get(kind, kind) + (f" {attr}" if attr else ""))
+    for clause in _clauses(text, speaker, False):
+        words.extend(a.removeprefix("favourite ") for a in clause.anchors if not a.startswith("id#"))
+    return " ".join(dict.fromkeys(" ".join(words).split()))
 
 
 def clauses_of(statement: Statement) -> tuple[_Clause, ...]:

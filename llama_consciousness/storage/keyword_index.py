@@ -38,6 +38,8 @@ from typing import Any
 
 import tantivy
 
+from llama_consciousness.scoring.updates import about_words, speaker_of
+
 logger = logging.getLogger(__name__)
 
 K1 = 1.2
@@ -63,7 +65,7 @@ ll re ve
 """.split()) | frozenset("abcdefghijklmnopqrstuvwxyz")
 
 _ID, _NID, _BODY = "id", "nid", "body"
-LAYOUT = 2
+LAYOUT = 3
 """The index's own layout (fields); an index of another layout is rebuilt."""
 
 
@@ -91,10 +93,19 @@ def query_terms(text: str, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
 
 
 def memory_terms(name: str | None, description: str | None) -> list[str]:
-    """The terms of a memory: its name, then its description; a name the description already contains
-    (a title repeated in the text) is not counted twice."""
+    """The terms of a memory: its name, then its description (a name the description already contains, a title
+    repeated in the text, is not counted twice), then, once each, the words of what it states something about
+    that it does not say itself (``scoring.updates.about_words``: "home" for "we moved to Lyon"), so that a
+    question about a thing finds the statement that names it in other words."""
     name, description = name or "", description or ""
-    return analyze(description if name in description else f"{name}\n{description}")
+    text = description if name in description else f"{name}\n{description}"
+    terms = analyze(text)
+    speaker, body = speaker_of(text)
+    about = about_words(body, speaker)
+    if about:  # only words the memory does not say itself: they name its subject, they do not repeat it
+        have = set(terms)
+        terms += [t for t in dict.fromkeys(analyze(about)) if t not in have]
+    return terms
 
 
 def _schema() -> Any:

@@ -227,3 +227,12 @@ def test_an_index_whose_graph_ids_moved_is_rebuilt(memory, citizen) -> None:
     index = memory.keyword_indexes.get(memory.plans("N1", citizen).graph)
     index.apply(index.epoch, [(f"s{i}", 10_000_000 + i, "", f"seal colony {i}", 1) for i in range(3)], index.seen)
     assert len(keyword_ids(memory, citizen, "seal colony")) == 3
+
+
+def test_a_statement_is_also_found_by_the_thing_it_is_about() -> None:
+    """"Which car does Wim have now?" finds "I drive a Kia Niro": the words of what a memory states something
+    about are added once, and only when the memory does not say them itself."""
+    assert ki.memory_terms("x", "Wim: I misspoke earlier, I drive a Kia Niro.")[-1] == "car"
+    assert {"home", "live"} <= set(ki.memory_terms("x", "We packed up everything and moved to Gothenburg."))
+    assert ki.memory_terms("My car", "My car is a Kia Niro.").count("car") == 1
+    assert ki.memory_terms("Haha", "Haha, that is so funny!") == ["haha", "funni"]
