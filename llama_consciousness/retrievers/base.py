@@ -28,6 +28,7 @@ from llama_consciousness.nodes import record_text_node
 from llama_consciousness.postprocessors.pipeline import complete_stream
 from llama_consciousness.schema import ConsciousnessStream
 from llama_consciousness.errors import StorageError
+from llama_consciousness.scoring.fusion import later_first
 from llama_consciousness.storage import graph_names
 from llama_consciousness.storage.reader import MemoryReader
 
@@ -98,6 +99,21 @@ def remember(cache: dict[str, tuple[int, float, Any]], graph: str, value: Any, v
     write meanwhile then leaves it stale (the version after the read could claim a write the read missed)."""
     cache[graph] = (version, time.monotonic(), value)
     return value
+
+
+def later_statements_first(ranked: list[tuple[str, float]], found: dict[str, dict[str, Any]]
+                           ) -> list[tuple[str, float]]:
+    """``ranked`` (keys of ``found``, ``<level>:<node_id>``) with each memory that a later one may replace
+    (``possibly_superseded_by``, still current) marked ``possibly_outdated_by`` and moved below that later
+    one when both were found (``scoring.fusion.later_first``)."""
+    successors: dict[str, str] = {}
+    for key, _ in ranked:
+        entry = found[key]
+        later = entry["node"].possibly_superseded_by
+        if later and entry["node"].expired_at is None:
+            entry["details"].update(possibly_outdated_by=later, possibly_outdated=True)
+            successors[key] = f"{entry['level']}:{later}"
+    return later_first(ranked, successors.get) if successors else ranked
 
 
 def result_node(entry: dict[str, Any], score: float, temporal_mode: str,

@@ -26,6 +26,7 @@ from llama_consciousness.retrievers.base import (
     channel_error,
     existing_graphs,
     graph_problem,
+    later_statements_first,
     remaining_ms,
     remember,
     result_node,
@@ -35,7 +36,7 @@ from llama_consciousness.schema import ConsciousnessLevelResults, ConsciousnessS
 from llama_consciousness.schema._time import utcnow
 from llama_consciousness.schema.memory import retrieved_node
 from llama_consciousness.schema.stream import LEVEL_KEYS
-from llama_consciousness.scoring.fusion import later_first, path_relevance, weighted_rrf, weighted_score_fusion
+from llama_consciousness.scoring.fusion import path_relevance, weighted_rrf, weighted_score_fusion
 from llama_consciousness.scoring.names import EntityIndex
 from llama_consciousness.storage import channels as ch
 from llama_consciousness.storage import run_interleaved
@@ -346,14 +347,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         found, ranked = fused or self._rank(outcomes)
         if self.config.fusion != "concatenate":  # the spec's six ways keep every channel's results
             ranked = per_level_cap(ranked, found, intention.max_results_per_level)
-        successors: dict[str, str] = {}
-        for key, _ in ranked:  # a later statement may replace it: said, and never ranked above that one
-            entry = found[key]
-            later = entry["node"].possibly_superseded_by
-            if later and entry["node"].expired_at is None:
-                entry["details"].update(possibly_outdated_by=later, possibly_outdated=True)
-                successors[key] = f"{entry['level']}:{later}"
-        ranked = later_first(ranked, successors.get) if successors else ranked
+        ranked = later_statements_first(ranked, found)  # a later statement may replace it: never ranked above
         if self.config.final_top_k is not None:
             ranked = ranked[: self.config.final_top_k]
         nodes = [result_node(found[key], score, intention.temporal_mode) for key, score in ranked]

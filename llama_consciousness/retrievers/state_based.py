@@ -31,6 +31,7 @@ from llama_consciousness.retrievers.base import (
     channel_error,
     existing_graphs,
     graph_problem,
+    later_statements_first,
     remaining_ms,
     remember,
     result_node,
@@ -326,7 +327,8 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
                 vector_results=matched, graph_results=linked,
                 relationships=dedupe_relationships(out.relationships), error="; ".join(out.errors) or None)
         # a state looks at what is believed now (postprocessors read the mode from the nodes)
-        nodes = [result_node(entry, entry["score"], "current", _HIDDEN) for entry in found.values()]
+        ranked = later_statements_first([(key, entry["score"]) for key, entry in found.items()], found)
+        nodes = [result_node(found[key], score, "current", _HIDDEN) for key, score in ranked]
         if self.config.final_top_k is not None:
             nodes = nodes[: self.config.final_top_k]
         latency_ms = int((time.perf_counter() - started) * 1000)

@@ -119,3 +119,23 @@ def test_later_first_moves_a_possibly_outdated_memory_below_its_successor() -> N
     assert [k for k, _ in later_first(ranked, chain)] == ["N1:x", "N1:c", "N1:b", "N1:a"]
     # a successor that is not in the list, or already above: unchanged
     assert later_first(ranked, {"N1:a": "N1:zz", "N1:c": "N1:b"}.get) == ranked
+
+
+def test_both_retrievers_mark_and_demote_a_possibly_outdated_memory() -> None:
+    """The six-way and the state-based retriever share ``later_statements_first``."""
+    from llama_consciousness.retrievers.base import later_statements_first
+    from llama_consciousness.schema import MemoryNode
+
+    def entry(node_id: str, later: str | None = None, expired: bool = False) -> dict:
+        node = MemoryNode(node_id=node_id, level="N1", citizen_id="ada", name=node_id, energy=0.5, confidence=0.5,
+                          created_at=MARCH, possibly_superseded_by=later,
+                          expired_at=SEPTEMBER if expired else None)
+        return {"node": node, "level": "N1", "details": {}}
+
+    found = {"N1:old": entry("old", "new"), "N1:x": entry("x"), "N1:new": entry("new"),
+             "N1:gone": entry("gone", "x", expired=True)}
+    ranked = [("N1:old", 0.9), ("N1:x", 0.7), ("N1:new", 0.4), ("N1:gone", 0.3)]
+    assert later_statements_first(ranked, found) == [("N1:x", 0.7), ("N1:new", 0.4), ("N1:old", 0.4),
+                                                     ("N1:gone", 0.3)]
+    assert found["N1:old"]["details"] == {"possibly_outdated_by": "new", "possibly_outdated": True}
+    assert found["N1:gone"]["details"] == {}  # expired since: the confirmed supersession speaks for it
