@@ -650,12 +650,10 @@ class _Clause:
 
     @cached_property
     def content(self) -> frozenset[str]:
-        """The sentence's own words, stemmed: not its values, stop words or words of change."""
-        from llama_consciousness.storage.keyword_index import analyze
-
-        words = " ".join(w for w in self._tokens if w not in _CUE_WORDS and w not in _TIME_WORDS and len(w) >= 4)
-        named = {w for v in self.values | self.initial for w in analyze(v)}
-        return frozenset(analyze(words)) - named
+        """The sentence's own words, roughly stemmed: not its values, short words or words of change or time."""
+        named = {_stem(w) for v in self.values | self.initial for w in _TOKEN.findall(v)}
+        return frozenset(_stem(w) for w in self._tokens
+                         if len(w) >= 4 and w not in _CUE_WORDS and w not in _TIME_WORDS) - named
 
     @cached_property
     def first_person(self) -> bool:
@@ -676,6 +674,15 @@ class _Clause:
         """The clause states what holds now for the speaker (a name the other side has as a value may
         start it: "Hopper isn't my favourite painter any more")."""
         return self.own and not (self.named and self.named not in known)
+
+
+_SUFFIX = re.compile(r"(?:ing|ed|es|s)$")
+
+
+def _stem(word: str) -> str:
+    """A word without its commonest English endings ("moved", "moving", "moves" -> "mov"): enough to pair
+    two statements by their own words."""
+    return _SUFFIX.sub("", word) if len(word) > 4 else word
 
 
 def _values(sentence: str, speaker: str | None) -> tuple[frozenset[str], frozenset[str]]:
