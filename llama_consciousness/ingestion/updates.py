@@ -88,10 +88,11 @@ STATES_KEY = "lc_states"
 
 def _screened(node: BaseNode) -> bool:
     """Whether a memory states something the update judge compares (``scoring.updates.states_something``);
-    entities, versions placed by ids and quarantined memories never do."""
+    entities, versions placed by ids, quarantined memories and texts flagged as possible prompt injections
+    never do (a flagged text must not retire what the citizen believes)."""
     meta = node.metadata
     if meta.get(QUARANTINE_KEY) or meta.get("is_entity") or meta.get("node_type") in ENTITY_TYPES \
-            or meta.get("supersedes"):
+            or meta.get("supersedes") or meta.get("injection_suspected") or meta.get("quarantined"):
         return False
     text = node.get_content(metadata_mode="none") or str(meta.get("name") or "")
     speaker, body = speaker_of(text, meta.get("extra") if isinstance(meta.get("extra"), dict) else None)
@@ -154,7 +155,8 @@ class KnowledgeUpdateDetector(ReportingTransform):
         read = read or {}
         groups: dict[tuple[str, str | None], list[_New]] = {}
         for memory, embedding in memories:
-            if memory.is_entity or memory.quarantined or memory.supersedes:
+            if memory.is_entity or memory.quarantined or memory.injection_suspected or memory.supersedes:
+                # a text flagged as a possible injection must not retire what the citizen believes
                 continue
             statement = statement_of(memory)
             facts = extract_facts(statement.text, statement.speaker)
@@ -252,7 +254,8 @@ class KnowledgeUpdateDetector(ReportingTransform):
         ids = sorted({node_id for found in wanted for node_id in found} | mine)
         read = store.get_nodes(ids)
         stored = {n.node_id for n in read} & mine
-        nodes = {n.node_id: n for n in read if n.expired_at is None and not n.quarantined and not n.is_entity}
+        nodes = {n.node_id: n for n in read if n.expired_at is None and not n.quarantined and not n.is_entity
+                 and not n.injection_suspected}
         return [[nodes[node_id] for node_id in dict.fromkeys(found) if node_id in nodes] for found in wanted], stored
 
     def _decide(self, judgements: list[UpdateJudgement], statements: dict[str, Statement], report: IngestReport
