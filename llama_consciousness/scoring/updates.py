@@ -590,7 +590,9 @@ physio physiotherapist trainer tutor advisor adviser hairdresser barber vet mech
 flatmate housemate partner husband wife boyfriend girlfriend fiance fiancee spouse
 car phone laptop bike tablet smartwatch console camera headphones computer
 home address flat apartment house hometown neighbourhood neighborhood
-employer job company title role position salary rent budget price
+employer job company title role position salary rent budget price team department office workplace
+school university college major degree city town country address email username bank insurance provider
+subscription gym club
 deadline appointment meeting flight wedding interview exam review session class lesson service planning
 checkup check-up surgery standup sync retro demo launch release reservation booking deadline due
 """.split())
@@ -607,12 +609,14 @@ _CHANGE = re.compile(
     r"instead|gone off|no longer|any ?more|no more|since|these days|from now on|going forward|rescheduled|"
     r"postponed|pushed|brought forward|is off|are off|cancell?ed|called off|upgraded|traded|handed over|"
     r"left|quit|ended|over now|finally|just|recently|joined|promoted|got married|got engaged|broke up|"
-    r"divorced|turned)\b", re.IGNORECASE)
+    r"divorced|turned|transferred|retired|graduated|ended up|went back|decided|changed my mind|"
+    r"got a new|bought|hired|fired|laid off|settled)\b", re.IGNORECASE)
 _CORRECTION = re.compile(
     r"\b(?:turns out|turned out|actually|in fact|mistake|mistaken|my bad|mixed up|mix up|mixed them up|"
     r"misspoke|misremembered|misread|typo|wrong|correction|correct that|scratch that|someone else|by mistake|"
     r"i meant|meant to say|should have said|confused|never (?:was|were|lived|worked)|not .{1,40}, |"
-    r"not .{1,40} but|rather|sorry)\b", re.IGNORECASE)
+    r"not .{1,40} but|rather|sorry|stand corrected|got (?:that|it) wrong|not true|to correct|"
+    r"let me correct|misheard)\b", re.IGNORECASE)
 _FRAME_DENY = re.compile(
     r"\b(?:no longer|not .{0,40}any ?more|any ?more|no more|is off|are off|not happening|cancell?ed|called off|"
     r"died|sold|got rid of|gave up|stopped|gone off|in a drawer|is gone|are gone|isn't|is not|was never|"
@@ -801,6 +805,7 @@ _CUE_WORDS = frozenset("""
 now nowadays moved moving relocated switched swapped changed became become started starting new took taken taking
 went replaced replacing died sold rid gave stopped instead gone longer anymore any more since days forward
 rescheduled postponed pushed brought off cancelled canceled called upgraded traded handed left quit ended over
+transferred retired graduated decided mind bought hired fired laid settled stand true misheard
 turns turned actually mistake mistaken bad mixed mix misspoke misremembered misread typo wrong correction correct
 scratch someone meant should confused not rather sorry never drawer happening isn't
 """.split())
