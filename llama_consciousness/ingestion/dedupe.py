@@ -22,7 +22,7 @@ from pydantic import Field, SkipValidation
 from llama_consciousness.blas import one_blas_thread
 from llama_consciousness.ingestion.plan import PlannedVersion
 from llama_consciousness.ingestion.steps import embed_memories
-from llama_consciousness.ingestion.updates import NEAR_KEY, STORED_KEY
+from llama_consciousness.ingestion.updates import STORED_KEY
 from llama_consciousness.nodes import is_relationship, text_node_to_memory
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.ingestion.writer import DUPLICATE_KEY
@@ -43,11 +43,6 @@ def _home(node: BaseNode) -> tuple[tuple[str, str | None], PlannedVersion]:
         node_id, level, citizen = memory.node_id, memory.level, memory.citizen_id
         supersedes, extra = memory.supersedes, memory.extra
     return home_key(level, citizen), PlannedVersion(node_id, supersedes, extra, None)
-
-
-NEAREST = 8
-"""Nearest stored memories asked for each new one: the best decides a near-duplicate; all of them are the
-knowledge-update detector's vector candidates (``NEAR_KEY``)."""
 
 
 class _Judged:
@@ -134,11 +129,8 @@ class NearDuplicateFilter(ReportingTransform):
         else:
             stored_ids = store.existing_ids([n.node_id for n in group])
             new = [n for n in group if n.node_id not in stored_ids]
-            stored = store.nearest([(n.node_id, n.embedding) for n in new], k=NEAREST) \
-                if store.plans.store_vectors and new else {}
-            for n in new:  # the update detector's vector candidates, without asking again
-                n.metadata[NEAR_KEY] = [other_id for other_id, _, _ in stored.get(n.node_id, [])]
-        for n in group:  # and which memories are stored already (judged at their first write)
+            stored = store.nearest([(n.node_id, n.embedding) for n in new], k=3) if store.plans.store_vectors and new else {}
+        for n in group:  # for the knowledge-update detector: a stored memory was judged at its first write
             n.metadata[STORED_KEY] = n.node_id in stored_ids
         vectors = np.asarray([n.embedding for n in group], dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from llama_index.core.schema import BaseNode, TransformComponent
+from llama_index.core.schema import BaseNode
 from pydantic import Field, SkipValidation
 
 from llama_consciousness.entities import ENTITY_TYPES
@@ -43,7 +43,6 @@ from llama_consciousness.storage.reader import MemoryReader
 log = logging.getLogger(__name__)
 
 UPDATES_KEY = "lc_updates"
-NEAR_KEY = "lc_near"  # set by the near-duplicate filter: the nearest stored memories it read
 STORED_KEY = "lc_stored"  # set by the near-duplicate filter: whether the memory is stored already
 _DATE_VALUE = re.compile(DATE_PATTERN, re.IGNORECASE)
 QUARANTINE_KEY = "lc_quarantine"  # the writer's (``writer.QUARANTINE_KEY``), which imports this module
@@ -79,11 +78,7 @@ class _New:
     statement: Statement
     facts: list[Fact]
     embedding: Any = None
-    near: list[str] | None = None  # nearest stored memories, when the near-duplicate filter asked already
     stored: bool | None = None  # stored already, when the near-duplicate filter asked
-
-
-STATES_KEY = "lc_states"
 
 
 def _screened(node: BaseNode) -> bool:
@@ -97,18 +92,6 @@ def _screened(node: BaseNode) -> bool:
     text = node.get_content(metadata_mode="none") or str(meta.get("name") or "")
     speaker, body = speaker_of(text, meta.get("extra") if isinstance(meta.get("extra"), dict) else None)
     return states_something(body, speaker)
-
-
-class UpdateScreen(TransformComponent):
-    """Mark the memories that state something the update judge compares (``metadata["lc_states"]``): a pure
-    step, so that in a large ingestion it runs in the worker process beside the writes; the
-    :class:`KnowledgeUpdateDetector` then reads only the marked ones."""
-
-    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
-        for node in nodes:
-            if not is_relationship(node):
-                node.metadata[STATES_KEY] = _screened(node)
-        return list(nodes)
 
 
 class KnowledgeUpdateDetector(ReportingTransform):
@@ -129,8 +112,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
         for node in nodes:
             if is_relationship(node):
                 continue
-            screened = node.metadata.get(STATES_KEY)  # set by UpdateScreen, else read here
-            if not (_screened(node) if screened is None else screened) or node.metadata.get(QUARANTINE_KEY):
+            if not _screened(node):
                 continue  # most memories state nothing the judge compares: no model, no query
             try:
                 memory = text_node_to_memory(node)
@@ -138,21 +120,20 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 continue
             by_id[memory.node_id] = node
             memories.append((memory.model_copy(update={"embedding": None}), node.embedding))
-        read = {node_id: (node.metadata.get(NEAR_KEY), node.metadata.get(STORED_KEY))
-                for node_id, node in by_id.items()}
-        for decision in self.detect(memories, self._report, checked=True, read=read):
+        stored = {node_id: node.metadata.get(STORED_KEY) for node_id, node in by_id.items()}
+        for decision in self.detect(memories, self._report, checked=True, stored=stored):
             holder = by_id.get(decision.new_id) or by_id.get(decision.old_id)
             if holder is not None:
                 holder.metadata.setdefault(UPDATES_KEY, []).append(decision.to_json())
         return list(nodes)
 
     def detect(self, memories: Sequence[tuple[MemoryNode, Any]], report: IngestReport | None = None,
-               checked: bool = False, read: dict[str, tuple[Any, Any]] | None = None) -> list[UpdateDecision]:
+               checked: bool = False, stored: dict[str, bool | None] | None = None) -> list[UpdateDecision]:
         """The updates among ``(memory, embedding or None)`` and the current memories of their graphs
-        (``checked``: the memories are known to state something; ``read``: per memory, its nearest stored
-        memories and whether it is stored, when the near-duplicate filter read them)."""
+        (``checked``: the memories are known to state something; ``stored``: whether each is stored already,
+        when the near-duplicate filter read it)."""
         report = report if report is not None else IngestReport()
-        read = read or {}
+        stored = stored or {}
         groups: dict[tuple[str, str | None], list[_New]] = {}
         for memory, embedding in memories:
             if memory.is_entity or memory.quarantined or memory.injection_suspected or memory.supersedes:
@@ -162,7 +143,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
             facts = extract_facts(statement.text, statement.speaker)
             if checked or facts or states_something(statement.text, statement.speaker):
                 groups.setdefault(home_key(memory.level, memory.citizen_id), []).append(
-                    _New(memory, statement, facts, embedding, *read.get(memory.node_id, (None, None))))
+                    _New(memory, statement, facts, embedding, stored.get(memory.node_id)))
         out: list[UpdateDecision] = []
         for (level, citizen), group in groups.items():
             out += self._detect(level, citizen, group, report)
@@ -243,13 +224,11 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 text = " ".join(f.sentence for f in g.facts) or g.statement.text[:1000]
                 # twice as many: some are expired, quarantined or entities, and are left out below
                 wanted[i] += [node_id for node_id, _, _ in index.search(query_terms(text), 2 * self.candidates)]
-        with_vectors = [(i, g) for i, g in enumerate(fresh) if g.embedding is not None and g.near is None]
+        with_vectors = [(i, g) for i, g in enumerate(fresh) if g.embedding is not None]
         if with_vectors and store.plans.store_vectors:
             near = store.nearest([(g.memory.node_id, g.embedding) for _, g in with_vectors], k=self.candidates)
             for i, g in with_vectors:
                 wanted[i] += [node_id for node_id, _, _ in near.get(g.memory.node_id, [])]
-        for i, g in enumerate(fresh):  # found by the near-duplicate filter's query already
-            wanted[i] += list(g.near or ())[: self.candidates]
         mine = {g.memory.node_id for g in fresh}
         ids = sorted({node_id for found in wanted for node_id in found} | mine)
         read = store.get_nodes(ids)

@@ -252,14 +252,15 @@ def test_a_bulk_load_finds_updates_across_its_chunks(memory, citizen) -> None:
     assert (again.updates, again.superseded, again.unchanged) == (0, 0, 6)
 
 
-def test_the_screen_marks_only_memories_that_state_something() -> None:
-    from llama_consciousness.ingestion.updates import STATES_KEY, UpdateScreen
+def test_only_memories_that_state_something_are_compared() -> None:
+    from llama_consciousness.ingestion.updates import _screened
     from llama_consciousness.nodes import memory_to_text_node
 
-    nodes = [memory_to_text_node(said("ada", i, text, 1)) for i, text in (
-        ("a", "We moved to Berlin last week."), ("b", "Haha, that's so funny!"), ("c", "Ticket #4 is blocked."))]
-    marks = {n.node_id: n.metadata[STATES_KEY] for n in UpdateScreen()(nodes)}
-    assert marks == {"a": True, "b": False, "c": True}
+    nodes = [memory_to_text_node(said("ada", i, text, 1, **kw)) for i, text, kw in (
+        ("a", "We moved to Berlin last week.", {}), ("b", "Haha, that's so funny!", {}),
+        ("c", "Ticket #4 is blocked.", {}), ("d", "We moved to Rome.", {"injection_suspected": True}),
+        ("e", "We moved to Oslo.", {"supersedes": "a"}))]
+    assert {n.node_id: _screened(n) for n in nodes} == {"a": True, "b": False, "c": True, "d": False, "e": False}
 
 
 def test_updates_are_found_on_a_level_whose_vectors_live_in_postgres(memory) -> None:
