@@ -421,7 +421,7 @@ class ConsciousnessMemory:
         total = UpsertResult()
         for (lvl, cid), (level_nodes, level_rels) in by_graph.items():
             store = self.writable(lvl, cid)
-            updates = detector.detect([(n, n.embedding) for n in level_nodes]) if detector is not None else []
+            updates = detector.detect(level_nodes) if detector is not None else []
             changes, links, base_ids = writer._supersessions(store, level_nodes, updates=updates)
             result = store.upsert(level_nodes, [*level_rels, *links], changes, base_ids,
                                   derived={link.edge_id for link in links})

@@ -2,9 +2,10 @@
 
 For each new memory that states a single-valued fact (``scoring.updates``),
 the earlier memories of its level graph (for N1, of its citizen) about the
-same thing are found through the indexes the retrievers use, never by a
-scan: the keyword index (BM25 over the memory's own words) and the vector
-index, plus the memories of the same call.  Each pair is judged by the
+same thing are found through the keyword index the retrievers use, never by a scan (BM25
+over the memory's words and the words of what it is about, which the index
+adds to every memory: "we moved to Berlin" finds "I live in Lyon" by
+"home"), plus the memories of the same call.  Each pair is judged by the
 offline judge and, when one is given, confirmed or rejected by an LLM judge
 (``ingestion.llm_judge``).  A decision is put on the node
 (``metadata["lc_updates"]``) for the writer, which applies it exactly as an
@@ -36,7 +37,7 @@ from llama_consciousness.nodes import is_relationship, text_node_to_memory
 from llama_consciousness.schema import MemoryNode
 from llama_consciousness.scoring.updates import (
     CONFIRM_AT, DATE_PATTERN, Fact, Statement, UpdateJudgement, extract_facts, judge_update, order_pair, speaker_of,
-    clauses_of, statement_of, states_something,
+    about_words, clauses_of, statement_of, states_something,
 )
 from llama_consciousness.storage.reader import MemoryReader
 
@@ -77,7 +78,6 @@ class _New:
     memory: MemoryNode
     statement: Statement
     facts: list[Fact]
-    embedding: Any = None
     stored: bool | None = None  # stored already, when the near-duplicate filter asked
 
 
@@ -108,7 +108,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
         self._report = IngestReport()
         by_id: dict[str, BaseNode] = {}
-        memories: list[tuple[MemoryNode, Any]] = []
+        memories: list[MemoryNode] = []
         for node in nodes:
             if is_relationship(node):
                 continue
@@ -119,7 +119,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
             except Exception:  # noqa: BLE001 - the writer reports an invalid record; nothing to judge here
                 continue
             by_id[memory.node_id] = node
-            memories.append((memory.model_copy(update={"embedding": None}), node.embedding))
+            memories.append(memory)
         stored = {node_id: node.metadata.get(STORED_KEY) for node_id, node in by_id.items()}
         for decision in self.detect(memories, self._report, checked=True, stored=stored):
             holder = by_id.get(decision.new_id) or by_id.get(decision.old_id)
@@ -127,15 +127,15 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 holder.metadata.setdefault(UPDATES_KEY, []).append(decision.to_json())
         return list(nodes)
 
-    def detect(self, memories: Sequence[tuple[MemoryNode, Any]], report: IngestReport | None = None,
+    def detect(self, memories: Sequence[MemoryNode], report: IngestReport | None = None,
                checked: bool = False, stored: dict[str, bool | None] | None = None) -> list[UpdateDecision]:
-        """The updates among ``(memory, embedding or None)`` and the current memories of their graphs
+        """The updates among ``memories`` and the current memories of their graphs
         (``checked``: the memories are known to state something; ``stored``: whether each is stored already,
         when the near-duplicate filter read it)."""
         report = report if report is not None else IngestReport()
         stored = stored or {}
         groups: dict[tuple[str, str | None], list[_New]] = {}
-        for memory, embedding in memories:
+        for memory in memories:
             if memory.is_entity or memory.quarantined or memory.injection_suspected or memory.supersedes:
                 # a text flagged as a possible injection must not retire what the citizen believes
                 continue
@@ -143,7 +143,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
             facts = extract_facts(statement.text, statement.speaker)
             if checked or facts or states_something(statement.text, statement.speaker):
                 groups.setdefault(home_key(memory.level, memory.citizen_id), []).append(
-                    _New(memory, statement, facts, embedding, stored.get(memory.node_id)))
+                    _New(memory, statement, facts, stored.get(memory.node_id)))
         out: list[UpdateDecision] = []
         for (level, citizen), group in groups.items():
             out += self._detect(level, citizen, group, report)
@@ -209,9 +209,10 @@ class KnowledgeUpdateDetector(ReportingTransform):
         return decisions
 
     def _stored_candidates(self, store: Any, fresh: list[_New]) -> tuple[list[list[MemoryNode]], set[str]]:
-        """Per new memory, the current memories of the graph most like it by keyword (BM25 over its words)
-        and by vector, read in one query for the whole chunk, which also tells which of the new memories
-        are stored already."""
+        """Per new memory, the current memories of the graph most like it by keyword (BM25 over its words
+        and the words of what it is about), read in one query for the whole chunk, which also tells which of
+        the new memories are stored already.  (Vector neighbours were tried beside them: they found no pair
+        the keywords missed on the tune conversations, for one more query per call.)"""
         from llama_consciousness.storage import channels
         from llama_consciousness.storage.keyword_index import query_terms
 
@@ -221,14 +222,12 @@ class KnowledgeUpdateDetector(ReportingTransform):
             index = indexes.get(store.plans.graph)
             store.run(channels.catch_up(index))
             for i, g in enumerate(fresh):
-                text = " ".join(f.sentence for f in g.facts) or g.statement.text[:1000]
+                # its words and the words of what it is about ("home" for "we moved to Berlin"), which the
+                # index adds to every memory: "I live in Lyon" is found by "home"
+                text = (" ".join(f.sentence for f in g.facts) or g.statement.text[:1000]) + " " + about_words(
+                    g.statement.text, g.statement.speaker)
                 # twice as many: some are expired, quarantined or entities, and are left out below
                 wanted[i] += [node_id for node_id, _, _ in index.search(query_terms(text), 2 * self.candidates)]
-        with_vectors = [(i, g) for i, g in enumerate(fresh) if g.embedding is not None]
-        if with_vectors and store.plans.store_vectors:
-            near = store.nearest([(g.memory.node_id, g.embedding) for _, g in with_vectors], k=self.candidates)
-            for i, g in with_vectors:
-                wanted[i] += [node_id for node_id, _, _ in near.get(g.memory.node_id, [])]
         mine = {g.memory.node_id for g in fresh}
         ids = sorted({node_id for found in wanted for node_id in found} | mine)
         read = store.get_nodes(ids)
