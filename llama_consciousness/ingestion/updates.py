@@ -98,7 +98,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
     """Find the earlier memories that new memories update, and judge each pair (see the module doc)."""
 
     memory: SkipValidation[MemoryReader] = Field(exclude=True, description="the ConsciousnessMemory to compare against")
-    candidates: int = Field(default=8, ge=1, le=100, description="earlier memories per new memory, per index")
+    candidates: int = Field(default=8, ge=1, le=100, description="earlier memories per new memory, by keyword")
     llm_judge: Any = Field(default=None, exclude=True, description=(
         "an LLMUpdateJudge: confirms or rejects each pair the offline judge finds, and gives its type"))
     memo: Any = Field(default=None, exclude=True, description=(
