@@ -55,6 +55,8 @@ class _Judged:
         self.bases: list[str] = []
         self.of_base: dict[str, list[int]] = {}  # base identity -> its positions
         self.vectors = np.empty((0, 0), dtype=np.float32)
+        # for the knowledge-update detector: the run's latest statements by what they are about
+        self.update_keys: dict[str, list[Any]] = {}
 
     def add(self, ids: list[str], bases: list[str], vectors: np.ndarray) -> None:
         if not ids:

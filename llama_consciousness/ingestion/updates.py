@@ -25,7 +25,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
 from llama_index.core.schema import BaseNode
 from pydantic import Field, SkipValidation
@@ -157,7 +157,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 ) -> list[UpdateDecision]:
         store = self.memory.level(level, citizen)
         run = self.memo.judged((level, citizen), store) if self.memo is not None else None
-        recent: dict[str, list[Statement]] = run.__dict__.setdefault("update_keys", {}) if run is not None else {}
+        recent: dict[str, list[Statement]] = run.update_keys if run is not None else {}
         bulk = run is not None and run.empty_at_start
         # the graph's own current memories like them, through its indexes (and which of them are stored)
         found: list[list[MemoryNode]] = []
@@ -291,5 +291,3 @@ def update_keys(statement: Statement, facts: Sequence[Fact]) -> set[str]:
 def _when(s: Statement) -> tuple[Any, Any]:
     return (s.valid_at, s.created_at)
 
-
-UpdateMode = Literal["offline", "llm", "off"]

@@ -919,15 +919,3 @@ _CHANGE_VERB = re.compile(
     r"\b(?:moved|moving|relocated|switched|changed|became|started|quit|left|joined|got promoted|promoted|"
     r"rescheduled|postponed|pushed|got married|got engaged|broke up|divorced|turned|no longer|anymore)\b",
     re.IGNORECASE)
-
-
-def judge_many(pairs: Iterable[tuple[Statement, Statement]]) -> list[UpdateJudgement]:
-    """``judge_update`` over (earlier, later) pairs, reading each statement's facts once."""
-    cache: dict[str, list[Fact]] = {}
-
-    def facts(s: Statement) -> list[Fact]:
-        if s.node_id not in cache:
-            cache[s.node_id] = extract_facts(s.text, s.speaker)
-        return cache[s.node_id]
-
-    return [judge_update(o, n, facts(o), facts(n)) for o, n in pairs]
