@@ -37,7 +37,7 @@ from llama_consciousness.nodes import is_relationship, text_node_to_memory
 from llama_consciousness.schema import MemoryNode
 from llama_consciousness.scoring.updates import (
     CONFIRM_AT, DATE_PATTERN, Fact, Statement, UpdateJudgement, extract_facts, judge_update, order_pair, speaker_of,
-    about_words, clauses_of, statement_of, states_something,
+    about_words, clauses_of, ended_names, statement_of, states_something,
 )
 from llama_consciousness.storage.reader import MemoryReader
 
@@ -79,6 +79,18 @@ class _New:
     statement: Statement
     facts: list[Fact]
     stored: bool | None = None  # stored already, when the near-duplicate filter asked
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """A stored memory as the judge reads it (``scoring.updates.statement_of``)."""
+
+    node_id: str
+    name: str | None
+    description: str | None
+    extra: dict[str, Any]
+    valid_at: Any
+    created_at: Any
 
 
 def _screened(node: BaseNode) -> bool:
@@ -160,7 +172,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
         recent: dict[str, list[Statement]] = run.update_keys if run is not None else {}
         bulk = run is not None and run.empty_at_start
         # the graph's own current memories like them, through its indexes (and which of them are stored)
-        found: list[list[MemoryNode]] = []
+        found: list[list[_Stored]] = []
         if bulk:
             stored_ids = {g.memory.node_id for g in group if g.stored}
         elif all(g.stored is not None for g in group):
@@ -208,7 +220,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 bucket[:] = [st for st in bucket if st.node_id not in expired]
         return decisions
 
-    def _stored_candidates(self, store: Any, fresh: list[_New]) -> tuple[list[list[MemoryNode]], set[str]]:
+    def _stored_candidates(self, store: Any, fresh: list[_New]) -> tuple[list[list[_Stored]], set[str]]:
         """Per new memory, the current memories of the graph most like it by keyword (BM25 over its words
         and the words of what it is about), read in one query for the whole chunk, which also tells which of
         the new memories are stored already.  (Vector neighbours were tried beside them: they found no pair
@@ -230,11 +242,12 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 wanted[i] += [node_id for node_id, _, _ in index.search(query_terms(text), 2 * self.candidates)]
         mine = {g.memory.node_id for g in fresh}
         ids = sorted({node_id for found in wanted for node_id in found} | mine)
-        read = store.get_nodes(ids)
-        stored = {n.node_id for n in read} & mine
-        nodes = {n.node_id: n for n in read if n.expired_at is None and not n.quarantined and not n.is_entity
-                 and not n.injection_suspected}
-        return [[nodes[node_id] for node_id in dict.fromkeys(found) if node_id in nodes] for found in wanted], stored
+        read = store.statements(ids)  # what the judge reads of them, not whole memories
+        stored = {row[0] for row in read} & mine
+        judged = {node_id: _Stored(node_id, name, description, extra, valid_at, created_at)
+                  for node_id, name, description, extra, valid_at, created_at, current in read if current}
+        return [[judged[node_id] for node_id in dict.fromkeys(found) if node_id in judged] for found in wanted], \
+            stored
 
     def _decide(self, judgements: list[UpdateJudgement], statements: dict[str, Statement], report: IngestReport
                 ) -> list[UpdateDecision]:
@@ -285,6 +298,10 @@ def update_keys(statement: Statement, facts: Sequence[Fact]) -> set[str]:
         # names only: a weekday or a state is shared by too many unrelated statements to find anything
         keys.update(f"value|{v}" for v in clause.values | clause.initial
                     if not v.startswith("state:") and not _DATE_VALUE.fullmatch(v))
+        # and each word of those names, for the named rule ("the Golf" of "a VW Golf")
+        keys.update(f"name|{w}" for v in clause.values if not v.startswith("state:") and not _DATE_VALUE.fullmatch(v)
+                    for w in v.split() if len(w) > 2)
+    keys.update(f"name|{w}" for w in ended_names(statement.text, statement.speaker) if len(w) > 2)
     return keys
 
 

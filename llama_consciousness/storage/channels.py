@@ -43,6 +43,7 @@ class KeywordHit:
     node: MemoryNode
     rank: int
     score: float
+    via: str | None = None  # the superseded memory whose words found this one (see ``keyword_search``)
 
 
 # How many of the best paths the traversal groups by memory before its cut
@@ -206,15 +207,21 @@ def keyword_search(plans: LevelPlans, index: KeywordIndex, text: str, k: int, me
     if not terms or k <= 0:
         return []
     yield from catch_up(index)
-    pred = memory_filter.cypher("c", "fk_")
+    pred, later = memory_filter.cypher("c", "fk_"), memory_filter.cypher("s", "fs_")
     seek = ("UNWIND range(0, size($nids) - 1) AS i WITH i, $nids[i] AS n, $ids[i] AS id "
             "MATCH (c) WHERE id(c) = n WITH c, i, id ")
-    cypher = (seek + f"WHERE c.node_id = id AND {pred.text} "
-              f"WITH c, i ORDER BY i LIMIT $k RETURN {_NODE}, i")
+    # A memory the filter leaves out because a later one superseded it stands for its successor: "which phone
+    # do you have now?" finds "my phone is a Pixel 7" by its words, and answers with "I don't use the Pixel
+    # any more, I got a Moto" (which says "phone" nowhere), at the earlier memory's rank.
+    cypher = (seek + f"WHERE c.node_id = id OPTIONAL MATCH (s:{NODE_LABEL} {{node_id: c.superseded_by}}) "
+              f"WITH i, CASE WHEN {pred.text} THEN [c, null] WHEN s IS NOT NULL AND {later.text} THEN [s, c.node_id] "
+              "END AS hit WHERE hit IS NOT NULL WITH hit[0] AS c, i, hit[1] AS via ORDER BY i "
+              f"WITH c, collect([i, via])[0] AS b ORDER BY b[0] LIMIT $k RETURN {_NODE}, b[0], b[1]")
 
     def candidates(fetch: int) -> tuple[list[tuple[str, int, float]], dict[str, Any]]:
         ranked = index.search(terms, fetch)
-        return ranked, {**pred.params, "ids": [r[0] for r in ranked], "nids": [r[1] for r in ranked], "k": int(k)}
+        return ranked, {**pred.params, **later.params, "ids": [r[0] for r in ranked],
+                        "nids": [r[1] for r in ranked], "k": int(k)}
 
     fetch = max(4 * k, k + 16)
     while True:
@@ -232,8 +239,8 @@ def keyword_search(plans: LevelPlans, index: KeywordIndex, text: str, k: int, me
             yield from catch_up(index)
             ranked, params = candidates(fetch)
             rows = yield Query(cypher, params, read_only=True)
-    return [KeywordHit(records.node_from_props(props), rank, ranked[i][2])
-            for rank, (props, i) in enumerate(rows, start=1)]
+    return [KeywordHit(records.node_from_props(props), rank, ranked[i][2], via)
+            for rank, (props, i, via) in enumerate(rows, start=1)]
 
 
 def links_of_ids(link: str, *, where: str = "", end: str = "c", directed: bool = False) -> str:
@@ -325,5 +332,5 @@ def describe(hit: Any) -> dict[str, Any]:
         return {"path_energy": hit.path_energy, "path_confidence": hit.path_confidence,
                 "depth": hit.depth, "start_id": hit.start_id}
     if isinstance(hit, KeywordHit):
-        return {"keyword_rank": hit.rank}
+        return {"keyword_rank": hit.rank, **({"found_via_superseded": hit.via} if hit.via else {})}
     return {}

@@ -9,6 +9,7 @@ results (a "sans-I/O" plan): the store runs it query by query, ``storage.interle
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -28,7 +29,7 @@ from llama_consciousness.storage.records import PreparedEdge
 from llama_consciousness.storage.params import Ids, Rows
 from llama_consciousness.storage.params import header as params_header
 from llama_consciousness.storage.filters import MemoryFilter
-from llama_consciousness.temporal import TemporalWindow, cypher_time
+from llama_consciousness.temporal import TemporalWindow, cypher_time, from_cypher_time
 
 logger = logging.getLogger(__name__)
 
@@ -625,6 +626,19 @@ class LevelPlans:
         found = {n.node_id: n for n in (records.node_from_props(r[0]) for r in rows)}
         return [found[i] for i in node_ids if i in found]
 
+    def statements(self, node_ids: Sequence[str]) -> Plan:
+        """What the update judge reads of stored memories, without the rest of them: per memory found,
+        ``(node_id, name, description, extra, valid_at, created_at, current)``; ``current`` is False for an
+        expired, quarantined or flagged memory and for an entity (none of them is ever judged)."""
+        rows = yield Query(
+            f"UNWIND $ids AS id MATCH (n:{NODE_LABEL} {{node_id: id}}) RETURN n.node_id, n.name, n.description, "
+            "n.extra_json, n.valid_at, n.created_at, n.expired_at IS NULL AND NOT coalesce(n.quarantined, false) "
+            "AND NOT coalesce(n.is_entity, false) AND NOT coalesce(n.injection_suspected, false)",
+            {"ids": Ids(node_ids)}, read_only=True)
+        return [(r[0], r[1], r[2], json.loads(r[3]) if r[3] else {},
+                 None if r[4] is None else from_cypher_time(r[4]), None if r[5] is None else from_cypher_time(r[5]),
+                 bool(r[6])) for r in rows]
+
     def get_node(self, node_id: str) -> Plan:
         found = yield from self.get_nodes([node_id])
         return found[0] if found else None
@@ -898,6 +912,6 @@ def _runs(name: str, plan: str | None = None) -> Callable[..., Any]:
 
 
 LevelGraphStore.ensure_schema = _runs("ensure_schema", "ensure_ready")  # type: ignore[attr-defined]
-for _name in ("upsert", "get_node", "get_nodes", "get_relationships", "counts", "named_nodes", "versions",
+for _name in ("upsert", "get_node", "get_nodes", "statements", "get_relationships", "counts", "named_nodes", "versions",
               "existing_ids", "nearest", "has_current_memories", "vector_search", "reindex_vectors", "unsupersede"):
     setattr(LevelGraphStore, _name, _runs(_name))

@@ -289,3 +289,36 @@ def test_a_text_flagged_as_an_injection_never_retires_a_belief(memory, citizen) 
     # nor as the later side of a late arrival
     memory.ingest([said(citizen, "before", "I live in Paris.", 1)])
     assert memory.get_node("before", "N1", citizen).superseded_by != "evil"
+
+
+def test_a_question_in_the_words_of_an_outdated_memory_finds_its_successor(memory, citizen) -> None:
+    memory.ingest([said(citizen, "pixel", "My phone is a Pixel 7.", 3),
+                   said(citizen, "walk", "Long walk by the river today.", 4)])
+    report = memory.ingest([said(citizen, "moto", "I switched to a Moto G84, the Pixel 7 was too slow.", 9)])
+    assert report.updates == 1 and memory.get_node("pixel", "N1", citizen).superseded_by == "moto"
+
+    # "phone" is only in the outdated memory: in current mode it stands for its successor, at its rank
+    retriever = memory.retriever(citizen)
+    for results in (retriever.retrieve("which phone"), retriever.retrieve_intention(RetrievalIntention(
+            query_text="which phone", citizen_id=citizen, query_levels=["N1"]))):
+        meta = {n.node.metadata["node_id"]: n.node.metadata for n in results}
+        assert "pixel" not in meta and meta["moto"].get("found_via_superseded") == "pixel"
+    # in evolution mode the outdated memory answers for itself
+    results = retriever.retrieve_intention(RetrievalIntention(query_text="which phone", citizen_id=citizen,
+                                                              query_levels=["N1"], temporal_mode="evolution"))
+    found = {n.node.metadata["node_id"]: n.node.metadata for n in results}
+    assert "pixel" in found and "found_via_superseded" not in found["pixel"]
+
+
+def test_a_named_thing_that_ended_marks_the_earlier_memory_possibly_outdated(memory, citizen) -> None:
+    memory.ingest([said(citizen, "golf", "I drive a VW Golf, it's ancient.", 3)])
+    report = memory.ingest([said(citizen, "sold", "I don't have the Golf anymore, sold it in May.", 9)])
+    assert (report.updates, report.possible_updates) == (0, 1)
+    golf = memory.get_node("golf", "N1", citizen)
+    assert golf.expired_at is None and golf.possibly_superseded_by == "sold"
+    # the same in one bulk call into an empty level
+    other = citizen + "-bulk"
+    report = memory.ingest([said(other, "golf", "I drive a VW Golf, it's ancient.", 3),
+                            said(other, "sold", "I don't have the Golf anymore, sold it in May.", 9)])
+    assert report.possible_updates == 1
+    assert memory.get_node("golf", "N1", other).possibly_superseded_by == "sold"

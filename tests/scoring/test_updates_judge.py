@@ -139,3 +139,65 @@ def test_both_retrievers_mark_and_demote_a_possibly_outdated_memory() -> None:
                                                      ("N1:gone", 0.3)]
     assert found["N1:old"]["details"] == {"possibly_outdated_by": "new", "possibly_outdated": True}
     assert found["N1:gone"]["details"] == {}  # expired since: the confirmed supersession speaks for it
+
+
+# -- the named rule: something named ended, was replaced or was wrong ("possible" only) -------------------------
+
+NAMED = [
+    ("I drive a VW Golf, it's ancient.", "I don't have the Golf anymore, sold it in May.", "reality_changed"),
+    ("We have two cats, Miso and Tofu.", "Tofu passed away last week.", "reality_changed"),
+    ("I'm studying at the Sorbonne.", "I said Sorbonne but my uni is actually Sciences Po.", "discovered_false"),
+]
+NOT_NAMED = [
+    # still the same employer, another team
+    ("I'm a software engineer at Revolut.", "Switched from the cards team to the crypto team, still at Revolut."),
+    # one name in two roles
+    ("My coach is Claire Dubois.", "I don't have Claire Dubois as my accountant any more."),
+    # the person spoken to is not a value
+    ("Thanks, Caroline! I love painting.", "No worries, Caroline! I stopped for a while."),
+    # someone else's news
+    ("I work at Roche in Basel.", "My wife just left Roche for Novartis."),
+    # a date in common is not a thing in common
+    ("The dentist appointment is on April 9th.", "The quarterly planning moved, April 9th didn't work for them."),
+]
+
+
+@pytest.mark.parametrize("old,new,kind", NAMED)
+def test_a_named_thing_that_ended_is_possibly_outdated(old: str, new: str, kind: str) -> None:
+    judgement = judge_update(*pair(old, new))
+    assert (judgement.verdict, judgement.reason) == ("possible", kind), judgement
+    assert judgement.confidence < CONFIRM_AT
+
+
+@pytest.mark.parametrize("old,new", NOT_NAMED)
+def test_a_name_in_common_is_not_enough(old: str, new: str) -> None:
+    assert judge_update(*pair(old, new)).verdict == "none"
+
+
+def test_two_different_things_never_update_each_other() -> None:
+    # two roles with one person's name in common
+    assert judge_update(*pair("Nina Petrova took over as my accountant.",
+                              "I misspoke, my landlord is Claire Dubois, not Nina Petrova.")).verdict == "none"
+    # the vet appointment is not the dentist appointment
+    assert judge_update(*pair("Got the dentist appointment on Monday.",
+                              "The vet appointment on August 17th is off.")).verdict == "none"
+    # "didn't work for them" names no job
+    assert judge_update(*pair("I started at Booking last month.", "The vet appointment is on Friday now, "
+                              "Wednesday didn't work for them.")).verdict == "none"
+    # a date does not replace a car
+    assert judge_update(*pair("The car service is on April 9th.",
+                              "I drive a Fiat Panda now, the Kona is gone.")).verdict == "none"
+    # the same appointment, one side naming it in full, is still an update
+    assert judge_update(*pair("Got the dentist appointment on Monday.",
+                              "The appointment moved to Friday.")).verdict == "update"
+
+
+def test_capitalised_words_are_names_only_when_they_are() -> None:
+    from llama_consciousness.scoring.updates import about_words, ended_names, states_something
+
+    # "Long day" is no name ("da" is a particle only before a name: "Lorenzo da Ponte")
+    assert ended_names("Long day, I'm just glad it's over.") == frozenset()
+    assert not states_something("Long day, I'm just glad it's over.")
+    assert states_something("I don't have the Golf anymore.")
+    # what "my employer is X" is about, in the words a question uses
+    assert set("job work company employer".split()) <= set(about_words("Turns out my employer is Siemens.").split())
