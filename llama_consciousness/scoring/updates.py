@@ -752,9 +752,12 @@ class _Clause:
         return bool(_CORRECTION.search(self.sentence))
 
     def modifier(self, anchor: str) -> str | None:
-        """The word that says which ``anchor`` this is ("dentist" in "the dentist appointment"), if any."""
-        m = re.search(r"\b([a-z][\w'-]*)\s+" + re.escape(anchor) + r"\b", self.sentence.lower())
-        return None if m is None or m.group(1) in _NOT_MODIFIERS else _stem(m.group(1))
+        """The word that says which ``anchor`` this is ("dentist" in "the dentist appointment"), if any; not
+        a name ("my Honda car" names the value, not another car)."""
+        m = re.search(r"\b([A-Za-z][\w'-]*)\s+" + re.escape(anchor) + r"\b", self.sentence, re.IGNORECASE)
+        if m is None or m.group(1).lower() in _NOT_MODIFIERS or (m.group(1)[:1].isupper() and m.start() > 0):
+            return None
+        return _stem(m.group(1).lower())
 
     def values_with(self, known: frozenset[str]) -> frozenset[str]:
         return self.values | (self.initial & known)
@@ -1084,8 +1087,8 @@ _WITH_ME = re.compile(r"^\W*(?:my|our)\s+\w+\s+and\s+(?:i|me)\b", re.IGNORECASE)
 
 
 # "My partner is Mads", "my coach's name is Eliud": the speaker's relation to someone named
-_NAMES_MY = re.compile(r"^\W*(?:my|our)\s+(?:\w+\s+)?\w+(?:'s\s+name)?\s+(?:is|'s)\s+(?:called\s+)?[A-Z]",
-                       re.IGNORECASE)
+_NAMES_MY = re.compile(r"^\W*(?:my|our)\s+(?:\w+\s+)?\w+(?:'s\s+name)?\s+(?:is|'s)\s+(?:(?:now|currently|actually|"
+                       r"still|officially|really)\s+)*(?:called\s+|named\s+)?(?-i:[A-Z])", re.IGNORECASE)
 
 
 @lru_cache(maxsize=8192)
