@@ -93,14 +93,17 @@ class _Stored:
     created_at: Any
 
 
-def _screened(node: BaseNode) -> bool:
-    """Whether a memory states something the update judge compares (``scoring.updates.states_something``);
-    entities, versions placed by ids, quarantined memories and texts flagged as possible prompt injections
-    never do (a flagged text must not retire what the citizen believes)."""
+def _screened(node: BaseNode, every_statement: bool = False) -> bool:
+    """Whether a memory states something the update judge compares (``scoring.updates.states_something``;
+    with ``every_statement``, any memory: an LLM judge reads what the offline one cannot); entities,
+    versions placed by ids, quarantined memories and texts flagged as possible prompt injections never do
+    (a flagged text must not retire what the citizen believes)."""
     meta = node.metadata
     if meta.get(QUARANTINE_KEY) or meta.get("is_entity") or meta.get("node_type") in ENTITY_TYPES \
             or meta.get("supersedes") or meta.get("injection_suspected") or meta.get("quarantined"):
         return False
+    if every_statement:
+        return True
     text = node.get_content(metadata_mode="none") or str(meta.get("name") or "")
     speaker, body = speaker_of(text, meta.get("extra") if isinstance(meta.get("extra"), dict) else None)
     return states_something(body, speaker)
@@ -113,6 +116,10 @@ class KnowledgeUpdateDetector(ReportingTransform):
     candidates: int = Field(default=8, ge=1, le=100, description="earlier memories per new memory, by keyword")
     llm_judge: Any = Field(default=None, exclude=True, description=(
         "an LLMUpdateJudge: confirms or rejects each pair the offline judge finds, and gives its type"))
+    llm_near_pairs: int = Field(default=2, ge=0, le=10, description=(
+        "with an LLM judge: per new memory the offline judge pairs with nothing, how many of its closest "
+        "earlier memories of the same speaker (by keyword) the LLM judge is also asked about; 0: only the "
+        "pairs the offline judge finds"))
     memo: Any = Field(default=None, exclude=True, description=(
         "the run's DuplicateMemo: the statements of its earlier chunks, per graph, by what they are about; in "
         "a level empty when the run reached it (a bulk load) they are the only candidates, and no index is read"))
@@ -124,7 +131,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
         for node in nodes:
             if is_relationship(node):
                 continue
-            if not _screened(node):
+            if not _screened(node, self._asks_llm):
                 continue  # most memories state nothing the judge compares: no model, no query
             try:
                 memory = text_node_to_memory(node)
@@ -153,7 +160,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 continue
             statement = statement_of(memory)
             facts = extract_facts(statement.text, statement.speaker)
-            if checked or facts or states_something(statement.text, statement.speaker):
+            if checked or facts or self._asks_llm or states_something(statement.text, statement.speaker):
                 groups.setdefault(home_key(memory.level, memory.citizen_id), []).append(
                     _New(memory, statement, facts, stored.get(memory.node_id)))
         out: list[UpdateDecision] = []
@@ -162,6 +169,11 @@ class KnowledgeUpdateDetector(ReportingTransform):
         report.updates += sum(1 for d in out if d.confirmed)
         report.possible_updates += sum(1 for d in out if not d.confirmed)
         return out
+
+    @property
+    def _asks_llm(self) -> bool:
+        """Whether an LLM judge also reads the near pairs the offline judge passes over."""
+        return self.llm_judge is not None and self.llm_near_pairs > 0
 
     # -- one graph ------------------------------------------------------------
 
@@ -187,6 +199,15 @@ class KnowledgeUpdateDetector(ReportingTransform):
             return []
         known: dict[str, Statement] = {g.memory.node_id: g.statement for g in group}
         pairs: set[tuple[str, str]] = set()
+        near: dict[str, list[str]] = {}  # per new memory, the others it is compared with, closest first
+        for g, candidates in zip(group, found):
+            if g.memory.node_id in stored_ids:
+                continue
+            for candidate in candidates:
+                if candidate.node_id != g.memory.node_id:
+                    known.setdefault(candidate.node_id, statement_of(candidate))
+                    pairs.add((g.memory.node_id, candidate.node_id))
+                    near.setdefault(g.memory.node_id, []).append(candidate.node_id)
         # The run's earlier statements and the chunk's, about the same things (the latest few of each key).
         for g in group:
             for key in update_keys(g.statement, g.facts):
@@ -196,16 +217,10 @@ class KnowledgeUpdateDetector(ReportingTransform):
                         if other.node_id != g.memory.node_id:
                             known.setdefault(other.node_id, other)
                             pairs.add((g.memory.node_id, other.node_id))
+                            near.setdefault(g.memory.node_id, []).append(other.node_id)
                 if all(other.node_id != g.memory.node_id for other in bucket[-BUCKET:]):
                     bucket.append(g.statement)
                     del bucket[:-BUCKET]
-        for g, candidates in zip(group, found):
-            if g.memory.node_id in stored_ids:
-                continue
-            for candidate in candidates:
-                if candidate.node_id != g.memory.node_id:
-                    known.setdefault(candidate.node_id, statement_of(candidate))
-                    pairs.add((g.memory.node_id, candidate.node_id))
         judgements: list[UpdateJudgement] = []
         for a, b in sorted(pairs):
             ordered = order_pair(known[a], known[b])
@@ -213,12 +228,33 @@ class KnowledgeUpdateDetector(ReportingTransform):
             judgement = judge_update(older, newer)
             if judgement.verdict != "none":
                 judgements.append(judgement)
+        if self._asks_llm:
+            judgements += self._near_pairs(fresh, near, known, judgements)
         decisions = self._decide(judgements, known, report)
         expired = {d.old_id for d in decisions if d.confirmed}
         if expired and recent:  # a replaced statement is nobody's candidate any more
             for bucket in recent.values():
                 bucket[:] = [st for st in bucket if st.node_id not in expired]
         return decisions
+
+    def _near_pairs(self, fresh: list[_New], near: dict[str, list[str]], known: dict[str, Statement],
+                    judgements: list[UpdateJudgement]) -> list[UpdateJudgement]:
+        """For the LLM judge, the closest earlier memories of the same speaker of each new memory the offline
+        judge paired with nothing: "Tom ran away" of "we have a cat, Tom" uses no word the offline judge
+        reads.  Undecided until the LLM answers (a "not_update" leaves them as they are)."""
+        judged = {node_id for j in judgements for node_id in (j.older, j.newer)}
+        out: list[UpdateJudgement] = []
+        for g in fresh:
+            new = g.statement
+            if new.node_id in judged:
+                continue
+            others = [known[o] for o in dict.fromkeys(near.get(new.node_id, ()))
+                      if (known[o].speaker or None) == (new.speaker or None)]
+            for other in others[:self.llm_near_pairs]:
+                older, newer = order_pair(other, new) or (other, new)
+                out.append(UpdateJudgement(older.node_id, newer.node_id, "possible", "reality_changed", 0.0,
+                                           "a near pair the offline judge reads no change in"))
+        return out
 
     def _stored_candidates(self, store: Any, fresh: list[_New]) -> tuple[list[list[_Stored]], set[str]]:
         """Per new memory, the current memories of the graph most like it by keyword (BM25 over its words

@@ -322,3 +322,25 @@ def test_a_named_thing_that_ended_marks_the_earlier_memory_possibly_outdated(mem
                             said(other, "sold", "I don't have the Golf anymore, sold it in May.", 9)])
     assert report.possible_updates == 1
     assert memory.get_node("golf", "N1", other).possibly_superseded_by == "sold"
+
+
+def test_the_llm_judge_also_reads_near_pairs_the_offline_judge_passes_over(memory, citizen) -> None:
+    memory.ingest([said(citizen, "cat", "We have a cat called Tom, he's a menace.", 1),
+                   said(citizen, "bread", "I baked bread this morning.", 1)])
+    llm = ScriptedLLM(script=['{"verdict": "update", "type": "reality_changed", "confidence": 0.9}'], prompts=[])
+    report = memory.ingest([said(citizen, "gone", "Tom ran away last week, we're heartbroken.", 2),
+                            said(citizen, "rain", "Rain all day, again.", 2)],
+                           update_judge=LLMUpdateJudge(llm, timeout_s=5))
+    # one question: the only earlier memory that shares a word with "Tom ran away" (the offline judge reads no
+    # change in it); "Rain all day" is near nothing
+    assert len(llm.prompts) == 1 and "Tom ran away" in llm.prompts[0] and "a cat called Tom" in llm.prompts[0]
+    assert report.updates == 1
+    cat = memory.get_node("cat", "N1", citizen)
+    assert (cat.superseded_by, cat.supersession_source) == ("gone", "llm_judge")
+    assert memory.get_node("bread", "N1", citizen).expired_at is None
+
+    # without an LLM the same pair is left as it is
+    other = citizen + "-offline"
+    memory.ingest([said(other, "cat", "We have a cat called Tom, he's a menace.", 1)])
+    report = memory.ingest([said(other, "gone", "Tom ran away last week, we're heartbroken.", 2)])
+    assert (report.updates, report.possible_updates) == (0, 0)
