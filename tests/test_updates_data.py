@@ -126,3 +126,18 @@ def test_memory_nodes(generated):
     assert node.node_id == said.node_id and node.level == "N1" and node.citizen_id == conv.citizen_id
     assert node.description == f"{said.speaker}: {said.text}" and node.extra["speaker"] == said.speaker
     assert node.valid_at == said.when
+
+
+def test_the_written_pairs_load_and_the_pairs_benchmark_prints_its_table(capsys):
+    import updates_pairs as up
+
+    for name in up.SETS:
+        rows = up.load(name)
+        assert {r["label"] for r in rows} == {"update", "none"}
+        assert all(r["type"] in ("reality_changed", "discovered_false") for r in rows if r["label"] == "update")
+        assert all(r["older"].strip() and r["newer"].strip() and r["speaker"] for r in rows)
+    assert up.main(["--set", "dev", "--by", "kind"]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| dev")]
+    assert table[0].startswith("| dev (tuned on) | all | ") and any("| kind: additional |" in t for t in table)
+    found = re.search(r"\((\d+)/160\)", table[0])
+    assert found and 0 < int(found.group(1)) <= 160
