@@ -210,9 +210,16 @@ class KnowledgeUpdateDetector(ReportingTransform):
                     near.setdefault(g.memory.node_id, []).append(candidate.node_id)
         # The run's earlier statements and the chunk's, about the same things (the latest few of each key).
         for g in group:
+            ended = None
             for key in update_keys(g.statement, g.facts):
                 bucket = recent.setdefault(key, [])
-                if g.memory.node_id not in stored_ids:
+                if key.startswith(NAME_KEY):  # a name's word pairs only a memory that says it ended
+                    if ended is None:
+                        ended = {NAME_KEY + w for w in ended_names(g.statement.text, g.statement.speaker)}
+                    probe = key in ended
+                else:
+                    probe = True
+                if probe and g.memory.node_id not in stored_ids:
                     for other in bucket[-BUCKET:]:
                         if other.node_id != g.memory.node_id:
                             known.setdefault(other.node_id, other)
@@ -323,6 +330,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
 
 BUCKET = 4
 """Earlier statements a new one is compared with per key it shares with them (the latest ones)."""
+NAME_KEY = "name|"
 
 
 def update_keys(statement: Statement, facts: Sequence[Fact]) -> set[str]:
@@ -335,9 +343,9 @@ def update_keys(statement: Statement, facts: Sequence[Fact]) -> set[str]:
         keys.update(f"value|{v}" for v in clause.values | clause.initial
                     if not v.startswith("state:") and not _DATE_VALUE.fullmatch(v))
         # and each word of those names, for the named rule ("the Golf" of "a VW Golf")
-        keys.update(f"name|{w}" for v in clause.values if not v.startswith("state:") and not _DATE_VALUE.fullmatch(v)
+        keys.update(NAME_KEY + w for v in clause.values if not v.startswith("state:") and not _DATE_VALUE.fullmatch(v)
                     for w in v.split() if len(w) > 2)
-    keys.update(f"name|{w}" for w in ended_names(statement.text, statement.speaker) if len(w) > 2)
+    keys.update(NAME_KEY + w for w in ended_names(statement.text, statement.speaker) if len(w) > 2)
     return keys
 
 

@@ -1021,12 +1021,19 @@ def states_something(text: str, speaker: str | None = None) -> bool:
 def ended_names(text: str, speaker: str | None = None) -> frozenset[str]:
     """The words of the names in the sentences of ``text`` that say something named ended, was replaced or
     was wrong (the named rule's later side; empty for most memories)."""
-    if not _ENDED.search(text):
+    if not _says_ended(text):
         return frozenset()
     sentences = _named_sentences(text, speaker)
     short = _said_briefly(text, sentences)
     return frozenset().union(*(names for sentence, names, _ in sentences
                                if names and (short or _ENDED.search(sentence)) and not _STILL.search(sentence)))
+
+
+@lru_cache(maxsize=8192)
+def _says_ended(text: str) -> bool:
+    """Whether ``text`` has a word that ends, replaces or corrects (most memories have none; cached: a memory
+    is the later side of many pairs)."""
+    return _ENDED.search(text) is not None
 
 
 def _said_briefly(text: str, sentences: Sequence[tuple[str, frozenset[str], frozenset[str]]]) -> bool:
@@ -1109,7 +1116,7 @@ def _named_sentences(text: str, speaker: str | None) -> tuple[tuple[str, frozens
 def judge_named(older: Statement, newer: Statement) -> UpdateJudgement:
     """The named rule (see above) on ``older`` -> ``newer``: "possible" or "none"."""
     none = UpdateJudgement(older.node_id, newer.node_id, "none", why="no name of the earlier memory ends")
-    if (older.speaker or None) != (newer.speaker or None):
+    if (older.speaker or None) != (newer.speaker or None) or not _says_ended(newer.text):
         return none
     olds = [o for o in _named_sentences(older.text, older.speaker) if _MINE_OR_ME.search(o[0])]
     if not olds:
