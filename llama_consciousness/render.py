@@ -105,6 +105,13 @@ def dissonance_line(d: TemporalDissonance) -> str:
             f"{d.corrected_at.strftime('%Y-%m-%d')}): was \"{d.original_belief}\"; {now} \"{d.corrected_belief}\"")
 
 
+def _replaced(node: ConsciousnessNode) -> int:
+    """0: believed now; 1: a later memory may replace it; 2: a later memory replaced it."""
+    if node.expired_at is not None and node.superseded_by:
+        return 2
+    return 1 if node.possibly_superseded_by else 0
+
+
 def _tiers(stream: ConsciousnessStream) -> list[tuple[str, list[ConsciousnessNode]]]:
     """The stream's tiers, or its levels in concatenation order when it has none."""
     if any(stream.activation_tiers.get(t) for t in TIERS):
@@ -122,9 +129,11 @@ def _tiers(stream: ConsciousnessStream) -> list[tuple[str, list[ConsciousnessNod
 
 
 def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
-                  count: Callable[[str], int] | None = None) -> RenderedContext:
+                  count: Callable[[str], int] | None = None, current_first: bool = False) -> RenderedContext:
     """The stream as context text of at most ``token_budget`` tokens, in whole lines (a memory that does not
-    fit is left out and listed); lower tiers are dropped before higher ones."""
+    fit is left out and listed); lower tiers are dropped before higher ones.  With ``current_first``, within
+    each tier what is believed now comes before what a later memory replaced (or may replace), so a tight
+    budget drops the past first."""
     if token_budget <= 0:
         raise ValueError(f"token_budget must be positive, got {token_budget}")
     count = count or token_counter()
@@ -146,6 +155,8 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
     add(f"# Memory context ({summary.total_results} memories; energy {summary.dominant_energy:.2f}; "
         f"themes: {', '.join(summary.emotional_themes) or 'none'})")
     tiers = _tiers(stream)
+    if current_first:
+        tiers = [(tier, sorted(nodes, key=_replaced)) for tier, nodes in tiers]  # stable: rank order kept
     successors = {later for _, nodes in tiers for n in nodes
                   for later in (n.superseded_by, n.possibly_superseded_by) if later}
     for tier, nodes in tiers:

@@ -1,0 +1,310 @@
+"""Long-term memory for LlamaIndex agents and chat engines: a memory block over a :class:`ConsciousnessMemory`.
+
+LlamaIndex gives an agent long-term memory through ``llama_index.core.memory.Memory`` and its memory
+blocks: the messages that leave the short-term queue are handed to each block's ``aput``, and before each
+turn every block's ``aget`` says what the agent should remember.  :class:`ConsciousnessMemoryBlock` is
+that block for this package::
+
+    from llama_index.core.memory import Memory
+
+    block = ConsciousnessMemoryBlock(memory=memory, citizen_id="ada", token_budget=1000)
+    chat_memory = Memory.from_defaults(session_id="ada-1", memory_blocks=[block])
+
+``aput`` stores each chat message as an N1 memory of the citizen through the same ingestion steps as
+``memory.ingest`` (validation, PII scrubbing, injection guard, entities, near-duplicates, knowledge
+updates), with FOLLOWS links between consecutive turns; ``aget`` retrieves with the recent turns as the
+question and returns the complete stream rendered for an LLM within the token budget, current memories
+before replaced ones, flagged text marked as untrusted.
+
+Why a message's id is a hash of what it is (citizen, session, role, time when given, text): the same
+message put twice (a retried flush, a replayed history) is the same memory, written once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal, Optional
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from pydantic import Field, PrivateAttr, SkipValidation, field_validator
+from llama_index.core.memory.memory import BaseMemoryBlock
+
+from llama_consciousness.render import render_stream, token_counter
+from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode, RetrievalIntention
+from llama_consciousness.schema.common import LevelName
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 20_000
+"""A longer message is refused: a pasted file or log is a document to ingest, not a turn to remember."""
+
+QUESTION_CHARS = 2_000
+"""The recent turns make the question up to this many characters (the latest kept whole)."""
+
+ENGAGED = {"engagement": 0.5}
+"""What a turn of conversation is known to feel like without an emotion model: engaged, no more."""
+
+_SPOKEN = {MessageRole.USER: "user", MessageRole.ASSISTANT: "assistant", MessageRole.CHATBOT: "assistant",
+           MessageRole.MODEL: "assistant"}
+_TOOL = {MessageRole.TOOL, MessageRole.FUNCTION}
+
+
+@dataclass
+class PutReport:
+    """What one ``put_messages`` call did: the memories stored (ids, in message order), the messages
+    refused (their position in the call and why), and the ingestion report."""
+
+    stored: list[str] = field(default_factory=list)
+    refused: list[tuple[int, str]] = field(default_factory=list)
+    ingest: Any = None
+
+
+class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
+    """A ``BaseMemoryBlock`` (``llama_index.core.memory``) that remembers a citizen's conversations in a
+    :class:`ConsciousnessMemory` and recalls what matters for the current turn (see the module doc).
+
+    Safe to share between conversations and event loops: nothing of a call is kept on the block but the
+    last stored turn of each session (for the FOLLOWS link to the next one), behind a lock.
+    """
+
+    name: str = Field(default="consciousness_memory", description="the block's name in the memory template")
+    memory: SkipValidation[Any] = Field(exclude=True, description="the ConsciousnessMemory to store in and recall from")
+    citizen_id: str = Field(description="whose memory: every message becomes an N1 memory of this citizen")
+    levels: list[LevelName] = Field(default_factory=lambda: ["N1", "N2", "N3"],
+                                    description="the levels recalled from (N1 is the citizen's own)")
+    temporal_mode: Literal["current", "evolution", "full_history"] = Field(
+        default="evolution", description=(
+            "evolution (default): replaced memories come back too, marked as past, after the current ones; "
+            "current: only what is believed now"))
+    config: SkipValidation[Any] = Field(default=None, exclude=True, description=(
+        "a RetrievalConfig for the six-way retrieval (None: the package default)"))
+    postprocessors: SkipValidation[Any] = Field(default="default", exclude=True, description=(
+        "the stream postprocessors: 'default' (ranking, tiers, dissonances, traversal, constellation) or a list"))
+    state_retriever: SkipValidation[Any] = Field(default=None, exclude=True, description=(
+        "a StateBasedRetriever with a default_state: recall by the citizen's state, the recent turns as its goal"))
+    token_budget: int = Field(default=1000, ge=50, le=200_000, description="tokens of the recalled text (tiktoken)")
+    max_results_per_level: int = Field(default=20, ge=1, le=200)
+    query_turns: int = Field(default=3, ge=1, le=50, description="how many recent messages make the question")
+    user_name: str = Field(default="user", min_length=1, max_length=80,
+                           description="the speaker of user messages in the stored text ('Ada: ...')")
+    assistant_name: str = Field(default="assistant", min_length=1, max_length=80)
+    tool_messages: Literal["refuse", "store"] = Field(default="refuse", description=(
+        "a tool's output is refused (the default: it is what a tool returned, not what was said) or stored"))
+    max_message_chars: int = Field(default=MAX_MESSAGE_CHARS, ge=1)
+    ingest_options: dict[str, Any] = Field(default_factory=dict, description=(
+        "more IngestOptions for the messages' ingestion (on_invalid is always 'drop': one bad message never "
+        "loses the rest of its batch)"))
+    priority: int = Field(default=1, description="LlamaIndex's truncation priority (0: never truncated)")
+
+    _last: OrderedDict = PrivateAttr(default_factory=OrderedDict)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @field_validator("citizen_id")
+    @classmethod
+    def _check_citizen(cls, value: str) -> str:
+        from pydantic import TypeAdapter
+
+        from llama_consciousness.schema.common import CitizenId
+
+        return TypeAdapter(CitizenId).validate_python(value)
+
+    # -- put ------------------------------------------------------------------
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        report = await self.aput_messages(messages)
+        for index, reason in report.refused:
+            log.warning("ConsciousnessMemoryBlock: message %d not stored: %s", index, reason)
+
+    async def aput_messages(self, messages: Sequence[ChatMessage | dict], session_id: str | None = None
+                            ) -> PutReport:
+        """``put_messages`` off the event loop (ingestion writes to the store)."""
+        return await asyncio.to_thread(self.put_messages, messages, session_id)
+
+    def put_messages(self, messages: Sequence[ChatMessage | dict], session_id: str | None = None) -> PutReport:
+        """Store ``messages`` (``ChatMessage`` or ``{"role": ..., "content": ...}``) as memories of the citizen,
+        in order; a message that cannot be stored is refused with its reason, and the others are stored.
+
+        The session is ``session_id``, else each message's ``additional_kwargs["session_id"]`` (set by
+        ``Memory``), else "default"; its time is ``additional_kwargs["timestamp"]`` (a datetime, ISO text or
+        seconds) when given, else now.
+        """
+        report = PutReport()
+        records: list[Any] = []
+        turns: list[tuple[str, str, datetime | None]] = []  # (node id, session, time)
+        for index, raw in enumerate(messages):
+            try:
+                node, session, when = self._memory_of(raw, session_id)
+            except ValueError as exc:
+                report.refused.append((index, str(exc)))
+                continue
+            records.append(node)
+            turns.append((node.node_id, session, when))
+        if not records:
+            return report
+        stored = self.memory.level("N1", self.citizen_id).existing_ids([t[0] for t in turns])
+        records += self._follows(turns, stored)
+        options = {**self.ingest_options, "on_invalid": "drop"}
+        report.ingest = self.memory.ingest(records, **options)
+        rejected = {r.item_id: r for r in report.ingest.rejected}
+        for node in (r for r in records if isinstance(r, MemoryNode)):
+            if node.node_id in rejected:
+                report.refused.append((-1, f"{node.node_id}: " + "; ".join(rejected[node.node_id].reasons)))
+            else:
+                report.stored.append(node.node_id)
+        with self._lock:  # the last stored turn of each session, for the link to the next one
+            for node_id, session, _ in turns:
+                if node_id not in rejected:
+                    self._last[session] = node_id
+                    self._last.move_to_end(session)
+            while len(self._last) > 10_000:
+                self._last.popitem(last=False)
+        return report
+
+    def _memory_of(self, raw: ChatMessage | dict, session_id: str | None) -> tuple[MemoryNode, str, datetime | None]:
+        """One message as a memory (its session and time), or ValueError saying why it cannot be one."""
+        if isinstance(raw, dict):
+            try:
+                raw = ChatMessage.model_validate(raw)
+            except Exception as exc:  # noqa: BLE001 - said as the refusal's reason
+                raise ValueError(f"not a chat message: {str(exc).splitlines()[0]}") from None
+        if not isinstance(raw, ChatMessage):
+            raise ValueError(f"not a chat message: {type(raw).__name__}")
+        extra = raw.additional_kwargs or {}
+        role = raw.role
+        if role in _TOOL:
+            if self.tool_messages == "refuse":
+                raise ValueError(f"a {role.value} message (a tool's output, not something said); "
+                                 "tool_messages='store' keeps them")
+            speaker = str(extra.get("name") or extra.get("tool_name") or "tool")
+        elif role in _SPOKEN:
+            speaker = self.user_name if _SPOKEN[role] == "user" else self.assistant_name
+        else:
+            raise ValueError(f"a {role.value} message: instructions to the model, not a turn of the conversation")
+        text = (raw.content or "").strip()
+        if not text:
+            what = "a tool call" if extra.get("tool_calls") or any(
+                getattr(b, "block_type", "") == "tool_call" for b in raw.blocks) else "no text"
+            raise ValueError(f"nothing to remember ({what})")
+        if len(text) > self.max_message_chars:
+            raise ValueError(f"{len(text):,} characters, more than max_message_chars ({self.max_message_chars:,}); "
+                             "ingest a long document with memory.ingest instead")
+        session = str(session_id or extra.get("session_id") or "default")
+        when = _when(extra.get("timestamp", extra.get("created_at")))
+        given = str(extra.get("id") or extra.get("message_id") or "")
+        key = "\x1f".join([self.citizen_id, session, role.value, when.isoformat() if when else "", given, text])
+        node_id = "msg_" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        description = f"{speaker}: {text}"
+        times = {"valid_at": when, "created_at": when} if when else {}
+        node = MemoryNode(
+            node_id=node_id, level="N1", citizen_id=self.citizen_id, node_type="Memory",
+            name=description if len(description) <= 120 else description[:119] + "…", description=description,
+            energy=0.5, confidence=0.8, goal="converse", mindstate="conversation", emotion_vector=dict(ENGAGED),
+            formation_trigger=f"said by {speaker} in conversation {session}",
+            extra={"speaker": speaker, "role": role.value, "session_id": session}, **times)
+        return node, session, when
+
+    def _follows(self, turns: list[tuple[str, str, datetime | None]], stored: set[str]
+                 ) -> list[ConsciousnessRelationship]:
+        """FOLLOWS from each new turn to the one before it in its session (the last stored one for the first);
+        a turn stored already keeps the links it was given then (a message put again adds none)."""
+        with self._lock:
+            previous = {session: self._last.get(session) for _, session, _ in turns}
+        out = []
+        for node_id, session, when in turns:
+            before = previous.get(session)
+            if before and before != node_id and node_id not in stored:
+                times = {"valid_at": when, "created_at": when} if when else {}
+                out.append(ConsciousnessRelationship(
+                    source_id=node_id, target_id=before, relation_type="FOLLOWS", goal="converse",
+                    mindstate="conversation", energy=0.3, confidence=0.8, emotion_vector=dict(ENGAGED),
+                    level="N1", citizen_id=self.citizen_id,
+                    formation_trigger="next turn of the conversation", **times))
+            previous[session] = node_id
+        return out
+
+    # -- get ------------------------------------------------------------------
+
+    async def _aget(self, messages: Optional[list[ChatMessage]] = None, **block_kwargs: Any) -> str:
+        question = self.question(messages or [])
+        if not question:
+            return ""
+        if self.state_retriever is not None:
+            stream = await self.state_retriever.aretrieve_stream(question)
+        else:
+            stream = await self.memory.aretrieve_stream(self.intention(question), config=self.config,
+                                                        postprocessors=self.postprocessors)
+        return self.render(stream)
+
+    def get_text(self, messages: Sequence[ChatMessage] | str) -> str:
+        """``aget`` for synchronous code: what to remember for ``messages`` (or a question), as text."""
+        question = messages if isinstance(messages, str) else self.question(messages)
+        if not question.strip():
+            return ""
+        if self.state_retriever is not None:
+            return self.render(self.state_retriever.retrieve_stream(question))
+        return self.render(self.memory.retrieve_stream(self.intention(question), config=self.config,
+                                                       postprocessors=self.postprocessors))
+
+    def question(self, messages: Sequence[ChatMessage]) -> str:
+        """The recent turns that make the question: the last ``query_turns`` spoken messages, latest last,
+        at most ``QUESTION_CHARS`` characters (older turns are cut first)."""
+        texts: list[str] = []
+        used = 0
+        for message in reversed(messages):
+            if message.role not in _SPOKEN:
+                continue
+            text = (message.content or "").strip()
+            if not text:
+                continue
+            text = text[-max(QUESTION_CHARS - used, 0):] if used + len(text) > QUESTION_CHARS else text
+            if not text:
+                break
+            texts.append(text)
+            used += len(text) + 1
+            if len(texts) >= self.query_turns:
+                break
+        return "\n".join(reversed(texts))
+
+    def intention(self, question: str) -> RetrievalIntention:
+        return RetrievalIntention(query_text=question, citizen_id=self.citizen_id, query_levels=list(self.levels),
+                                  temporal_mode=self.temporal_mode, max_results_per_level=self.max_results_per_level,
+                                  generated_by="ConsciousnessMemoryBlock")
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> Optional[str]:
+        """Fewer tokens when ``Memory`` is over its limit: whole lines dropped from the end (the lowest tier
+        and the replaced memories go first); None when nothing is left."""
+        count = token_counter()
+        lines = content.splitlines()
+        saved = 0
+        while lines and saved < tokens_to_truncate:
+            saved += count(lines.pop() + "\n")
+        return "\n".join(lines) if len(lines) > 1 else None  # a heading alone says nothing
+
+    def render(self, stream: Any) -> str:
+        """The stream as the block's text: within ``token_budget``, current memories before replaced ones."""
+        if not stream.consciousness_summary.total_results:
+            return ""
+        return render_stream(stream, self.token_budget, current_first=True).text
+
+
+def _when(value: Any) -> datetime | None:
+    """A message's time from what callers put in ``additional_kwargs`` (UTC when naive)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(float(value), tz=timezone.utc)
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"timestamp {value!r} is not ISO 8601 text") from None
+    if not isinstance(value, datetime):
+        raise ValueError(f"timestamp must be a datetime, ISO text or seconds, not {type(value).__name__}")
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
