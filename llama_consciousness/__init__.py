@@ -15,6 +15,7 @@ from llama_consciousness.errors import (
     StorageError,
 )
 from llama_consciousness.memory import ConsciousnessMemory
+from llama_consciousness.memory_block import ConsciousnessMemoryBlock
 from llama_consciousness.postprocessors import (
     ActivationTierPostprocessor,
     ConsciousnessRanker,
@@ -50,6 +51,7 @@ __all__ = [
     "TraversalPathPostprocessor",
     "render_stream",
     "ConsciousnessMemory",
+    "ConsciousnessMemoryBlock",
     "ConsciousnessNode",
     "ConsciousnessRelationship",
     "ConsciousnessStream",
