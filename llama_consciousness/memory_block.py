@@ -91,6 +91,9 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
         "a StateBasedRetriever with a default_state: recall by the citizen's state, the recent turns as its goal"))
     token_budget: int = Field(default=1000, ge=50, le=200_000, description="tokens of the recalled text (tiktoken)")
     max_results_per_level: int = Field(default=20, ge=1, le=200)
+    shared_once: bool = Field(default=True, description=(
+        "metadata all recalled memories share (chat turns: the same energy, goal, feelings) said once, not per "
+        "line: more memories fit the budget"))
     query_turns: int = Field(default=3, ge=1, le=50, description="how many recent messages make the question")
     user_name: str = Field(default="user", min_length=1, max_length=80,
                            description="the speaker of user messages in the stored text ('Ada: ...')")
@@ -124,8 +127,11 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
 
     async def aput_messages(self, messages: Sequence[ChatMessage | dict], session_id: str | None = None
                             ) -> PutReport:
-        """``put_messages`` off the event loop (ingestion writes to the store)."""
-        return await asyncio.to_thread(self.put_messages, messages, session_id)
+        """``put_messages`` off the event loop (ingestion writes to the store).  The messages are copied
+        first: ``Memory`` hands the same objects to every block, and another block may change them meanwhile
+        (``VectorMemoryBlock`` pops their ``session_id``)."""
+        copies = [m.model_copy(deep=True) if isinstance(m, ChatMessage) else m for m in messages]
+        return await asyncio.to_thread(self.put_messages, copies, session_id)
 
     def put_messages(self, messages: Sequence[ChatMessage | dict], session_id: str | None = None) -> PutReport:
         """Store ``messages`` (``ChatMessage`` or ``{"role": ..., "content": ...}``) as memories of the citizen,
@@ -291,7 +297,7 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
         """The stream as the block's text: within ``token_budget``, current memories before replaced ones."""
         if not stream.consciousness_summary.total_results:
             return ""
-        return render_stream(stream, self.token_budget, current_first=True).text
+        return render_stream(stream, self.token_budget, current_first=True, shared_once=self.shared_once).text
 
 
 def _when(value: Any) -> datetime | None:

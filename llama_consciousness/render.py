@@ -70,7 +70,7 @@ POSSIBLY_OUTDATED_MARK = "[possibly outdated: a later memory may replace it]"
 CURRENT_MARK = "[current]"
 
 
-def memory_line(node: ConsciousnessNode, replaces_another: bool = False) -> str:
+def memory_line(node: ConsciousnessNode, replaces_another: bool = False, shared: frozenset[str] = frozenset()) -> str:
     """One memory, compact: what it is (marked untrusted when flagged), then how it felt and when it held.
     A replaced version is marked past, one a later memory may replace possibly outdated, and the one
     that replaces another memory of the context (``replaces_another``) current."""
@@ -78,7 +78,8 @@ def memory_line(node: ConsciousnessNode, replaces_another: bool = False) -> str:
     text = node.description.strip() or node.name
     body = node.name
     if text and text != node.name:
-        body += f": {text}"
+        # a name that is the text's beginning ("Ada: I moved to…") is not said twice
+        body = text if node.name.endswith("…") and text.startswith(node.name[:-1]) else f"{body}: {text}"
     if node.injection_suspected:
         body = untrusted_text(body)
     if node.expired_at is not None and node.superseded_by:
@@ -88,6 +89,12 @@ def memory_line(node: ConsciousnessNode, replaces_another: bool = False) -> str:
     elif replaces_another and node.expired_at is None:
         body = f"{CURRENT_MARK} {body}"
     head = f"- [{level} {node.node_type}] {body}"
+    meta = [m for m in memory_meta(node) if m not in shared]
+    return f"{head} ({'; '.join(meta)})" if meta else head
+
+
+def memory_meta(node: ConsciousnessNode) -> list[str]:
+    """A memory's felt metadata as the parts of its line: energy, confidence, state, feelings, goal, validity."""
     meta = [f"energy {node.energy:.2f}", f"confidence {node.confidence:.2f}", node.resolution_state]
     feelings = _emotions(node)
     if feelings:
@@ -95,7 +102,7 @@ def memory_line(node: ConsciousnessNode, replaces_another: bool = False) -> str:
     if node.goal:
         meta.append(f"goal {node.goal}")
     meta.append(f"valid {_span(node)}")
-    return f"{head} ({'; '.join(meta)})"
+    return meta
 
 
 def dissonance_line(d: TemporalDissonance) -> str:
@@ -129,11 +136,14 @@ def _tiers(stream: ConsciousnessStream) -> list[tuple[str, list[ConsciousnessNod
 
 
 def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
-                  count: Callable[[str], int] | None = None, current_first: bool = False) -> RenderedContext:
+                  count: Callable[[str], int] | None = None, current_first: bool = False,
+                  shared_once: bool = False) -> RenderedContext:
     """The stream as context text of at most ``token_budget`` tokens, in whole lines (a memory that does not
     fit is left out and listed); lower tiers are dropped before higher ones.  With ``current_first``, within
     each tier what is believed now comes before what a later memory replaced (or may replace), so a tight
-    budget drops the past first."""
+    budget drops the past first.  With ``shared_once``, metadata every memory of the stream has alike
+    (chat turns stored with the same energy, goal and feelings) is said once under the heading instead of
+    on every line, leaving the budget to the memories themselves."""
     if token_budget <= 0:
         raise ValueError(f"token_budget must be positive, got {token_budget}")
     count = count or token_counter()
@@ -157,6 +167,12 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
     tiers = _tiers(stream)
     if current_first:
         tiers = [(tier, sorted(nodes, key=_replaced)) for tier, nodes in tiers]  # stable: rank order kept
+    shared: frozenset[str] = frozenset()
+    everyone = [n for _, nodes in tiers for n in nodes]
+    if shared_once and len(everyone) > 1:
+        shared = frozenset.intersection(*(frozenset(memory_meta(n)) for n in everyone))
+        if shared:
+            add(f"(every memory below: {'; '.join(m for m in memory_meta(everyone[0]) if m in shared)})")
     successors = {later for _, nodes in tiers for n in nodes
                   for later in (n.superseded_by, n.possibly_superseded_by) if later}
     for tier, nodes in tiers:
@@ -166,7 +182,7 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
             left_out += [n.node_id for n in nodes]
             continue
         for node in nodes:
-            (included if add(memory_line(node, node.node_id in successors)) else left_out).append(node.node_id)
+            (included if add(memory_line(node, node.node_id in successors, shared)) else left_out).append(node.node_id)
     moments = [dissonance_line(d) for d in stream.temporal_dissonances]
     if moments and used + count("## Learning moments\n" + moments[0] + "\n") <= token_budget:
         add("## Learning moments")  # only with at least one moment under it
