@@ -1,5 +1,8 @@
 """Benchmark ingestion speed: llama-consciousness vs. LlamaIndex's stock PropertyGraphIndex.
 
+Needs the ``bench`` extra (the stock ``FalkorDBPropertyGraphStore``):
+``.venv/bin/pip install -e ".[bench]"``.
+
 Why this exists
 ---------------
 The project's target is that ingesting a memory file through

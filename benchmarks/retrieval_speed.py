@@ -1,5 +1,8 @@
 """Benchmark retrieval speed: the six-way retriever vs. LlamaIndex's stock PropertyGraphIndex retriever.
 
+Needs the ``bench`` extra (the stock ``FalkorDBPropertyGraphStore``):
+``.venv/bin/pip install -e ".[bench]"``.
+
 Why this exists
 ---------------
 The project's targets for retrieval on an embedded FalkorDB with the offline

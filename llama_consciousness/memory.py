@@ -490,6 +490,14 @@ class ConsciousnessMemory:
     async def aretrieve_stream(self, intention: Any, config: Any = None, postprocessors: Any = "default") -> Any:
         return await self.stream_retriever(postprocessors=postprocessors, config=config).aretrieve_stream(intention)
 
+    def property_graph_store(self, level: str, citizen_id: str | None = None, *,
+                             temporal_mode: str = "current") -> Any:
+        """One level graph as a read-only LlamaIndex ``PropertyGraphStore`` (``MemoryPropertyGraphStore``), for
+        stock property-graph retrievers: ``PropertyGraphIndex.from_existing(property_graph_store=...)``."""
+        from llama_consciousness.property_graph import MemoryPropertyGraphStore
+
+        return MemoryPropertyGraphStore(self, level, citizen_id, temporal_mode=temporal_mode)
+
     # -- reads ------------------------------------------------------------------
 
     def get_node(self, node_id: str, level: str, citizen_id: str | None = None) -> MemoryNode | None:
