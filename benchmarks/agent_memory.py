@@ -146,8 +146,6 @@ def cut_to_budget(text: str, budget: int, count: Any, sep: str = "\n\n") -> str:
         cost = count(part + sep)
         if used + cost > budget:
             if not out:
-                import tiktoken  # noqa: F401 - token_counter set the offline cache up
-
                 words = part.split(" ")
                 while words and count(" ".join(words)) > budget:
                     words = words[: int(len(words) * 0.9)]

@@ -15,9 +15,7 @@ so that you can see what the LLM is given.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import sys
 import tempfile
 from typing import Any
 
@@ -25,6 +23,8 @@ from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.memory import Memory
+
+from _llm import openai_or
 
 from llama_consciousness import ConsciousnessMemory, ConsciousnessMemoryBlock
 
@@ -50,15 +50,7 @@ def scripted_answer(messages: Any, **kwargs: Any) -> ChatMessage:
 
 
 def choose_llm() -> Any:
-    if os.environ.get("OPENAI_API_KEY"):
-        try:
-            from llama_index.llms.openai import OpenAI  # optional dependency
-
-            return OpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
-        except ImportError:
-            print("OPENAI_API_KEY is set but llama-index-llms-openai is not installed; using the offline stand-in",
-                  file=sys.stderr)
-    return MockFunctionCallingLLM(response_generator=scripted_answer, is_chat_model=True)
+    return openai_or(MockFunctionCallingLLM(response_generator=scripted_answer, is_chat_model=True))
 
 
 async def converse(agent: FunctionAgent, chat: Memory, turns: list[str]) -> None:

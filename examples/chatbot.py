@@ -11,7 +11,6 @@ emotions, goal, resolution state, validity) for the LLM to weigh.
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 from typing import Any
@@ -20,6 +19,8 @@ from llama_index.core import Settings
 from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.query_engine import RetrieverQueryEngine
+
+from _llm import openai_or
 
 from llama_consciousness import ConsciousnessMemory
 from llama_consciousness.ingestion import demo_memory_file
@@ -52,15 +53,7 @@ class ExtractiveLLM(CustomLLM):
 
 
 def choose_llm() -> Any:
-    if os.environ.get("OPENAI_API_KEY"):
-        try:
-            from llama_index.llms.openai import OpenAI  # optional dependency
-
-            return OpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
-        except ImportError:
-            print("OPENAI_API_KEY is set but llama-index-llms-openai is not installed; using the offline stand-in",
-                  file=sys.stderr)
-    return ExtractiveLLM()
+    return openai_or(ExtractiveLLM())
 
 
 def main() -> None:
