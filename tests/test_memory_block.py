@@ -195,3 +195,58 @@ def test_truncation_drops_whole_lines_from_the_end(memory, citizen, block) -> No
     assert count(cut) <= count(text) - count(lines[-1])
     assert asyncio.run(block.atruncate(text, count(text) + 10)) is None
     assert PutReport().stored == []
+
+
+def test_one_block_shared_by_conversations_in_threads(memory, citizen, block) -> None:
+    """Two conversations of one citizen at once, each in its own thread and event loop: every turn stored,
+    each session's turns linked in order, each recall about its own conversation's words."""
+    errors: list[BaseException] = []
+    stored: dict[str, list[str]] = {}
+
+    def converse(session: str, topic: str) -> None:
+        try:
+            ids: list[str] = []
+            for i in range(6):
+                report = asyncio.run(block.aput_messages([msg("user", f"{topic} note {i} for {session}.")],
+                                                         session_id=session))
+                assert not report.refused
+                ids += report.stored
+                assert topic in asyncio.run(block.aget([msg("user", f"what about {topic}?")]))
+            stored[session] = ids
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=converse, args=(s, t)) for s, t in (("s-a", "gardening"), ("s-b", "chess"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    links = follows(memory, citizen)
+    for ids in stored.values():
+        assert len(ids) == 6
+        assert {(ids[i + 1], ids[i]) for i in range(5)} <= links  # in order, within its own session
+    assert len(links) == 10
+
+
+def test_recall_by_the_citizens_state_when_a_state_retriever_is_configured(memory, citizen) -> None:
+    from llama_consciousness.retrievers import StateBasedRetriever
+    from llama_consciousness.schema import StateBasedRetrieval
+
+    feeling = StateBasedRetrieval(citizen_id=citizen, current_energy=0.6, current_emotions={"engagement": 0.6},
+                                  query_mode="find_similar_state")
+    retriever = StateBasedRetriever(memory, default_state=feeling)
+    block = ConsciousnessMemoryBlock(memory=memory, citizen_id=citizen, user_name="Ada", state_retriever=retriever)
+    block.put_messages([msg("user", "The garden shed roof leaks again."), msg("user", "Chess club is on Thursdays.")])
+    asked: list[Any] = []
+    original = retriever.aretrieve_stream
+
+    async def spy(request: Any = None) -> Any:
+        asked.append(request)
+        return await original(request)
+
+    object.__setattr__(retriever, "aretrieve_stream", spy)
+    text = asyncio.run(block.aget([msg("user", "the shed roof")]))
+    assert asked == ["the shed roof"]  # the recent turns, as the state's goal
+    assert "The garden shed roof leaks again." in text
+    assert "The garden shed roof leaks again." in block.get_text("the shed roof")  # and from synchronous code
