@@ -27,13 +27,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from llama_index.core.schema import BaseNode
+from llama_index.core.schema import BaseNode, TransformComponent
 from pydantic import Field, SkipValidation
 
 from llama_consciousness.entities import ENTITY_TYPES
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.levels import home_key
-from llama_consciousness.nodes import is_relationship, text_node_to_memory
+from llama_consciousness.nodes import is_relationship, record_fields
 from llama_consciousness.schema import MemoryNode
 from llama_consciousness.scoring.updates import (
     CONFIRM_AT, DATE_PATTERN, Fact, Statement, UpdateJudgement, extract_facts, judge_update, order_pair, speaker_of,
@@ -109,6 +109,30 @@ def _screened(node: BaseNode, every_statement: bool = False) -> bool:
     return states_something(body, speaker)
 
 
+def _judged_memory(node: BaseNode) -> MemoryNode:
+    """The memory a node describes, without its embedding: the judge reads words, and checking a vector of
+    hundreds of numbers was two thirds of building the model."""
+    data = record_fields(node.metadata)
+    data.setdefault("node_id", node.node_id)
+    data["description"] = node.get_content(metadata_mode="none")
+    return MemoryNode.model_validate(data)
+
+
+SCREEN_KEY = "lc_states"  # set by UpdateScreen: whether the memory states something the judge compares
+
+
+class UpdateScreen(TransformComponent):
+    """Whether each memory states something the update judge compares (``_screened``), read among the pure
+    steps: in a large ingestion they run in the worker process, and the writing process then passes over
+    the memories that state nothing (most of them) without reading them again."""
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        for node in nodes:
+            if not is_relationship(node):
+                node.metadata[SCREEN_KEY] = _screened(node)
+        return list(nodes)
+
+
 class KnowledgeUpdateDetector(ReportingTransform):
     """Find the earlier memories that new memories update, and judge each pair (see the module doc)."""
 
@@ -131,10 +155,13 @@ class KnowledgeUpdateDetector(ReportingTransform):
         for node in nodes:
             if is_relationship(node):
                 continue
-            if not _screened(node, self._asks_llm):
+            screened = node.metadata.get(SCREEN_KEY)
+            if screened is None or self._asks_llm:
+                screened = _screened(node, self._asks_llm)
+            if not screened:
                 continue  # most memories state nothing the judge compares: no model, no query
             try:
-                memory = text_node_to_memory(node)
+                memory = _judged_memory(node)
             except Exception:  # noqa: BLE001 - the writer reports an invalid record; nothing to judge here
                 continue
             by_id[memory.node_id] = node

@@ -342,9 +342,13 @@ _CONTRACTIONS = [
 def _expand(sentence: str) -> str:
     """Contractions spelt out, so that one pattern reads "I'm", "I am" and "im" alike."""
     sentence = sentence.replace("\u2019", "'")
-    for pattern, repl in _CONTRACTIONS:
-        sentence = pattern.sub(repl, sentence)
-    return re.sub(r"\b[Ii]m\b", "I am", sentence)
+    if "'" in sentence:  # most sentences have none: no substitution to try
+        for pattern, repl in _CONTRACTIONS:
+            sentence = pattern.sub(repl, sentence)
+    return _IM.sub("I am", sentence) if "m" in sentence else sentence
+
+
+_IM = re.compile(r"\b[Ii]m\b")
 
 
 _SPEAKER_PREFIX = re.compile(r"^\s*([A-Z][\w .'-]{0,40}?):\s+")
