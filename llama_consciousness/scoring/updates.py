@@ -781,6 +781,7 @@ def _stem(word: str) -> str:
     return _SUFFIX.sub("", word) if len(word) > 4 else word
 
 
+@lru_cache(maxsize=16384)
 def _values(sentence: str, speaker: str | None) -> tuple[frozenset[str], frozenset[str]]:
     """Names, dates and states a sentence gives, lower case (the speaker's own name and the person spoken to
     do not count), and apart a single capitalised word that only starts the sentence ("Losing my job ..."
@@ -842,11 +843,17 @@ def _sentences(text: str) -> list[str]:
     return out
 
 
-@lru_cache(maxsize=8192)
 def _clauses(text: str, speaker: str | None, anchored: bool = True) -> tuple[_Clause, ...]:
     """The sentences of ``text`` that name a thing the frame rule compares (see above); with ``anchored``
-    False, every sentence (a later memory may name the earlier value instead of the thing).  Cached: a
-    memory is compared with many others."""
+    False, also those that only say something changed (a later memory may name the earlier value instead
+    of the thing).  Cached: a memory is compared with many others."""
+    clauses = _all_clauses(text, speaker)
+    return tuple(c for c in clauses if c.anchors) if anchored else clauses
+
+
+@lru_cache(maxsize=8192)
+def _all_clauses(text: str, speaker: str | None) -> tuple[_Clause, ...]:
+    anchored = False  # read once; the anchored ones are those with a thing
     out = []
     for sentence in _sentences(text):
         if len(sentence) > MAX_SENTENCE_CHARS:
@@ -906,17 +913,24 @@ scratch someone meant should confused not rather sorry never drawer happening is
 """.split())
 
 
+@lru_cache(maxsize=8192)
+def _earlier_frames(text: str, speaker: str | None) -> tuple[tuple[_Clause, ...], frozenset[str], frozenset[str]]:
+    """What the frame rule reads of a memory as the earlier side of pairs: its clauses with values, their
+    values and their things (cached: one memory is the earlier side of many pairs)."""
+    clauses = tuple(c for c in _clauses(text, speaker) if c.values)
+    return (clauses, frozenset().union(*(c.values for c in clauses)),
+            frozenset().union(*(c.anchors for c in clauses)))
+
+
 def judge_frames(older: Statement, newer: Statement) -> UpdateJudgement:
     """The frame rule (see above) on ``older`` -> ``newer``."""
     none = UpdateJudgement(older.node_id, newer.node_id, "none", why="no thing of the earlier memory changes")
     if (older.speaker or None) != (newer.speaker or None):
         return none
-    old_clauses = [c for c in _clauses(older.text, older.speaker) if c.values]
+    old_clauses, known, things = _earlier_frames(older.text, older.speaker)
     new_clauses = _clauses(newer.text, newer.speaker, False)
     if not old_clauses or not new_clauses:
         return none
-    known = frozenset().union(*(c.values for c in old_clauses))
-    things = frozenset().union(*(c.anchors for c in old_clauses))
     if not any(c.anchors & things or c.values_with(known) & known for c in new_clauses):
         return none  # nothing in common: the usual case, decided without reading a cue
     old_clauses = [c for c in old_clauses if c.owned(frozenset())]
@@ -1109,7 +1123,7 @@ def _named_sentences(text: str, speaker: str | None) -> tuple[tuple[str, frozens
     for sentence in _sentences(text):
         if len(sentence) > MAX_SENTENCE_CHARS or not _own_sentence(sentence):
             continue
-        values, _ = _values(sentence, speaker)
+        values, _ = _values(_expand(sentence), speaker)  # as the frame rule reads it (cached there)
         names = frozenset(w for v in values if not v.startswith("state:") and not _DATE_RE.fullmatch(v)
                           for w in _TOKEN.findall(v) if w not in _COMMON_START and len(w) > 1)
         words = frozenset(_stem(w) for w in _TOKEN.findall(sentence.lower()) if len(w) >= _NAMED_WORDS_MIN)
@@ -1117,12 +1131,18 @@ def _named_sentences(text: str, speaker: str | None) -> tuple[tuple[str, frozens
     return tuple(out)
 
 
+@lru_cache(maxsize=8192)
+def _named_earlier(text: str, speaker: str | None) -> tuple[tuple[str, frozenset[str], frozenset[str]], ...]:
+    """The speaker's own first-person sentences of a memory as the earlier side of the named rule (cached)."""
+    return tuple(o for o in _named_sentences(text, speaker) if _MINE_OR_ME.search(o[0]))
+
+
 def judge_named(older: Statement, newer: Statement) -> UpdateJudgement:
     """The named rule (see above) on ``older`` -> ``newer``: "possible" or "none"."""
     none = UpdateJudgement(older.node_id, newer.node_id, "none", why="no name of the earlier memory ends")
     if (older.speaker or None) != (newer.speaker or None) or not _says_ended(newer.text):
         return none
-    olds = [o for o in _named_sentences(older.text, older.speaker) if _MINE_OR_ME.search(o[0])]
+    olds = _named_earlier(older.text, older.speaker)
     if not olds:
         return none
     sentences = _named_sentences(newer.text, newer.speaker)
