@@ -137,6 +137,8 @@ _DATE = (r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|tomorrow|tonight|noon|m
          r"\d{4}-\d\d-\d\d|\d{1,2}/\d{1,2}(?:/\d{2,4})?|\d{1,2}(?::\d\d)?\s*(?:am|pm)|\d{1,2}:\d\d|"
          r"next (?:week|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday))")
 _DATE_RE = re.compile(_DATE, re.IGNORECASE)
+_DAY_OF = re.compile(r"(?<![\d:/-])(\d{1,2})(?:st|nd|rd|th)?(?![\d:/])(?!\s*(?:am|pm))", re.IGNORECASE)
+_ORDINAL_DAY = re.compile(r"\bthe\s+(\d{1,2})(?:st|nd|rd|th)\b", re.IGNORECASE)
 DATE_PATTERN = _DATE
 _DATE_HINT = re.compile(r"\d|day\b|tomorrow|tonight|noon|midnight|next|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|"
                         r"nov|dec", re.IGNORECASE)
@@ -645,10 +647,12 @@ school university college major degree city town country address email username 
 subscription gym club
 deadline appointment meeting flight wedding interview exam review session class lesson service planning
 checkup check-up surgery standup sync retro demo launch release reservation booking deadline due
+party concert test dinner ceremony gig festival recital hearing audition reunion celebration birthday
 """.split())
 _EVENT_ANCHORS = frozenset("""
 deadline appointment meeting flight wedding interview exam review session class lesson service planning
 checkup check-up surgery standup sync retro demo launch release reservation booking due
+party concert test dinner ceremony gig festival recital hearing audition reunion celebration birthday
 """.split())
 # Words that name one thing in different ways: two sentences whose things fall in no common group are about
 # different things.
@@ -808,7 +812,11 @@ def _values(sentence: str, speaker: str | None) -> tuple[frozenset[str], frozens
         if name and name != (speaker or "") and not name.startswith("i'"):
             out.add(name)
     if _DATE_HINT.search(sentence):
-        out.update(m.group(0).lower() for m in _DATE_RE.finditer(sentence))
+        dates = [m.group(0).lower() for m in _DATE_RE.finditer(sentence)]
+        out.update(dates)
+        # "the 5th" is the day of "March 5th": a later "not the 5th, the 12th" names it
+        out.update(f"day {int(d)}" for date in dates for d in _DAY_OF.findall(date))
+        out.update(f"day {int(d)}" for d in _ORDINAL_DAY.findall(sentence))
     for state in _STATE_VALUE.findall(sentence):
         out.add("state:" + _STATE_GROUPS.get(state.lower(), state.lower()))
     return frozenset(out), frozenset(initial)
@@ -875,7 +883,36 @@ def _all_clauses(text: str, speaker: str | None) -> tuple[_Clause, ...]:
             out.append(_clause(frozenset(anchors), values, initial, sentence, tokens))
         elif anchors:
             out.append(_clause(frozenset(anchors), frozenset(), frozenset(), sentence, tokens))  # kept for its thing
-    return tuple(out)
+    merged = _whole_frame(text, speaker, out)
+    return tuple(out) + ((merged,) if merged is not None else ())
+
+
+FRAME_WORDS = 30
+"""A memory this short is also read as one frame: "I got an interview at Vestas! It's on May 8th." names the
+thing in one sentence and its value in the next."""
+
+
+def _whole_frame(text: str, speaker: str | None, clauses: list[_Clause]) -> _Clause | None:
+    """The frame of a short memory of several sentences: the things of its sentences with the values of all
+    of them, when no sentence has both."""
+    if len(text.split()) > FRAME_WORDS:
+        return None
+    sentences = [s for s in _sentences(text) if len(s) <= MAX_SENTENCE_CHARS]
+    if len(sentences) < 2:
+        return None
+    anchors = frozenset().union(*(c.anchors for c in clauses))
+    if not anchors:
+        return None
+    values: set[str] = set()
+    initial: set[str] = set()
+    for sentence in sentences:
+        v, i = _values(_expand(sentence), speaker)
+        values |= v
+        initial |= i
+    if not values:
+        return None
+    whole = _expand(" ".join(sentences))
+    return _clause(anchors, frozenset(values), frozenset(initial), whole, set(_TOKEN.findall(whole.lower())))
 
 
 def _clause(anchors: frozenset[str], values: frozenset[str], initial: frozenset[str], sentence: str,
@@ -961,6 +998,7 @@ def judge_frames(older: Statement, newer: Statement) -> UpdateJudgement:
             elif not new_values and kept and _FRAME_DENY.search(sentence):
                 what = f"{'/'.join(sorted(shared))}: {sorted(kept)} denied"
             elif (new_values and not kept and shared != {"value"} and old.anchors == clause.anchors
+                  and not shared <= _EVENT_ANCHORS  # two trips, two parties: both may be
                   and _kinds(old.values) & _kinds(new_values) and _PRESENT.search(sentence)
                   and not _PRESENT_PAST.search(sentence)):
                 # the same thing, another value, no word of change: maybe an update, maybe two of them
@@ -993,7 +1031,8 @@ def _replaces(old: frozenset[str], new: frozenset[str]) -> bool:
 
 def _kinds(values: Iterable[str]) -> set[str]:
     """What sort of values these are: dates, states or names (a date is no answer to "who")."""
-    return {"state" if v.startswith("state:") else "date" if _DATE_RE.fullmatch(v) else "name" for v in values}
+    return {"state" if v.startswith("state:") else "date" if _DATE_RE.fullmatch(v) or v.startswith("day ")
+            else "name" for v in values}
 
 
 # Words that name what a fact is about, for a question that asks about it in other words ("Which car does Wim

@@ -201,3 +201,19 @@ def test_capitalised_words_are_names_only_when_they_are() -> None:
     assert states_something("I don't have the Golf anymore.")
     # what "my employer is X" is about, in the words a question uses
     assert set("job work company employer".split()) <= set(about_words("Turns out my employer is Siemens.").split())
+
+
+def test_a_short_memory_is_one_frame_and_a_day_names_its_date() -> None:
+    # the thing in one sentence, its date in the next; the correction names only the day
+    judgement = judge_update(*pair("I got an interview at Vestas! Planning role. It's on May 8th.",
+                                   "Correction on the interview, it's May 15th, not the 8th."))
+    assert (judgement.verdict, judgement.reason) == ("update", "discovered_false"), judgement
+    judgement = judge_update(*pair("I finally booked my driving test, it's on March 18th.",
+                                   "And correction, the test is March 28th, not the 18th."))
+    assert judgement.verdict == "update", judgement
+    # two parties on two dates, no word of change: both may be
+    assert judge_update(*pair("The party at Anna's is on Friday.", "The party at the club is on Saturday.")
+                        ).verdict == "none"
+    # a long memory is not read as one frame
+    long = "I got an interview at Vestas. " + "We talked about the weather for a while. " * 6 + "It's on May 8th."
+    assert judge_update(*pair(long, "Correction on the interview, it's May 15th, not the 8th.")).verdict != "update"
