@@ -52,6 +52,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 SPLITS = ("tune", "test")
@@ -802,6 +803,40 @@ def _conversation(draw: _Draw, citizen: str, speakers: tuple[str, str], sessions
 
 
 # -- command line -------------------------------------------------------------------------
+
+
+def load_written(path: str | Path) -> list[Conversation]:
+    """Conversations written by people, not generated (``updates_conversations_dev.json``): a JSON list of
+    ``{"speakers", "sessions": [{"date", "turns": [{"speaker", "text"}]}], "updates": [{"old": [s, t],
+    "new": [s, t], "question", "kind"}], "distractors": [{"base", "other", "kind"}]}``; one ingest call per
+    session, turns a minute apart."""
+    import json
+
+    out: list[Conversation] = []
+    for ci, c in enumerate(json.loads(Path(path).read_text(encoding="utf-8"))):
+        conv = Conversation(citizen_id=f"written{ci}", speakers=tuple(c["speakers"]))
+        role = {tuple(u["old"]): "update_old" for u in c["updates"]}
+        role.update({tuple(u["new"]): "update_new" for u in c["updates"]})
+        for d in c["distractors"]:
+            role.setdefault(tuple(d["base"]), "distractor_base")
+            role.setdefault(tuple(d["other"]), "distractor")
+        ids: dict[tuple[int, int], str] = {}
+        for si, session in enumerate(c["sessions"]):
+            day = datetime.fromisoformat(session["date"]).replace(tzinfo=timezone.utc)
+            for ti, turn in enumerate(session["turns"]):
+                ids[(si, ti)] = f"written{ci}:{si}:{ti}"
+                conv.said.append(Said(ids[(si, ti)], turn["speaker"], turn["text"], day + timedelta(minutes=ti), si,
+                                      role.get((si, ti), "filler")))
+        speaker = {ids[k]: c["sessions"][k[0]]["turns"][k[1]]["speaker"] for k in ids}
+        for u in c["updates"]:
+            new = ids[tuple(u["new"])]
+            conv.updates.append(Update(ids[tuple(u["old"])], new, speaker[new], "written", u["kind"], False,
+                                       u["question"]))
+        for d in c["distractors"]:
+            base = ids[tuple(d["base"])]
+            conv.distractors.append(Distractor(base, ids[tuple(d["other"])], speaker[base], "written", d["kind"]))
+        out.append(conv)
+    return out
 
 
 def describe(convs: Sequence[Conversation]) -> str:

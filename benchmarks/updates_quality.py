@@ -72,7 +72,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from locomo_data import DATA_HELP, DEFAULT_DATA, dedupe, load_conversations, require_data  # noqa: E402
 from locomo_quality import ingest_conversation  # noqa: E402
 from machine import commit, machine  # noqa: E402
-from updates_data import KINDS, SPLIT_HELP, SPLITS, Conversation, describe, generate  # noqa: E402
+from updates_data import KINDS, SPLIT_HELP, SPLITS, Conversation, describe, generate, load_written  # noqa: E402
 
 MODES = ("offline", "off")  # detection on (the default), off (the baseline)
 LABEL = {"offline": 'detection on (updates="offline")', "off": 'off (updates="off", baseline)'}
@@ -344,6 +344,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="generator seed (default: %(default)s)")
     parser.add_argument("--citizens", type=int, default=12,
                         help="generated conversations, one citizen each (default: %(default)s)")
+    parser.add_argument("--written", type=Path, default=None, metavar="JSON", help=(
+        "instead of generated conversations, conversations people wrote (benchmarks/"
+        "updates_conversations_dev.json: 16 conversations, 96 updates, used for tuning the judge)"))
     parser.add_argument("--skip-locomo", action="store_true", help="skip LoCoMo (false supersessions and speed)")
     parser.add_argument("--locomo", type=Path, default=DEFAULT_DATA, metavar="PATH", help=DATA_HELP)
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (prints its path)")
@@ -358,8 +361,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from llama_consciousness import ConsciousnessMemory
 
-    convs = generate(args.seed, args.citizens, args.split)
-    print(f"generated ({args.split}, seed {args.seed}): {describe(convs)}", file=sys.stderr)
+    convs = load_written(args.written) if args.written else generate(args.seed, args.citizens, args.split)
+    print(f"{'written' if args.written else f'generated ({args.split}, seed {args.seed})'}: {describe(convs)}",
+          file=sys.stderr)
     workdir = Path(tempfile.mkdtemp(prefix="lcupd", dir="/tmp"))
     scores = {m: Scores() for m in MODES}
     started = time.perf_counter()
@@ -388,7 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    print(f"## Knowledge updates ({args.split} split, seed {args.seed}): {describe(convs)}"
+    title = "written conversations" if args.written else f"{args.split} split, seed {args.seed}"
+    print(f"## Knowledge updates ({title}): {describe(convs)}"
           + ("; LoCoMo: 10 conversations" if not args.skip_locomo else "") + "\n")
     print(table(scores, datasets))
     print(f"\nDate: {time.strftime('%Y-%m-%d %H:%M')}. Total {time.perf_counter() - started:.0f} s.")

@@ -141,3 +141,14 @@ def test_the_written_pairs_load_and_the_pairs_benchmark_prints_its_table(capsys)
     assert table[0].startswith("| dev (tuned on) | all | ") and any("| kind: additional |" in t for t in table)
     found = re.search(r"\((\d+)/160\)", table[0])
     assert found and 0 < int(found.group(1)) <= 160
+
+
+def test_the_written_conversations_load_as_conversations():
+    convs = ud.load_written(BENCH / "updates_conversations_dev.json")
+    assert len(convs) == 16 and sum(len(c.updates) for c in convs) == 96
+    for conv in convs:
+        said = conv.by_id()
+        for u in conv.updates:
+            assert said[u.old_id].speaker == said[u.new_id].speaker == u.speaker
+            assert said[u.old_id].when < said[u.new_id].when and u.question.endswith("?")
+        assert conv.memories() and all(m.citizen_id == conv.citizen_id for batch in conv.memories() for m in batch)
