@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from typing import Any, Literal, Optional
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from pydantic import Field, PrivateAttr, SkipValidation, field_validator
+from pydantic import Field, PrivateAttr, SkipValidation, field_validator, model_validator
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from llama_consciousness.render import render_stream, token_counter
@@ -46,7 +46,8 @@ MAX_MESSAGE_CHARS = 20_000
 """A longer message is refused: a pasted file or log is a document to ingest, not a turn to remember."""
 
 QUESTION_CHARS = 2_000
-"""The recent turns make the question up to this many characters (the latest kept whole)."""
+"""The recent turns make the question up to this many characters (the latest first; a longer one is cut
+to its end, the words nearest to now)."""
 
 ENGAGED = {"engagement": 0.5}
 """What a turn of conversation is known to feel like without an emotion model: engaged, no more."""
@@ -109,6 +110,31 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
     _last: OrderedDict = PrivateAttr(default_factory=OrderedDict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
+    @field_validator("ingest_options")
+    @classmethod
+    def _check_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Checked now: a misspelt option found at the first put would lose that flush's messages."""
+        from llama_consciousness.ingestion.steps import IngestOptions
+
+        try:
+            IngestOptions(**{**value, "on_invalid": "drop"})
+        except TypeError as exc:  # an unknown option: said as pydantic's ValueError
+            raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _check_state_retriever(self) -> ConsciousnessMemoryBlock:
+        """A state retriever recalls by its default state: it must have one, and of this block's citizen."""
+        retriever = self.state_retriever
+        if retriever is not None:
+            state = getattr(retriever, "default_state", None)
+            if state is None:
+                raise ValueError("state_retriever needs a default_state (the citizen's state to recall by)")
+            if state.citizen_id != self.citizen_id:
+                raise ValueError(f"state_retriever's default_state is {state.citizen_id!r}'s, not "
+                                 f"{self.citizen_id!r}'s")
+        return self
+
     @field_validator("citizen_id")
     @classmethod
     def _check_citizen(cls, value: str) -> str:
@@ -144,36 +170,49 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
         report = PutReport()
         records: list[Any] = []
         turns: list[tuple[str, str, datetime | None]] = []  # (node id, session, time)
+        position: dict[str, int] = {}
+        before: dict[str, str] = {}  # per session, the text of the message before (two "Noted." are two turns)
         for index, raw in enumerate(messages):
             try:
-                node, session, when = self._memory_of(raw, session_id)
+                node, session, when = self._memory_of(raw, session_id, before)
             except ValueError as exc:
                 report.refused.append((index, str(exc)))
                 continue
+            if node.node_id in position:  # the very same message twice in one call: one memory
+                continue
+            position[node.node_id] = index
             records.append(node)
             turns.append((node.node_id, session, when))
         if not records:
             return report
-        stored = self.memory.level("N1", self.citizen_id).existing_ids([t[0] for t in turns])
-        records += self._follows(turns, stored)
-        options = {**self.ingest_options, "on_invalid": "drop"}
-        report.ingest = self.memory.ingest(records, **options)
+        store = self.memory.level("N1", self.citizen_id)
+        stored_before = store.existing_ids([t[0] for t in turns])
+        records += self._follows(turns, stored_before)
+        report.ingest = self.memory.ingest(records, **{**self.ingest_options, "on_invalid": "drop"})
+        written = store.existing_ids([t[0] for t in turns])
         rejected = {r.item_id: r for r in report.ingest.rejected}
-        for node in (r for r in records if isinstance(r, MemoryNode)):
-            if node.node_id in rejected:
-                report.refused.append((-1, f"{node.node_id}: " + "; ".join(rejected[node.node_id].reasons)))
-            else:
-                report.stored.append(node.node_id)
+        for node_id, _, _ in turns:
+            if node_id in written:
+                report.stored.append(node_id)
+            else:  # refused by a step (validation, the injection guard, the near-duplicate filter)
+                why = "; ".join(rejected[node_id].reasons) if node_id in rejected else "not written by the ingestion " \
+                    f"steps ({', '.join(f'{k}={v!r}' for k, v in self.ingest_options.items()) or 'defaults'})"
+                report.refused.append((position[node_id], why))
+        kept = [t for t in turns if t[0] in written]
+        if len(kept) < len(turns):  # a turn went missing: link the ones around it to each other
+            repair = [r for r in self._follows(kept, stored_before) if r.target_id in written]
+            if repair:
+                self.memory.ingest(repair, on_invalid="drop")
         with self._lock:  # the last stored turn of each session, for the link to the next one
-            for node_id, session, _ in turns:
-                if node_id not in rejected:
-                    self._last[session] = node_id
-                    self._last.move_to_end(session)
+            for node_id, session, _ in kept:
+                self._last[session] = node_id
+                self._last.move_to_end(session)
             while len(self._last) > 10_000:
                 self._last.popitem(last=False)
         return report
 
-    def _memory_of(self, raw: ChatMessage | dict, session_id: str | None) -> tuple[MemoryNode, str, datetime | None]:
+    def _memory_of(self, raw: ChatMessage | dict, session_id: str | None, before: dict[str, str]
+                   ) -> tuple[MemoryNode, str, datetime | None]:
         """One message as a memory (its session and time), or ValueError saying why it cannot be one."""
         if isinstance(raw, dict):
             try:
@@ -204,7 +243,11 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
         session = str(session_id or extra.get("session_id") or "default")
         when = _when(extra.get("timestamp", extra.get("created_at")))
         given = str(extra.get("id") or extra.get("message_id") or "")
-        key = "\x1f".join([self.citizen_id, session, role.value, when.isoformat() if when else "", given, text])
+        # without an id or a time, the message before it in the call tells two "Noted." apart
+        previous = "" if given or when else before.get(session, "")
+        before[session] = text
+        key = "\x1f".join([self.citizen_id, session, role.value, when.isoformat() if when else "", given, previous,
+                           text])
         node_id = "msg_" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
         description = f"{speaker}: {text}"
         times = {"valid_at": when, "created_at": when} if when else {}
@@ -269,9 +312,9 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
             text = (message.content or "").strip()
             if not text:
                 continue
-            text = text[-max(QUESTION_CHARS - used, 0):] if used + len(text) > QUESTION_CHARS else text
-            if not text:
+            if used >= QUESTION_CHARS:
                 break
+            text = text[-(QUESTION_CHARS - used):] if used + len(text) > QUESTION_CHARS else text
             texts.append(text)
             used += len(text) + 1
             if len(texts) >= self.query_turns:
@@ -286,12 +329,16 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
     async def atruncate(self, content: str, tokens_to_truncate: int) -> Optional[str]:
         """Fewer tokens when ``Memory`` is over its limit: whole lines dropped from the end (the lowest tier
         and the replaced memories go first); None when nothing is left."""
+        if not isinstance(content, str) or not content:
+            return None  # Memory passes [] for a block that recalled nothing
         count = token_counter()
         lines = content.splitlines()
         saved = 0
         while lines and saved < tokens_to_truncate:
             saved += count(lines.pop() + "\n")
-        return "\n".join(lines) if len(lines) > 1 else None  # a heading alone says nothing
+        if not any(line.startswith("- [") for line in lines):
+            return None  # headings without a memory say nothing
+        return "\n".join(lines)
 
     def render(self, stream: Any) -> str:
         """The stream as the block's text: within ``token_budget``, current memories before replaced ones."""
@@ -304,8 +351,13 @@ def _when(value: Any) -> datetime | None:
     """A message's time from what callers put in ``additional_kwargs`` (UTC when naive)."""
     if value is None or value == "":
         return None
+    if isinstance(value, bool):
+        raise ValueError("timestamp must be a datetime, ISO text or seconds, not a bool")
     if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(float(value), tz=timezone.utc)
+        try:
+            return datetime.fromtimestamp(float(value), tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise ValueError(f"timestamp {value!r} is not a time (seconds since 1970)") from None
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.replace("Z", "+00:00"))

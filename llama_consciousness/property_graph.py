@@ -16,6 +16,7 @@ them with that advice.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +27,9 @@ from llama_consciousness.storage.level_store import EDGE_TYPE, NODE_LABEL, Query
 
 READ_ONLY = ("read-only view of a memory level: write through memory.ingest / memory.upsert, which validate, "
              "version and index what they store")
+
+GET_LIMIT = 1000
+"""Memories a ``get(properties=...)`` returns at most (a view, not an export: read a level with memory.level)."""
 
 # Memory properties a ``get(properties=...)`` may match on (each by equality, as parameters).
 MATCHABLE = ("node_type", "name", "resolution_state", "citizen_id", "level", "goal", "mindstate")
@@ -53,6 +57,9 @@ class MemoryPropertyGraphStore(PropertyGraphStore):
 
     def __init__(self, memory: Any, level: str, citizen_id: str | None = None, *,
                  temporal_mode: str = "current") -> None:
+        from llama_consciousness.schema.common import check_temporal_mode
+
+        check_temporal_mode(temporal_mode)
         self.memory = memory
         self.level = level
         self.citizen_id = citizen_id
@@ -66,7 +73,8 @@ class MemoryPropertyGraphStore(PropertyGraphStore):
     # -- reads ------------------------------------------------------------------
 
     def get(self, properties: dict | None = None, ids: list[str] | None = None) -> list[LabelledNode]:
-        """Memories by id and/or by equal properties (of ``MATCHABLE``)."""
+        """Memories by id and/or by equal properties (of ``MATCHABLE``); by properties alone, at most
+        ``GET_LIMIT`` of them."""
         if ids is not None and not ids:
             return []
         clauses, params = [], {}
@@ -139,12 +147,31 @@ class MemoryPropertyGraphStore(PropertyGraphStore):
         graph = self._store.graph
         text = query if not param_map else _with_params(query, param_map)
         raw = graph.execute_command(*replies.command(graph, text, True, self._store.timeout_ms))
-        rows = replies.result_rows(graph, raw)
+        rows = [[_plain(v) for v in row] for row in replies.result_rows(graph, raw)]
         header = [h[1] if isinstance(h, (list, tuple)) else h for h in (raw[0] if len(raw) >= 3 else [])]
         return [dict(zip(header, row)) for row in rows] if header else rows
 
     def get_schema(self, refresh: bool = False) -> str:
         return _SCHEMA
+
+    # -- async: the same reads, off the event loop --------------------------------
+
+    async def aget(self, properties: dict | None = None, ids: list[str] | None = None) -> list[LabelledNode]:
+        return await asyncio.to_thread(self.get, properties, ids)
+
+    async def aget_triplets(self, entity_names: list[str] | None = None, relation_names: list[str] | None = None,
+                            properties: dict | None = None, ids: list[str] | None = None) -> list[Triplet]:
+        return await asyncio.to_thread(self.get_triplets, entity_names, relation_names, properties, ids)
+
+    async def aget_rel_map(self, graph_nodes: list[LabelledNode], depth: int = 2, limit: int = 30,
+                           ignore_rels: list[str] | None = None) -> list[Triplet]:
+        return await asyncio.to_thread(self.get_rel_map, graph_nodes, depth, limit, ignore_rels)
+
+    async def avector_query(self, query: VectorStoreQuery, **kwargs: Any) -> tuple[list[LabelledNode], list[float]]:
+        return await asyncio.to_thread(self.vector_query, query, **kwargs)
+
+    async def astructured_query(self, query: str, param_map: dict[str, Any] | None = None) -> Any:
+        return await asyncio.to_thread(self.structured_query, query, param_map)
 
     # -- writes: refused ----------------------------------------------------------
 
@@ -187,8 +214,22 @@ class MemoryPropertyGraphStore(PropertyGraphStore):
         return out
 
 
+def _plain(value: Any) -> Any:
+    """A returned node or link as its properties (without the vector), so that an LLM reads text, not
+    ``<falkordb.node.Node object>``; lists and maps element by element."""
+    props = getattr(value, "properties", None)
+    if isinstance(props, dict):
+        return {k: _plain(v) for k, v in props.items() if k not in ("embedding", "content_hash")}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def _ids_where(where: str, params: dict[str, Any]) -> Any:
-    rows = yield Query(f"MATCH (n:{NODE_LABEL}) WHERE {where} RETURN n.node_id LIMIT 1000", params, read_only=True)
+    rows = yield Query(f"MATCH (n:{NODE_LABEL}) WHERE {where} RETURN n.node_id LIMIT {GET_LIMIT}", params,
+                       read_only=True)
     return [r[0] for r in rows]
 
 

@@ -171,8 +171,8 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
     everyone = [n for _, nodes in tiers for n in nodes]
     if shared_once and len(everyone) > 1:
         shared = frozenset.intersection(*(frozenset(memory_meta(n)) for n in everyone))
-        if shared:
-            add(f"(every memory below: {'; '.join(m for m in memory_meta(everyone[0]) if m in shared)})")
+        if shared and not add(f"(every memory below: {'; '.join(m for m in memory_meta(everyone[0]) if m in shared)})"):
+            shared = frozenset()  # said on each line, then, or not at all
     successors = {later for _, nodes in tiers for n in nodes
                   for later in (n.superseded_by, n.possibly_superseded_by) if later}
     for tier, nodes in tiers:

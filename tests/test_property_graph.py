@@ -98,3 +98,18 @@ def test_the_view_gets_by_id_and_property_and_refuses_writes(linked) -> None:
                   lambda: linked.delete(ids=["dentist"])):
         with pytest.raises(NotImplementedError, match="read-only"):
             write()
+
+
+def test_what_review_found(memory, linked) -> None:
+    import asyncio
+
+    # a returned node reaches the LLM as its properties, without the vector
+    (row,) = linked.structured_query("MATCH (m:Memory {node_id: 'dentist'}) RETURN m")
+    assert row["m"]["description"] == "My dentist is Dr Moss on Rue Cler." and "embedding" not in row["m"]
+    # the async reads run off the event loop and answer the same
+    nodes, _ = asyncio.run(linked.avector_query(VectorStoreQuery(query_str="dental insurance", similarity_top_k=1)))
+    assert [n.id for n in nodes] == ["insurance"]
+    assert [t[2].id for t in asyncio.run(linked.aget_triplets(ids=["checkup"], relation_names=["DEPENDS_ON"]))] == \
+        ["insurance"]
+    with pytest.raises(ValueError):
+        memory.property_graph_store("N1", linked.citizen_id, temporal_mode="bogus")

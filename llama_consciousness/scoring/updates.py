@@ -209,7 +209,7 @@ _FAVOURITE = re.compile(
     r"(?P<attr>[a-z][\w -]{0,24}?)\s+(?P<verb>is|are|has become|became|was|used to be)\s+" + _ADV +
     r"(?P<v>[^.;!?\n]+)", re.IGNORECASE)
 _STATUS = re.compile(
-    r"(?<![\w'])(?:is|are|was|has been|have been|got|just got|went|came|'s been|'s)\s+"
+    r"(?:(?<![\w'])(?:is|are|was|has been|have been|got|just got|went|came)|'s been|'s)\s+"
     r"(?:now\s+|finally\s+|still\s+|currently\s+|officially\s+|fully\s+)*(?P<v>" + _STATES + r")\b", re.IGNORECASE)
 # "Visa approved!", "We cancelled the Postgres migration": a state without "is", of the thing named before or after
 _STATUS_BARE = re.compile(

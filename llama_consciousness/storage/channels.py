@@ -175,6 +175,9 @@ def walk_cypher(memory_filter: MemoryFilter, depth: int, include_start: bool) ->
     return cypher, params
 
 
+SUCCESSION_HOPS = 3
+"""How many versions later the keyword channel looks for the current one of an outdated hit."""
+
 CHANGE_PAGE = 5_000
 """Change-log positions read per query when the keyword index catches up (a rebuild reads in pages)."""
 
@@ -213,8 +216,15 @@ def keyword_search(plans: LevelPlans, index: KeywordIndex, text: str, k: int, me
     # A memory the filter leaves out because a later one superseded it stands for its successor: "which phone
     # do you have now?" finds "my phone is a Pixel 7" by its words, and answers with "I don't use the Pixel
     # any more, I got a Moto" (which says "phone" nowhere), at the earlier memory's rank.
-    cypher = (seek + f"WHERE c.node_id = id OPTIONAL MATCH (s:{NODE_LABEL} {{node_id: c.superseded_by}}) "
-              f"WITH i, CASE WHEN {pred.text} THEN [c, null] WHEN s IS NOT NULL AND {later.text} THEN [s, c.node_id] "
+    # (up to SUCCESSION_HOPS versions later: Pixel -> Moto -> iPhone answers with the iPhone)
+    hops = "".join(f"WITH c, i, {', '.join(f's{j}' for j in range(1, h))} "
+                   f"OPTIONAL MATCH (s{h}:{NODE_LABEL}) WHERE s{h - 1} IS NOT NULL AND s{h}.node_id = s{h - 1}.superseded_by "
+                   for h in range(2, SUCCESSION_HOPS + 1))
+    heads = " ".join(  # one filter, one set of parameters (fs_)
+        f"WHEN s{h} IS NOT NULL AND {memory_filter.cypher(f's{h}', 'fs_').text} THEN [s{h}, c.node_id]"
+        for h in range(1, SUCCESSION_HOPS + 1))
+    cypher = (seek + f"WHERE c.node_id = id OPTIONAL MATCH (s1:{NODE_LABEL} {{node_id: c.superseded_by}}) " + hops
+              + f"WITH i, CASE WHEN {pred.text} THEN [c, null] {heads} "
               "END AS hit WHERE hit IS NOT NULL WITH hit[0] AS c, i, hit[1] AS via ORDER BY i "
               f"WITH c, collect([i, via])[0] AS b ORDER BY b[0] LIMIT $k RETURN {_NODE}, b[0], b[1]")
 

@@ -344,3 +344,12 @@ def test_the_llm_judge_also_reads_near_pairs_the_offline_judge_passes_over(memor
     memory.ingest([said(other, "cat", "We have a cat called Tom, he's a menace.", 1)])
     report = memory.ingest([said(other, "gone", "Tom ran away last week, we're heartbroken.", 2)])
     assert (report.updates, report.possible_updates) == (0, 0)
+
+
+def test_an_outdated_hit_answers_with_the_current_version_several_versions_later(memory, citizen) -> None:
+    memory.upsert([said(citizen, "p1", "My phone is a Pixel 7.", 1)])
+    memory.upsert([said(citizen, "p2", "I switched to a Moto G84.", 5, supersedes="p1")])
+    memory.upsert([said(citizen, "p3", "Got an iPhone 15 now.", 9, supersedes="p2")])
+    results = memory.retriever(citizen).retrieve("which phone")
+    meta = {n.node.metadata["node_id"]: n.node.metadata for n in results}
+    assert "p1" not in meta and "p2" not in meta and meta["p3"]["found_via_superseded"] == "p1"
