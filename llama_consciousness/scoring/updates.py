@@ -1072,7 +1072,8 @@ def states_something(text: str, speaker: str | None = None) -> bool:
         if clause.values and (clause.anchors or clause.change or clause.correction
                               or _FRAME_DENY.search(clause.sentence)):
             return True
-    return bool(ended_names(text, speaker))
+    return bool(ended_names(text, speaker)) or (_says_ended(text) and any(
+        _ended_things(sentence) for sentence, _, _ in _named_sentences(text, speaker)))
 
 
 def ended_names(text: str, speaker: str | None = None) -> frozenset[str]:
@@ -1084,6 +1085,36 @@ def ended_names(text: str, speaker: str | None = None) -> frozenset[str]:
     short = _said_briefly(text, sentences)
     return frozenset().union(*(names for sentence, names, _ in sentences
                                if names and (short or _ENDED.search(sentence)) and not _STILL.search(sentence)))
+
+
+# What a sentence says ended, in its own words: the object of "quit coffee", "stopped my guitar lessons",
+# "cancelled Smart Fit", or the subject of "keto is over", "the December trip is off", "my Vespa was stolen".
+_ENDED_OBJECT = re.compile(
+    r"\b(?:quit|quitting|stopped|stopping|gave up|given up|dropped|cancell?ed|sold)\s+(?:doing\s+|going\s+to\s+)?"
+    r"(?:(?:my|our|the|a|an|that|those|all)\s+)?([a-z][\w-]*(?:\s+[a-z][\w-]*){0,2})", re.IGNORECASE)
+_ENDED_SUBJECT = re.compile(
+    r"\b([a-z][\w-]*)\s+(?:is|are|was|were|'s|got|has been|have been)\s+(?:officially\s+|finally\s+|now\s+)?"
+    r"(?:over|dead|off|gone|done|finished|cancell?ed|stolen|sold|history)\b", re.IGNORECASE)
+_NOT_OBJECT_START = frozenset("""
+and or but i we you he she they it to in on at for with because so when after before by as then since until
+could would should can will might must
+""".split())
+_NOT_THINGS = frozenset("""
+that this it them thing things everything something anything time times pretending trying going doing being
+""".split())
+
+
+def _ended_things(sentence: str) -> frozenset[str]:
+    """The stems of what ``sentence`` says ended (see above); empty for most sentences."""
+    words: list[str] = []
+    for m in _ENDED_OBJECT.finditer(sentence):
+        for w in m.group(1).lower().split():
+            if w in _NOT_OBJECT_START:
+                break  # the object ends where the clause goes on ("lost my keys and could ...")
+            words.append(w)
+    words += [m.group(1).lower() for m in _ENDED_SUBJECT.finditer(sentence)]
+    return frozenset(_stem(w) for w in words if len(w) >= _NAMED_WORDS_MIN and w not in _NOT_THINGS
+                     and w not in _COMMON_START)
 
 
 @lru_cache(maxsize=8192)
@@ -1123,7 +1154,7 @@ _ENDED = re.compile(
     r"correction|mixed up|mix (?:it|them|the two) up|i was wrong|got (?:it|that) wrong|misspoke|misremembered|"
     r"not true|lied|i said .{1,40} but|not .{1,30}, (?:it's|it is|but)|off the|back to normal|laid off|fired|"
     r"graduated|retired|(?:is|are|'s) gone|upgraded|downgraded|stepped down|resigned|last day at|moved on from|"
-    r"postponed|rescheduled)\b|, not [\w' .-]{1,30}(?:[.!;]|$)", re.IGNORECASE)
+    r"postponed|rescheduled|stolen|is dead|officially dead|is off)\b|, not [\w' .-]{1,30}(?:[.!;]|$)", re.IGNORECASE)
 _OTHER_SUBJECT = re.compile(
     r"^\W*(?:(?:my|our)\s+(?:\w+\s+)?(?:" + "|".join(sorted(_PERSON_WORDS | {
         "wife", "husband", "partner", "boyfriend", "girlfriend", "boss", "manager", "landlord", "roommate",
@@ -1192,7 +1223,7 @@ def judge_named(older: Statement, newer: Statement) -> UpdateJudgement:
         things = _groups(frozenset(_TOKEN.findall(sentence.lower())) & _ANCHORS)
         subject = _NAMED_SUBJECT.match(sentence)
         for old_sentence, old_names, old_words in olds:
-            common = (names & (old_names | old_words)) | (old_names & words)
+            common = (names & (old_names | old_words)) | (old_names & words) | (_ended_things(sentence) & old_words)
             if not common or _STILL.search(sentence):
                 continue  # nothing named in common, or it goes on ("still at Revolut")
             if subject and subject.group(1).lower() not in old_names | _COMMON_START:

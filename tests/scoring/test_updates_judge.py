@@ -217,3 +217,17 @@ def test_a_short_memory_is_one_frame_and_a_day_names_its_date() -> None:
     # a long memory is not read as one frame
     long = "I got an interview at Vestas. " + "We talked about the weather for a while. " * 6 + "It's on May 8th."
     assert judge_update(*pair(long, "Correction on the interview, it's May 15th, not the 8th.")).verdict != "update"
+
+
+def test_what_a_sentence_says_ended_in_its_own_words() -> None:
+    from llama_consciousness.scoring.updates import states_something
+
+    for old, new in (("I drink coffee, four cans a day.", "I quit coffee three weeks ago."),
+                     ("I have guitar lessons every Thursday.", "I stopped my guitar lessons, no time."),
+                     ("I'm on keto since January.", "Keto is over, I had bread today.")):
+        assert judge_update(*pair(old, new)).verdict == "possible", (old, new)
+        assert states_something(new)
+    # "stopped and I felt", "a lost tourist": no object of an ending
+    assert judge_update(*pair("I felt calm at the lake.", "Time stopped and I felt alive.")).verdict == "none"
+    assert judge_update(*pair("I love finding new places.", "I helped a lost tourist find the station.")
+                        ).verdict == "none"
