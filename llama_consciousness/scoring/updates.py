@@ -1226,7 +1226,8 @@ def judge_named(older: Statement, newer: Statement) -> UpdateJudgement:
             common = (names & (old_names | old_words)) | (old_names & words) | (_ended_things(sentence) & old_words)
             if not common or _STILL.search(sentence):
                 continue  # nothing named in common, or it goes on ("still at Revolut")
-            if subject and subject.group(1).lower() not in old_names | _COMMON_START:
+            if subject and subject.group(1).lower() not in old_names | _COMMON_START \
+                    and _stem(subject.group(1).lower()) not in old_words:
                 continue  # someone else's news ("Tom left Roche"; but "Mads and I split up" of "my partner Mads")
             old_things = _groups(frozenset(_TOKEN.findall(old_sentence.lower())) & _ANCHORS)
             if things and old_things and things.isdisjoint(old_things):
