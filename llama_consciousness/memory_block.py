@@ -78,8 +78,9 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
     name: str = Field(default="consciousness_memory", description="the block's name in the memory template")
     memory: SkipValidation[Any] = Field(exclude=True, description="the ConsciousnessMemory to store in and recall from")
     citizen_id: str = Field(description="whose memory: every message becomes an N1 memory of this citizen")
-    levels: list[LevelName] = Field(default_factory=lambda: ["N1", "N2", "N3"],
-                                    description="the levels recalled from (N1 is the citizen's own)")
+    levels: list[LevelName] = Field(default_factory=lambda: ["N1"], description=(
+        "the levels recalled from: the citizen's own N1 by default (add N2, N3 for what is shared: their memories "
+        "then compete with the citizen's own for the budget)"))
     temporal_mode: Literal["current", "evolution", "full_history"] = Field(
         default="evolution", description=(
             "evolution (default): replaced memories come back too, marked as past, after the current ones; "
