@@ -92,13 +92,15 @@ def record_fields(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if not k.startswith(PRIVATE_PREFIX) and k != KIND_KEY}
 
 
-def text_node_to_memory(node: BaseNode, fields: dict[str, Any] | None = None) -> MemoryNode:
+def text_node_to_memory(node: BaseNode, fields: dict[str, Any] | None = None, *,
+                        embedding: bool = True) -> MemoryNode:
     """The memory a ``TextNode`` describes (pydantic's ValidationError if invalid); ``fields``: the node's
-    ``record_fields`` when the caller has them already (they are used up)."""
+    ``record_fields`` when the caller has them already (they are used up); ``embedding=False`` leaves the
+    vector out (checking hundreds of numbers is most of building the model, and a reader of words needs none)."""
     data = record_fields(node.metadata) if fields is None else fields
     data.setdefault("node_id", node.node_id)
     data["description"] = node.get_content(metadata_mode="none")
-    if node.embedding is not None:
+    if embedding and node.embedding is not None:
         data["embedding"] = list(node.embedding)
     return MemoryNode.model_validate(data)
 

@@ -24,6 +24,7 @@ from llama_index.core.graph_stores.types import ChunkNode, LabelledNode, Propert
 from llama_index.core.vector_stores.types import VectorStoreQuery
 
 from llama_consciousness.storage.level_store import EDGE_TYPE, NODE_LABEL, Query
+from llama_consciousness.storage.params import header as params_header
 
 READ_ONLY = ("read-only view of a memory level: write through memory.ingest / memory.upsert, which validate, "
              "version and index what they store")
@@ -145,7 +146,7 @@ class MemoryPropertyGraphStore(PropertyGraphStore):
         from llama_consciousness.storage import replies
 
         graph = self._store.graph
-        text = query if not param_map else _with_params(query, param_map)
+        text = params_header(param_map) + query  # the server's own way to pass parameters
         raw = graph.execute_command(*replies.command(graph, text, True, self._store.timeout_ms))
         rows = [[_plain(v) for v in row] for row in replies.result_rows(graph, raw)]
         header = [h[1] if isinstance(h, (list, tuple)) else h for h in (raw[0] if len(raw) >= 3 else [])]
@@ -231,10 +232,3 @@ def _ids_where(where: str, params: dict[str, Any]) -> Any:
     rows = yield Query(f"MATCH (n:{NODE_LABEL}) WHERE {where} RETURN n.node_id LIMIT {GET_LIMIT}", params,
                        read_only=True)
     return [r[0] for r in rows]
-
-
-def _with_params(query: str, params: dict[str, Any]) -> str:
-    """``CYPHER name=value ...`` in front of ``query``: the server's own way to pass parameters."""
-    from llama_consciousness.storage.params import header
-
-    return header(params) + query

@@ -82,9 +82,10 @@ def memory_line(node: ConsciousnessNode, replaces_another: bool = False, shared:
         body = text if node.name.endswith("…") and text.startswith(node.name[:-1]) else f"{body}: {text}"
     if node.injection_suspected:
         body = untrusted_text(body)
-    if node.expired_at is not None and node.superseded_by:
+    replaced = _replaced(node)
+    if replaced == 2:
         body = f"{PAST_MARK} {body}"
-    elif node.possibly_superseded_by:
+    elif replaced == 1:
         body = f"{POSSIBLY_OUTDATED_MARK} {body}"
     elif replaces_another and node.expired_at is None:
         body = f"{CURRENT_MARK} {body}"

@@ -33,7 +33,7 @@ from pydantic import Field, SkipValidation
 from llama_consciousness.entities import ENTITY_TYPES
 from llama_consciousness.ingestion.report import IngestReport, ReportingTransform
 from llama_consciousness.levels import home_key
-from llama_consciousness.nodes import is_relationship, record_fields
+from llama_consciousness.nodes import is_relationship, text_node_to_memory
 from llama_consciousness.schema import MemoryNode
 from llama_consciousness.scoring.updates import (
     CONFIRM_AT, DATE_PATTERN, Fact, Statement, UpdateJudgement, extract_facts, judge_update, order_pair, speaker_of,
@@ -109,15 +109,6 @@ def _screened(node: BaseNode, every_statement: bool = False) -> bool:
     return states_something(body, speaker)
 
 
-def _judged_memory(node: BaseNode) -> MemoryNode:
-    """The memory a node describes, without its embedding: the judge reads words, and checking a vector of
-    hundreds of numbers was two thirds of building the model."""
-    data = record_fields(node.metadata)
-    data.setdefault("node_id", node.node_id)
-    data["description"] = node.get_content(metadata_mode="none")
-    return MemoryNode.model_validate(data)
-
-
 SCREEN_KEY = "lc_states"  # set by UpdateScreen: whether the memory states something the judge compares
 
 
@@ -161,7 +152,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
             if not screened:
                 continue  # most memories state nothing the judge compares: no model, no query
             try:
-                memory = _judged_memory(node)
+                memory = text_node_to_memory(node, embedding=False)  # the judge reads words
             except Exception:  # noqa: BLE001 - the writer reports an invalid record; nothing to judge here
                 continue
             by_id[memory.node_id] = node

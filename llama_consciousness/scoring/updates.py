@@ -861,7 +861,6 @@ def _clauses(text: str, speaker: str | None, anchored: bool = True) -> tuple[_Cl
 
 @lru_cache(maxsize=8192)
 def _all_clauses(text: str, speaker: str | None) -> tuple[_Clause, ...]:
-    anchored = False  # read once; the anchored ones are those with a thing
     out = []
     for sentence in _sentences(text):
         if len(sentence) > MAX_SENTENCE_CHARS:
@@ -874,7 +873,7 @@ def _all_clauses(text: str, speaker: str | None) -> tuple[_Clause, ...]:
             anchors.update("id" + m.group(0).replace(" ", "") for m in _ID.finditer(sentence))
         if not tokens.isdisjoint(_FAVOURITE_WORDS):
             anchors.update("favourite " + m.group(1).lower() for m in _FAVOURITE_NOUN.finditer(sentence))
-        if not anchors and (anchored or tokens.isdisjoint(_CUE_WORDS)):
+        if not anchors and tokens.isdisjoint(_CUE_WORDS):
             continue  # names nothing the rule compares, and says nothing changed
         if not (tokens.isdisjoint(_STATE_WORDS) and not any(ch.isdigit() for ch in sentence)
                 and not any(ch.isupper() for ch in sentence[1:])):

@@ -210,19 +210,18 @@ def keyword_search(plans: LevelPlans, index: KeywordIndex, text: str, k: int, me
     if not terms or k <= 0:
         return []
     yield from catch_up(index)
-    pred, later = memory_filter.cypher("c", "fk_"), memory_filter.cypher("s", "fs_")
+    pred = memory_filter.cypher("c", "fk_")
+    later = [memory_filter.cypher(f"s{h}", "fs_") for h in range(1, SUCCESSION_HOPS + 1)]  # one set of params
     seek = ("UNWIND range(0, size($nids) - 1) AS i WITH i, $nids[i] AS n, $ids[i] AS id "
             "MATCH (c) WHERE id(c) = n WITH c, i, id ")
     # A memory the filter leaves out because a later one superseded it stands for its successor: "which phone
     # do you have now?" finds "my phone is a Pixel 7" by its words, and answers with "I don't use the Pixel
     # any more, I got a Moto" (which says "phone" nowhere), at the earlier memory's rank.
     # (up to SUCCESSION_HOPS versions later: Pixel -> Moto -> iPhone answers with the iPhone)
-    hops = "".join(f"WITH c, i, {', '.join(f's{j}' for j in range(1, h))} "
-                   f"OPTIONAL MATCH (s{h}:{NODE_LABEL}) WHERE s{h - 1} IS NOT NULL AND s{h}.node_id = s{h - 1}.superseded_by "
+    hops = "".join(f"WITH c, i, {', '.join(f's{j}' for j in range(1, h))} OPTIONAL MATCH (s{h}:{NODE_LABEL}) "
+                   f"WHERE s{h - 1} IS NOT NULL AND s{h}.node_id = s{h - 1}.superseded_by "
                    for h in range(2, SUCCESSION_HOPS + 1))
-    heads = " ".join(  # one filter, one set of parameters (fs_)
-        f"WHEN s{h} IS NOT NULL AND {memory_filter.cypher(f's{h}', 'fs_').text} THEN [s{h}, c.node_id]"
-        for h in range(1, SUCCESSION_HOPS + 1))
+    heads = " ".join(f"WHEN s{h} IS NOT NULL AND {p.text} THEN [s{h}, c.node_id]" for h, p in enumerate(later, 1))
     cypher = (seek + f"WHERE c.node_id = id OPTIONAL MATCH (s1:{NODE_LABEL} {{node_id: c.superseded_by}}) " + hops
               + f"WITH i, CASE WHEN {pred.text} THEN [c, null] {heads} "
               "END AS hit WHERE hit IS NOT NULL WITH hit[0] AS c, i, hit[1] AS via ORDER BY i "
@@ -230,7 +229,7 @@ def keyword_search(plans: LevelPlans, index: KeywordIndex, text: str, k: int, me
 
     def candidates(fetch: int) -> tuple[list[tuple[str, int, float]], dict[str, Any]]:
         ranked = index.search(terms, fetch)
-        return ranked, {**pred.params, **later.params, "ids": [r[0] for r in ranked],
+        return ranked, {**pred.params, **later[0].params, "ids": [r[0] for r in ranked],
                         "nids": [r[1] for r in ranked], "k": int(k)}
 
     fetch = max(4 * k, k + 16)
