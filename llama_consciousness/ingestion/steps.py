@@ -15,7 +15,6 @@ from llama_consciousness.ingestion.entities import EntityExtractor
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
-from llama_consciousness.ingestion.updates import UpdateScreen
 from llama_consciousness.nodes import embedding_text, is_relationship
 
 @dataclass(frozen=True)
@@ -74,8 +73,6 @@ def pure_steps(o: IngestOptions) -> list[Any]:
         # Names only: the concepts are already stored as the memory's
         # ``concepts``; as entities they would link every memory to "asked".
         steps.append(EntityExtractor(use_concepts=False))
-    if o.updates != "off":
-        steps.append(UpdateScreen())  # read here: in the worker process when there is one
     return steps
 
 

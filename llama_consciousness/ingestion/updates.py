@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from llama_index.core.schema import BaseNode, TransformComponent
+from llama_index.core.schema import BaseNode
 from pydantic import Field, SkipValidation
 
 from llama_consciousness.entities import ENTITY_TYPES
@@ -109,21 +109,6 @@ def _screened(node: BaseNode, every_statement: bool = False) -> bool:
     return states_something(body, speaker)
 
 
-SCREEN_KEY = "lc_states"  # set by UpdateScreen: whether the memory states something the judge compares
-
-
-class UpdateScreen(TransformComponent):
-    """Whether each memory states something the update judge compares (``_screened``), read among the pure
-    steps: in a large ingestion they run in the worker process, and the writing process then passes over
-    the memories that state nothing (most of them) without reading them again."""
-
-    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
-        for node in nodes:
-            if not is_relationship(node):
-                node.metadata[SCREEN_KEY] = _screened(node)
-        return list(nodes)
-
-
 class KnowledgeUpdateDetector(ReportingTransform):
     """Find the earlier memories that new memories update, and judge each pair (see the module doc)."""
 
@@ -146,10 +131,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
         for node in nodes:
             if is_relationship(node):
                 continue
-            screened = node.metadata.get(SCREEN_KEY)
-            if screened is None or self._asks_llm:
-                screened = _screened(node, self._asks_llm)
-            if not screened:
+            if not _screened(node, self._asks_llm):
                 continue  # most memories state nothing the judge compares: no model, no query
             try:
                 memory = text_node_to_memory(node, embedding=False)  # the judge reads words
