@@ -210,16 +210,9 @@ class KnowledgeUpdateDetector(ReportingTransform):
                     near.setdefault(g.memory.node_id, []).append(candidate.node_id)
         # The run's earlier statements and the chunk's, about the same things (the latest few of each key).
         for g in group:
-            ended = None
             for key in update_keys(g.statement, g.facts):
                 bucket = recent.setdefault(key, [])
-                if key.startswith(NAME_KEY):  # a name's word pairs only a memory that says it ended
-                    if ended is None:
-                        ended = {NAME_KEY + w for w in ended_names(g.statement.text, g.statement.speaker)}
-                    probe = key in ended
-                else:
-                    probe = True
-                if probe and g.memory.node_id not in stored_ids:
+                if g.memory.node_id not in stored_ids:
                     for other in bucket[-BUCKET:]:
                         if other.node_id != g.memory.node_id:
                             known.setdefault(other.node_id, other)
