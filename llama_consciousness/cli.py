@@ -240,6 +240,26 @@ def _shared(p: argparse.ArgumentParser, citizen: str, k: int, k_help: str) -> No
     p.add_argument("--embed-model", default=None, help="wordllama (default), openai, openai:<model>")
 
 
+def run_citizens(args: argparse.Namespace) -> int:
+    import json
+
+    from llama_consciousness.memory import ConsciousnessMemory
+
+    with ConsciousnessMemory(data_dir=args.data_dir) as memory:
+        rows = []
+        for citizen in memory.citizens():
+            memories, relationships = memory.counts("N1", citizen)
+            rows.append({"citizen": citizen, "memories": memories, "relationships": relationships,
+                         "server": memory.server_of("N1", citizen)})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(format_table(("citizen", "memories", "relationships", "server"),
+                           [tuple(r.values()) for r in rows]))
+        print(f"{len(rows)} citizens")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llama-consciousness", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -269,6 +289,13 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--no-progress", action="store_true", help="no progress bar")
     ing.add_argument("--embed-model", default=None, help="wordllama (default), openai, openai:<model>")
     ing.set_defaults(func=run_ingest)
+
+    cit = sub.add_parser("citizens", help="the citizens with an N1 memory, their counts and server")
+    cit.add_argument("--data-dir", default=None,
+                     help="the memory's data directory (default: $LLAMA_CONSCIOUSNESS_HOME; unused with "
+                          "$LLAMA_CONSCIOUSNESS_FALKORDB_URL, a server or any node of a cluster)")
+    cit.add_argument("--json", action="store_true", help="JSON output")
+    cit.set_defaults(func=run_citizens)
 
     q = sub.add_parser("query", help="six-way retrieval over a memory")
     q.add_argument("text", help="what to look for")

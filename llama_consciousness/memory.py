@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from falkordb import FalkorDB
-from redis import UnixDomainSocketConnection
+from redis import Redis, UnixDomainSocketConnection
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
@@ -39,6 +39,7 @@ from llama_consciousness.storage.level_store import (
     migrate_layout,
     register_graph,
 )
+from llama_consciousness.storage import cluster
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.keyword_index import KeywordIndexes
 from llama_consciousness.storage.paths import default_data_dir, ensure_writable_dir
@@ -192,6 +193,12 @@ class ConsciousnessMemory:
                 if url.startswith(scheme):
                     url = redis_scheme + url[len(scheme):]
             pool = BoundedPool.from_url(url, max_connections=self.max_connections, **options)
+            if cluster.is_cluster(Redis(connection_pool=pool)):
+                kwargs = {**pool.connection_kwargs, **options}
+                pool.disconnect()
+                seed = (kwargs.pop("host"), kwargs.pop("port"))
+                return cluster.ClusterDB(seed, lambda host, port: BoundedPool(
+                    self.max_connections, host=host, port=port, **kwargs), max_connections=self.max_connections)
         else:
             from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
 
@@ -315,6 +322,19 @@ class ConsciousnessMemory:
         """The level graphs that exist on the server."""
         names = self.db.list_graphs()
         return sorted(n for n in names if n.startswith("citizen_") or n in ("collective_n2", "ecosystem_n3"))
+
+    def citizens(self) -> list[str]:
+        """The citizens that have an N1 memory (on a cluster: across every master)."""
+        return [name.removeprefix("citizen_") for name in self.graphs() if name.startswith("citizen_")]
+
+    def server_of(self, level: str, citizen_id: str | None = None) -> str:
+        """Where a level graph lives: ``host:port`` of its cluster master, else the one server's address."""
+        name = graph_name(level, citizen_id)
+        address_of = getattr(self.db, "address_of", None)
+        if address_of is not None:
+            host, port = address_of(name)
+            return f"{host}:{port}"
+        return self.falkordb_url or str(self._falkordb_server.socket_path)
 
     # -- embedding --------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from typing import Any, Generic, TypeVar
 
@@ -30,6 +30,7 @@ from llama_consciousness.schema import ConsciousnessStream
 from llama_consciousness.errors import StorageError
 from llama_consciousness.scoring.fusion import later_first
 from llama_consciousness.storage import graph_names
+from llama_consciousness.storage.level_store import GRAPH_REGISTRY
 from llama_consciousness.storage.reader import MemoryReader
 
 dispatcher = get_dispatcher(__name__)
@@ -52,30 +53,52 @@ def remaining_ms(deadline: float) -> int:
     return max(0, int((deadline - time.monotonic()) * 1000))
 
 
-def existing_graphs(memory: MemoryReader, timeout_s: float) -> dict[str, Exception | None] | Exception:
+class GraphListing(dict):
+    """Graph name -> None (read it) or the error that stops reading it; ``unreachable(name)`` says why a
+    graph not listed cannot be read now (a cluster master that does not answer), None when it was never
+    written."""
+
+    def __init__(self, entries: dict[str, Exception | None],
+                 unreachable: Callable[[str], Exception | None] | None = None) -> None:
+        super().__init__(entries)
+        self.unreachable = unreachable
+
+
+def existing_graphs(memory: MemoryReader, timeout_s: float) -> GraphListing | Exception:
     """The graphs to read (name -> None), those written before and now gone (name -> their error: deleted,
     or replaced by another key), or why the server cannot say (every level is then an error entry).
 
     A graph never written is absent: its level is empty, not an error.  When the memory's own embedded
-    server died, it is started again and asked once more.
+    server died, it is started again and asked once more.  On a cluster, the graphs of a master that does
+    not answer are errors, the others are read.
     """
+    listing = getattr(memory.db, "graph_listing", None)
+    unreachable = None
     for attempt in range(2):
         try:
-            present, written = graph_names(memory.db, int(timeout_s * 1000))
+            if listing is not None:
+                present, written, unreachable = listing(GRAPH_REGISTRY, int(timeout_s * 1000))
+            else:
+                present, written = graph_names(memory.db, int(timeout_s * 1000))
             break
         except Exception as exc:  # server down or stalled
             if attempt == 1 or not memory.ensure_server():
                 return exc
     lost = {name: StorageError(f"level graph {name!r} is gone: it was written, then deleted or replaced by "
-                               "another key") for name in written.difference(present)}
-    return {**lost, **dict.fromkeys(present)}
+                               "another key") for name in written.difference(present)
+            if unreachable is None or unreachable(name) is None}
+    return GraphListing({**lost, **dict.fromkeys(present)}, unreachable)
 
 
 def graph_problem(existing: dict[str, Exception | None] | Exception, graph: str) -> Exception | None | bool:
     """Why ``graph`` cannot be read (an exception), None to read it, False when it was never written."""
     if isinstance(existing, Exception):
         return existing
-    return existing[graph] if graph in existing else False
+    if graph in existing:
+        return existing[graph]
+    unreachable = getattr(existing, "unreachable", None)
+    problem = unreachable(graph) if unreachable is not None else None
+    return problem if problem is not None else False
 
 
 def channel_error(level: str, channel: str, exc: BaseException, log: logging.Logger) -> str:

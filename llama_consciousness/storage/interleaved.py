@@ -27,6 +27,7 @@ from llama_consciousness.storage.params import header as params_header
 class _Job:
     graph: Any
     plan: Plan
+    pool: Any  # of the server that holds the graph
     connection: Any = None
     sent: bool = False
     result: Any = None
@@ -49,6 +50,12 @@ def _connection(pool: Any) -> Any:
         return pool.get_connection("GRAPH.RO_QUERY")
 
 
+def pool_for(db: Any, graph: str) -> Any:
+    """The connection pool of the server holding ``graph`` (a cluster's master by slot, else the one server)."""
+    route = getattr(db, "pool_for", None)
+    return route(graph) if route is not None else db.connection.connection_pool
+
+
 def run_interleaved(db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int | None = None) -> list[Any]:
     """Run read-only ``(graph name, plan)`` jobs all at once; their results in order.
 
@@ -58,7 +65,8 @@ def run_interleaved(db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int |
     limits every query on the server and the whole run here: what is
     unanswered by then fails with ``TimeoutError``.
     """
-    bound = getattr(db.connection.connection_pool, "max_connections", 0) or len(jobs)
+    bound = getattr(db, "max_connections", None) or getattr(getattr(db.connection, "connection_pool", None),
+                                                               "max_connections", 0) or len(jobs)
     if len(jobs) <= bound:
         return Interleaved(db, jobs, timeout_ms).results()
     # more jobs than the pool holds connections: in turns, within the one deadline
@@ -107,24 +115,39 @@ class Interleaved:
 
     def __init__(self, db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int | None = None) -> None:
         self._db = db
-        self._pool = db.connection.connection_pool
         self._timeout_ms = timeout_ms
         self._deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
-        self._state = [_Job(db.select_graph(name), plan) for name, plan in jobs]
+        self._state: list[_Job] = []
         self._closed = False
-        self._reserved = 0
+        self._reserved: list[tuple[Any, int]] = []
         try:
-            reserve = getattr(self._pool, "reserve", None)  # a BoundedPool: every connection the run needs, at once
-            if reserve is not None and self._state:
+            for name, plan in jobs:
+                job = _Job(db.select_graph(name), plan, None)
+                self._state.append(job)
                 try:
-                    self._reserved = reserve(len(self._state), self._deadline)
+                    job.pool = pool_for(db, name)
+                except Exception as exc:  # a cluster with no master for the graph now: this job fails
+                    _fail(job, exc)
+            # every connection the run needs, at once (BoundedPools), pool by pool in one order: no cycle
+            needs: dict[int, list[Any]] = {}
+            for job in self._state:
+                if job.pool is not None:
+                    needs.setdefault(id(job.pool), [job.pool, 0])[1] += 1
+            for pool, n in sorted(needs.values(), key=lambda e: id(e[0])):
+                reserve = getattr(pool, "reserve", None)
+                if reserve is None:
+                    continue
+                try:
+                    self._reserved.append((pool, reserve(n, self._deadline)))
                 except TimeoutError as exc:
                     for job in self._state:
-                        job.result, job.done = exc, True
-                        job.plan.close()
+                        if not job.done:
+                            job.result, job.done = exc, True
+                            job.plan.close()
                     return
             for job in self._state:
-                _advance(self._db, self._pool, job, None, timeout_ms)
+                if not job.done:
+                    _advance(self._db, job, None, timeout_ms)
         except BaseException:
             self._close()
             raise
@@ -176,7 +199,7 @@ class Interleaved:
                 if exc is not None:
                     _fail(job, exc)
                 else:
-                    _advance(self._db, self._pool, job, future.result(), self._timeout_ms)
+                    _advance(self._db, job, future.result(), self._timeout_ms)
 
     def _expire(self) -> None:
         for job in self._state:
@@ -216,7 +239,7 @@ class Interleaved:
             job.connection.disconnect()
             _fail(job, exc)
             return
-        _advance(self._db, self._pool, job, rows, self._timeout_ms)
+        _advance(self._db, job, rows, self._timeout_ms)
 
     def _close(self) -> None:
         self._closed = True
@@ -225,15 +248,15 @@ class Interleaved:
                 if job.sent:  # a reply left unread: the connection is not reusable
                     job.connection.disconnect()
                     job.sent = False
-                self._pool.release(job.connection)
+                job.pool.release(job.connection)
                 job.connection = None
             _release(job)
             job.pending = None
             if not job.done:
                 job.plan.close()
-        if self._reserved:
-            self._pool.unreserve(self._reserved)
-            self._reserved = 0
+        for pool, n in self._reserved:
+            pool.unreserve(n)
+        self._reserved = []
 
 
 def _release(job: _Job) -> None:
@@ -245,6 +268,9 @@ def _release(job: _Job) -> None:
 def _fail(job: _Job, exc: BaseException) -> None:
     _release(job)
     job.pending = None
+    cluster = getattr(job.graph, "cluster", None)
+    if cluster is not None:  # the cluster reads its slot map again if the server is down or moved the graph
+        exc = cluster.failed(job.graph.name, exc)
     job.result = exc if isinstance(exc, StorageError) else StorageError(
         f"query on graph {job.graph.name!r} failed: {exc}")
     job.done = True
@@ -261,7 +287,7 @@ def _send(job: _Job, command: list[Any]) -> None:
     job.sent = True
 
 
-def _advance(db: Any, pool: Any, job: _Job, rows: Any, timeout_ms: int | None) -> None:
+def _advance(db: Any, job: _Job, rows: Any, timeout_ms: int | None) -> None:
     """Give the plan its rows (None to start it) and send its next query (or record its result)."""
     try:
         step = job.plan.send(rows)
@@ -278,7 +304,7 @@ def _advance(db: Any, pool: Any, job: _Job, rows: Any, timeout_ms: int | None) -
         job.plan.close()
         return
     if job.connection is None:
-        job.connection = _connection(pool)
+        job.connection = _connection(job.pool)
     command = replies.command(job.graph, params_header(step.params) + step.cypher, True, timeout_ms)
     if knn_gate.searches_vectors(step.cypher):
         lock = knn_gate.gate(db, job.graph.name)

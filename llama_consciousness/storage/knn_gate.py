@@ -36,7 +36,11 @@ def searches_vectors(cypher: str) -> bool:
 
 
 def _server(db: Any) -> Any:
-    """What tells servers apart: the address the client connects to."""
+    """What tells servers apart: the address the client connects to (a cluster's own key: a graph name is
+    one graph in the whole cluster)."""
+    key = getattr(db, "server_key", None)
+    if key is not None:
+        return key
     pool = getattr(getattr(db, "connection", None), "connection_pool", None)
     kwargs = getattr(pool, "connection_kwargs", None) or {}
     if not kwargs:

@@ -1,0 +1,365 @@
+"""FalkorDB in Redis Cluster mode: each graph is one key, so each graph lives on the master owning its slot.
+
+The package speaks to servers through its own reply codec and interleaved
+runner (``storage.interleaved``), which hold plain connections; so instead
+of redis-py's ``RedisCluster`` (whose connections are not ours to send on),
+the routing is done here: a slot map read with ``CLUSTER SLOTS``, one
+bounded pool per server, and each graph's queries sent to the pool of the
+master that owns ``key_slot(graph name)``.  A retrieval's three levels,
+being three graphs, run on their own shards at once.
+
+When a master dies, the queries of its graphs fail (connection refused) and
+the map is read again from the nodes still answering; once the cluster has
+promoted the master's replica, the next query goes to it.  Writes are never
+retried blindly (a lost reply may hide a done write); reads, and writes the
+server refused with ``MOVED`` (not run), are tried again once on the new
+owner.
+
+A write reported stored was acknowledged by a replica: with replicas, every
+write query is followed, on its connection, by ``WAIT 1`` (``wait_replicas``),
+so that a failover never loses it.  A master whose replica is gone (after a
+failover, until a new one joins) takes writes on its own, as one server
+does.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from falkordb import FalkorDB
+from falkordb.graph import Graph
+from falkordb.graph_schema import GraphSchema
+from redis.crc import key_slot
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from llama_consciousness.errors import ConsciousnessError
+
+logger = logging.getLogger(__name__)
+
+WAIT_TIMEOUT_MS = 5000
+"""How long a write waits for a replica's acknowledgement before it is reported as not stored."""
+
+REFRESH_INTERVAL_S = 0.1
+"""The slot map is read again at most this often while nodes fail (a failover takes about a second)."""
+
+_REDIRECTS = ("MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN")
+_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+
+
+class ClusterError(ConsciousnessError, RuntimeError):
+    """The cluster cannot serve a graph now: its master is down, or the cluster reports no owner for its slot."""
+
+
+def is_cluster(client: redis.Redis) -> bool:
+    """Whether the server behind ``client`` runs in Redis Cluster mode."""
+    return client.info(section="server").get("redis_mode") == "cluster"
+
+
+class ServerDB(FalkorDB):
+    """The FalkorDB client of one server of the cluster (no detection of cluster or sentinel: we route)."""
+
+    def __init__(self, pool: Any) -> None:  # noqa: D107 - FalkorDB's own __init__ would detect the cluster
+        self.connection = redis.Redis(connection_pool=pool)
+        self.flushdb = self.connection.flushdb
+        self.execute_command = self.connection.execute_command
+
+
+class RoutedGraph(Graph):
+    """A graph whose every command goes to the server owning it at the time it is sent (so a store built
+    before a failover keeps working after it)."""
+
+    def __init__(self, cluster: ClusterDB, name: str) -> None:  # noqa: D107
+        self._name = name
+        self.client = cluster
+        self.schema = GraphSchema(self)
+        self.cluster = cluster
+        self.execute_command = self._execute
+
+    def _execute(self, *args: Any, **options: Any) -> Any:
+        return self.cluster.execute(self._name, args, options)
+
+
+class ClusterDB:
+    """A FalkorDB cluster, with the part of ``falkordb.FalkorDB``'s interface the package uses.
+
+    ``make_pool(host, port)`` makes the bounded connection pool of one server.
+    """
+
+    def __init__(self, seed: tuple[str, int], make_pool: Callable[[str, int], Any], *,
+                 max_connections: int, wait_replicas: bool = True, connect_timeout_s: float = 2.0) -> None:
+        self.max_connections = max_connections
+        self._seeds = [seed]
+        self._make_pool = make_pool
+        self.wait_replicas = wait_replicas
+        self._connect_timeout_s = connect_timeout_s
+        self._servers: dict[tuple[str, int], ServerDB] = {}
+        self._starts: list[int] = []  # first slot of each range, sorted
+        self._ranges: list[tuple[int, int, tuple[str, int], list[tuple[str, int]]]] = []
+        self._lock = threading.Lock()
+        self._stale = True
+        self._read_at = 0.0
+        self.connection = _KeyRouter(self)
+        self.refresh(force=True)
+
+    # -- the slot map -----------------------------------------------------------
+
+    def refresh(self, force: bool = False) -> None:
+        """Read the slot map again from the first node that answers (at most every ``REFRESH_INTERVAL_S``)."""
+        with self._lock:
+            if not force and time.monotonic() - self._read_at < REFRESH_INTERVAL_S:
+                return
+            self._read_at = time.monotonic()
+            known = list(dict.fromkeys([*self.masters_addresses(), *self._replica_addresses(), *self._seeds]))
+            errors = []
+            for host, port in known:
+                try:
+                    with redis.Redis(host=host, port=port, socket_timeout=self._connect_timeout_s,
+                                     socket_connect_timeout=self._connect_timeout_s, decode_responses=True,
+                                     protocol=2, retry=None) as client:
+                        slots = client.execute_command("CLUSTER", "SLOTS")
+                except _DOWN as exc:
+                    errors.append(f"{host}:{port}: {exc}")
+                    continue
+                except ResponseError as exc:
+                    raise ClusterError(f"{host}:{port} is not a cluster node: {exc}") from exc
+                ranges = []
+                for entry in slots:
+                    lo, hi, master, *replicas = entry
+                    ranges.append((int(lo), int(hi), _address(master, host),
+                                   [_address(r, host) for r in replicas]))
+                ranges.sort()
+                self._ranges = ranges
+                self._starts = [r[0] for r in ranges]
+                self._stale = False
+                return
+            raise ClusterError("no node of the FalkorDB cluster answers: " + "; ".join(errors))
+
+    def masters_addresses(self) -> list[tuple[str, int]]:
+        return list(dict.fromkeys(r[2] for r in self._ranges))
+
+    def _replica_addresses(self) -> list[tuple[str, int]]:
+        return [a for r in self._ranges for a in r[3]]
+
+    def address_of(self, name: str) -> tuple[str, int]:
+        """The master that owns graph (or key) ``name``."""
+        slot = key_slot(name.encode())
+        if self._stale:
+            with contextlib.suppress(ClusterError):
+                self.refresh()
+        i = bisect.bisect_right(self._starts, slot) - 1
+        if i < 0 or not self._ranges[i][0] <= slot <= self._ranges[i][1]:
+            raise ClusterError(f"no master of the FalkorDB cluster owns slot {slot} (graph {name!r})")
+        return self._ranges[i][2]
+
+    def server(self, address: tuple[str, int]) -> ServerDB:
+        found = self._servers.get(address)
+        if found is None:
+            with self._lock:
+                found = self._servers.get(address)
+                if found is None:
+                    found = self._servers[address] = ServerDB(self._make_pool(*address))
+        return found
+
+    def node(self, name: str) -> ServerDB:
+        """The client of the master owning ``name``."""
+        return self.server(self.address_of(name))
+
+    def pool_for(self, name: str) -> Any:
+        """The connection pool of the master owning graph ``name`` (for the interleaved runner)."""
+        return self.node(name).connection.connection_pool
+
+    def failed(self, name: str, exc: BaseException) -> BaseException:
+        """A query of ``name`` failed with ``exc``: if its server is down or moved the slot, the map is read
+        again before the next query; what to report (a ``ClusterError`` saying so, else ``exc``)."""
+        if isinstance(exc, _DOWN):
+            self._stale = True
+            return ClusterError(f"graph {name!r}: its master does not answer ({exc}); the cluster promotes "
+                                "its replica within its node timeout")
+        if any(str(exc).startswith(r) for r in _REDIRECTS):
+            self._stale = True
+            return ClusterError(f"graph {name!r}: the cluster is moving its slot ({exc})")
+        return exc
+
+    # -- commands -------------------------------------------------------------------
+
+    def execute(self, name: str, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
+        """Send one command of graph ``name`` to its master; reads and refused writes once more after a
+        failover or a slot move."""
+        read_only = str(args[0]).upper() in ("GRAPH.RO_QUERY", "GRAPH.LIST", "GRAPH.EXPLAIN")
+        for attempt in range(2):
+            server = self.node(name)
+            try:
+                if read_only or not self.wait_replicas:
+                    return server.execute_command(*args, **options)
+                return self._write(server, args, options)
+            except ResponseError as exc:
+                if not any(str(exc).startswith(r) for r in _REDIRECTS):
+                    raise
+                if attempt:
+                    raise self.failed(name, exc) from exc
+                self.failed(name, exc)
+                with contextlib.suppress(ClusterError):
+                    self.refresh(force=True)
+            except _DOWN as exc:
+                if attempt or not read_only:
+                    raise self.failed(name, exc) from exc
+                self.failed(name, exc)
+                with contextlib.suppress(ClusterError):
+                    self.refresh(force=True)
+        raise AssertionError("unreachable")
+
+    def _write(self, server: ServerDB, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
+        """The write, then ``WAIT 1`` on its connection: done when a replica has it too."""
+        pipe = server.connection.pipeline(transaction=False)
+        pipe.execute_command(*args, **options)
+        pipe.execute_command("WAIT", 1, WAIT_TIMEOUT_MS)
+        reply, acked = pipe.execute(raise_on_error=False)
+        if isinstance(reply, Exception):
+            raise reply
+        if isinstance(acked, Exception):
+            raise acked
+        if int(acked) < 1 and self._has_replica(server):
+            raise ClusterError(f"a write was not acknowledged by a replica within {WAIT_TIMEOUT_MS} ms: "
+                               "it may be lost if its master fails now; write it again")
+        return reply
+
+    @staticmethod
+    def _has_replica(server: ServerDB) -> bool:
+        return int(server.connection.info(section="replication").get("connected_slaves", 0)) > 0
+
+    # -- the FalkorDB interface -----------------------------------------------------------
+
+    def select_graph(self, name: str) -> RoutedGraph:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"a graph name must be a non-empty string, got {name!r}")
+        return RoutedGraph(self, name)
+
+    def list_graphs(self) -> list[str]:
+        """Every graph of every master; raises ``ClusterError`` when a master does not answer."""
+        names, down = self.graphs_by_master()
+        if down:
+            raise ClusterError("masters of the FalkorDB cluster do not answer: "
+                               + "; ".join(f"{a[0]}:{a[1]}: {e}" for a, e in down.items()))
+        return names
+
+    def graphs_by_master(self, timeout_ms: int | None = None) -> tuple[list[str], dict[tuple[str, int], Exception]]:
+        """The graphs of the masters that answer (each listed by its own master, so a graph on a slot its
+        master lost is not counted twice), and the masters that do not, with why."""
+        names: list[str] = []
+        down: dict[tuple[str, int], Exception] = {}
+        for address in self.masters_addresses():
+            try:
+                listed = _list_graphs(self.server(address), timeout_ms)
+            except _DOWN as exc:
+                self._stale = True
+                down[address] = exc
+                continue
+            names += [n for n in listed if self._owned_by(n, address)]
+        return names, down
+
+    def graph_listing(self, registry: str, timeout_ms: int | None = None
+                      ) -> tuple[list[str], set[str], Callable[[str], Exception | None]]:
+        """What a retrieval needs before reading: the graphs of the masters that answer, the names in the set
+        ``registry`` (empty when its master does not answer), and a function telling why a graph cannot be
+        read now (its master is down) or None."""
+        names, down = self.graphs_by_master(timeout_ms)
+        try:
+            written = set(self.connection.smembers(registry))
+        except (ClusterError, *_DOWN):
+            written = set()
+
+        def unreachable(name: str) -> Exception | None:
+            try:
+                address = self.address_of(name)
+            except ClusterError as exc:
+                return exc
+            exc = down.get(address)
+            if exc is None:
+                return None
+            return ClusterError(f"graph {name!r}: its master {address[0]}:{address[1]} does not answer ({exc}); "
+                                "the cluster promotes its replica within its node timeout")
+
+        return names, written, unreachable
+
+    def _owned_by(self, name: str, address: tuple[str, int]) -> bool:
+        try:
+            return self.address_of(name) == address
+        except ClusterError:
+            return False
+
+    @property
+    def server_key(self) -> Any:
+        """What tells this cluster apart from other servers (the vector-search gates are per server)."""
+        return ("cluster", *self._seeds[0])
+
+    def close(self) -> None:
+        for server in list(self._servers.values()):
+            with contextlib.suppress(Exception):
+                server.connection.close()
+                server.connection.connection_pool.disconnect()
+
+
+def _address(entry: list[Any], asked: str) -> tuple[str, int]:
+    host = entry[0] if entry[0] not in ("", None) else asked
+    return (host.decode() if isinstance(host, bytes) else str(host), int(entry[1]))
+
+
+def _list_graphs(server: ServerDB, timeout_ms: int | None) -> list[str]:
+    pool = server.connection.connection_pool
+    connection = pool.get_connection()
+    try:
+        connection.send_command("GRAPH.LIST")
+        if timeout_ms is not None and not connection.can_read(timeout=timeout_ms / 1000):
+            connection.disconnect()
+            raise RedisTimeoutError(f"no answer to GRAPH.LIST within {timeout_ms} ms")
+        reply = connection.read_response()
+    except BaseException:
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in reply]
+
+
+class _KeyRouter:
+    """The plain keys the package keeps beside its graphs (the graph registry), each on its slot's master."""
+
+    def __init__(self, cluster: ClusterDB) -> None:
+        self._cluster = cluster
+
+    def _call(self, command: str, key: str, *args: Any) -> Any:
+        try:
+            return getattr(self._cluster.node(key).connection, command)(key, *args)
+        except (*_DOWN, ResponseError) as exc:
+            reported = self._cluster.failed(key, exc)
+            if reported is exc:
+                raise
+            raise reported from exc
+
+    def sadd(self, key: str, *values: Any) -> Any:
+        return self._call("sadd", key, *values)
+
+    def srem(self, key: str, *values: Any) -> Any:
+        return self._call("srem", key, *values)
+
+    def smembers(self, key: str) -> Any:
+        return self._call("smembers", key)
+
+    def hset(self, key: str, *args: Any) -> Any:
+        return self._call("hset", key, *args)
+
+    def hgetall(self, key: str) -> Any:
+        return self._call("hgetall", key)
+
+    def close(self) -> None:
+        self._cluster.close()
+
