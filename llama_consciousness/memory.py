@@ -102,9 +102,9 @@ class ConsciousnessMemory:
         or ``~/.llama_consciousness`` by default.  Unused for servers given
         by URL.
     falkordb_url:
-        An existing FalkorDB (``redis://host:port``, ``unix:///path.sock``);
-        ``$LLAMA_CONSCIOUSNESS_FALKORDB_URL`` by default.  When set, nothing
-        is started.
+        An existing FalkorDB (``redis://host:port``, ``unix:///path.sock``), or any node of a FalkorDB
+        cluster (each graph is then read and written on the master that owns its slot: README, "Scaling
+        out"); ``$LLAMA_CONSCIOUSNESS_FALKORDB_URL`` by default.  When set, nothing is started.
     postgres_url:
         An existing Postgres with pgvector, for levels whose vectors live
         there; ``$LLAMA_CONSCIOUSNESS_POSTGRES_URL`` by default.
@@ -118,8 +118,11 @@ class ConsciousnessMemory:
         uses it.
     vector_index:
         HNSW parameters for FalkorDB vector indexes.
+    read_from_replicas:
+        On a FalkorDB cluster (``falkordb_url`` of any of its nodes), read each graph from its master's
+        replicas rather than from the master (writes always go to the master, and wait for a replica).
     max_connections:
-        At most this many FalkorDB connections (64): callers beyond wait for one.  A retrieval holds up
+        At most this many FalkorDB connections (64) per server: callers beyond wait for one.  A retrieval holds up
         to ten, so ``max_connections // 10`` retrievals run at once, the others waiting before their
         ``channel_timeout_s`` starts.  Postgres has its own pool of 8.
     """
@@ -135,8 +138,10 @@ class ConsciousnessMemory:
         vector_index: VectorIndexConfig | None = None,
         embed_batch_size: int = 256,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        read_from_replicas: bool = False,
     ) -> None:
         self.max_connections = max_connections
+        self.read_from_replicas = bool(read_from_replicas)
         # Retrievals at once: a caller beyond them waits here, before its deadline starts, instead of
         # spending its channel_timeout_s in a queue for connections (and coming back partial).
         self.retrievals = threading.BoundedSemaphore(max(1, max_connections // CONNECTIONS_PER_RETRIEVAL))
@@ -197,8 +202,9 @@ class ConsciousnessMemory:
                 kwargs = {**pool.connection_kwargs, **options}
                 pool.disconnect()
                 seed = (kwargs.pop("host"), kwargs.pop("port"))
-                return cluster.ClusterDB(seed, lambda host, port: BoundedPool(
-                    self.max_connections, host=host, port=port, **kwargs), max_connections=self.max_connections)
+                return cluster.ClusterDB(seed, lambda host, port, **extra: BoundedPool(
+                    self.max_connections, host=host, port=port, **kwargs, **extra),
+                    max_connections=self.max_connections, read_from_replicas=self.read_from_replicas)
         else:
             from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
 

@@ -37,8 +37,8 @@ from falkordb import FalkorDB
 from falkordb.graph import Graph
 from falkordb.graph_schema import GraphSchema
 from redis.crc import key_slot
+from redis.exceptions import AskError, ClusterDownError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from llama_consciousness.errors import ConsciousnessError
@@ -51,7 +51,8 @@ WAIT_TIMEOUT_MS = 5000
 REFRESH_INTERVAL_S = 0.1
 """The slot map is read again at most this often while nodes fail (a failover takes about a second)."""
 
-_REDIRECTS = ("MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN")
+# the slot moved (MOVED, ASK), or its master is failing over (CLUSTERDOWN, MASTERDOWN, TRYAGAIN)
+_REDIRECTS = (AskError, TryAgainError, ClusterDownError)
 _DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
 
 
@@ -73,6 +74,16 @@ class ServerDB(FalkorDB):
         self.execute_command = self.connection.execute_command
 
 
+class ReplicaConnection(redis.Connection):
+    """A connection that may read from a replica (``READONLY`` first, as Redis Cluster requires)."""
+
+    def on_connect_check_health(self, *args: Any, **kwargs: Any) -> None:
+        super().on_connect_check_health(*args, **kwargs)
+        self.send_command("READONLY")
+        if str(self.read_response()) != "OK":
+            raise RedisConnectionError("the replica refused READONLY")
+
+
 class RoutedGraph(Graph):
     """A graph whose every command goes to the server owning it at the time it is sent (so a store built
     before a failover keeps working after it)."""
@@ -91,12 +102,18 @@ class RoutedGraph(Graph):
 class ClusterDB:
     """A FalkorDB cluster, with the part of ``falkordb.FalkorDB``'s interface the package uses.
 
-    ``make_pool(host, port)`` makes the bounded connection pool of one server.
+    ``make_pool(host, port, **connection options)`` makes the bounded connection pool of one server.
+    ``read_from_replicas`` sends reads to the replicas of a graph's master, in turn: with one replica per
+    master a write is on it before it is reported stored (``WAIT 1``), so a caller reads what it wrote;
+    with more, a read may miss the last writes for a moment.
     """
 
-    def __init__(self, seed: tuple[str, int], make_pool: Callable[[str, int], Any], *,
-                 max_connections: int, wait_replicas: bool = True, connect_timeout_s: float = 2.0) -> None:
+    def __init__(self, seed: tuple[str, int], make_pool: Callable[..., Any], *, max_connections: int,
+                 read_from_replicas: bool = False, wait_replicas: bool = True,
+                 connect_timeout_s: float = 2.0) -> None:
         self.max_connections = max_connections
+        self.read_from_replicas = read_from_replicas
+        self._turn = 0
         self._seeds = [seed]
         self._make_pool = make_pool
         self.wait_replicas = wait_replicas
@@ -160,22 +177,38 @@ class ClusterDB:
             raise ClusterError(f"no master of the FalkorDB cluster owns slot {slot} (graph {name!r})")
         return self._ranges[i][2]
 
-    def server(self, address: tuple[str, int]) -> ServerDB:
-        found = self._servers.get(address)
+    def server(self, address: tuple[str, int], read_only: bool = False) -> ServerDB:
+        """The client of one server (``read_only``: connections that may read a replica)."""
+        key = (*address, read_only)
+        found = self._servers.get(key)
         if found is None:
             with self._lock:
-                found = self._servers.get(address)
+                found = self._servers.get(key)
                 if found is None:
-                    found = self._servers[address] = ServerDB(self._make_pool(*address))
+                    extra = {"connection_class": ReplicaConnection} if read_only else {}
+                    found = self._servers[key] = ServerDB(self._make_pool(*address, **extra))
         return found
 
     def node(self, name: str) -> ServerDB:
         """The client of the master owning ``name``."""
         return self.server(self.address_of(name))
 
+    def reader(self, name: str) -> ServerDB:
+        """Where reads of ``name`` go: one of its master's replicas with ``read_from_replicas`` (in turn),
+        else the master."""
+        if self.read_from_replicas:
+            slot = key_slot(name.encode())
+            self.address_of(name)  # the map, read again if stale
+            i = bisect.bisect_right(self._starts, slot) - 1
+            replicas = self._ranges[i][3]
+            if replicas:
+                self._turn = (self._turn + 1) % len(replicas)
+                return self.server(replicas[self._turn], read_only=True)
+        return self.node(name)
+
     def pool_for(self, name: str) -> Any:
-        """The connection pool of the master owning graph ``name`` (for the interleaved runner)."""
-        return self.node(name).connection.connection_pool
+        """The connection pool the interleaved runner reads graph ``name`` from."""
+        return self.reader(name).connection.connection_pool
 
     def failed(self, name: str, exc: BaseException) -> BaseException:
         """A query of ``name`` failed with ``exc``: if its server is down or moved the slot, the map is read
@@ -184,9 +217,10 @@ class ClusterDB:
             self._stale = True
             return ClusterError(f"graph {name!r}: its master does not answer ({exc}); the cluster promotes "
                                 "its replica within its node timeout")
-        if any(str(exc).startswith(r) for r in _REDIRECTS):
+        if isinstance(exc, _REDIRECTS):
             self._stale = True
-            return ClusterError(f"graph {name!r}: the cluster is moving its slot ({exc})")
+            return ClusterError(f"graph {name!r}: the cluster is moving its slot or failing its master over "
+                                f"({type(exc).__name__}: {exc})")
         return exc
 
     # -- commands -------------------------------------------------------------------
@@ -196,13 +230,13 @@ class ClusterDB:
         failover or a slot move."""
         read_only = str(args[0]).upper() in ("GRAPH.RO_QUERY", "GRAPH.LIST", "GRAPH.EXPLAIN")
         for attempt in range(2):
-            server = self.node(name)
+            server = self.reader(name) if read_only and not attempt else self.node(name)
             try:
                 if read_only or not self.wait_replicas:
                     return server.execute_command(*args, **options)
                 return self._write(server, args, options)
             except ResponseError as exc:
-                if not any(str(exc).startswith(r) for r in _REDIRECTS):
+                if not isinstance(exc, _REDIRECTS):
                     raise
                 if attempt:
                     raise self.failed(name, exc) from exc
@@ -302,7 +336,7 @@ class ClusterDB:
         return ("cluster", *self._seeds[0])
 
     def close(self) -> None:
-        for server in list(self._servers.values()):
+        for server in list(self._servers.values()):  # masters and replicas
             with contextlib.suppress(Exception):
                 server.connection.close()
                 server.connection.connection_pool.disconnect()

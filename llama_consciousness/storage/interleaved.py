@@ -178,11 +178,11 @@ class Interleaved:
                     continue
                 # the first reply that is ready, else wait for the oldest query (a moment at a
                 # time while other work is awaited: it may finish first)
-                ready = next((j for j in waiting if j.connection.can_read(timeout=0)), None)
+                ready = next((j for j in waiting if _can_read(j, 0)), None)
                 wait = remaining
                 if awaited:
                     wait = _AWAIT_POLL_S if remaining is None else min(remaining, _AWAIT_POLL_S)
-                if ready is None and waiting[0].connection.can_read(timeout=wait):
+                if ready is None and _can_read(waiting[0], wait):
                     ready = waiting[0]
                 if ready is not None:
                     self._read(ready)
@@ -257,6 +257,15 @@ class Interleaved:
         for pool, n in self._reserved:
             pool.unreserve(n)
         self._reserved = []
+
+
+def _can_read(job: _Job, timeout: float | None) -> bool:
+    """Whether the job's reply is ready; a connection the server closed is "ready" too: reading it fails
+    that job alone (the server died with the query in flight), not the whole run."""
+    try:
+        return job.connection.can_read(timeout=timeout)
+    except Exception:  # noqa: BLE001 - the read that follows raises it again, for this job
+        return True
 
 
 def _release(job: _Job) -> None:

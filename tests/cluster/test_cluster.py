@@ -12,6 +12,7 @@ import collections
 import json
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -136,9 +137,13 @@ def test_a_retrievals_levels_run_on_their_own_masters(cluster_memory: Consciousn
 def test_a_thousand_citizens_spread_over_the_masters(cluster_memory: ConsciousnessMemory,
                                                      falkordb_cluster: LocalCluster) -> None:
     citizens = [f"spread{i:04d}" for i in range(1000)]
-    for citizen in citizens:
+
+    def write(citizen: str) -> None:
         cluster_memory.upsert([mem(f"{citizen}_m", level="N1", citizen=citizen, name="Tea",
                                    description=f"{citizen} drinks green tea")])
+
+    with ThreadPoolExecutor(6) as pool:  # as an assistant serving many citizens at once writes
+        list(pool.map(write, citizens))
     per_master = collections.Counter()
     for master in falkordb_cluster.masters:
         per_master[master.port] = sum(g.startswith("citizen_spread") for g in falkordb_cluster.graphs_on(master.port))
@@ -155,5 +160,35 @@ def test_a_node_that_is_no_master_of_the_slot_is_still_a_way_in(falkordb_cluster
         with ConsciousnessMemory(data_dir=data_dir, falkordb_url=falkordb_cluster.replicas[0].url) as memory:
             assert isinstance(memory.db, ClusterDB)
             assert {a[1] for a in memory.db.masters_addresses()} == {m.port for m in falkordb_cluster.masters}
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _ro_queries(port: int, falkordb_cluster: LocalCluster) -> int:
+    with next(n for n in falkordb_cluster.nodes if n.port == port).client() as c:
+        return int(c.info("commandstats").get("cmdstat_graph.RO_QUERY", {}).get("calls", 0))
+
+
+def test_reads_from_replicas_when_asked(cluster_memory: ConsciousnessMemory, falkordb_cluster: LocalCluster) -> None:
+    """``read_from_replicas``: the same answers, read from the replica of the graph's master."""
+    cluster_memory.ingest(demo_memory_file())
+    expected = [n.node.node_id for n in cluster_memory.retriever("ada").retrieve(QUESTION)]
+    data_dir = Path(tempfile.mkdtemp(prefix="lcrr", dir="/tmp"))
+    try:
+        with ConsciousnessMemory(data_dir=data_dir, falkordb_url=falkordb_cluster.url,
+                                 read_from_replicas=True) as memory:
+            master = memory.db.address_of("citizen_ada")[1]
+            replica = next(r for r in falkordb_cluster.replicas
+                           if master in falkordb_cluster.replica_of(r.port))
+            before = _ro_queries(master, falkordb_cluster), _ro_queries(replica.port, falkordb_cluster)
+            retriever = memory.retriever("ada")
+            assert [n.node.node_id for n in retriever.retrieve(QUESTION)] == expected
+            node = memory.get_node("ada_task_vector_integration", "N1", "ada")
+            assert node is not None
+            after = _ro_queries(master, falkordb_cluster), _ro_queries(replica.port, falkordb_cluster)
+            assert after[1] > before[1] and after[0] == before[0]  # the replica read, the master did not
+            # a write goes to the master and is read back at once from the replica
+            memory.upsert([mem("rr_new", level="N1", citizen="ada", description="read your writes")])
+            assert memory.get_node("rr_new", "N1", "ada") is not None
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)

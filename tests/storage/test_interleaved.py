@@ -3,6 +3,7 @@ revalidation."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 
@@ -47,6 +48,26 @@ def test_plans_run_side_by_side_with_their_results_in_order(memory, fresh_graph)
     assert missing == []  # a graph never written reads as empty, as in LevelGraphStore
     # every connection went back to the pool in a reusable state
     assert run_interleaved(memory.db, [(a.plans.graph, _two_step("y"))]) == ["y!"]
+
+
+def _slow():
+    rows = yield Query("UNWIND range(1, 30000000) AS x WITH x WHERE x % 7 = 0 RETURN count(x)", read_only=True)
+    return rows[0][0]
+
+
+def test_a_connection_the_server_closes_mid_query_fails_its_plan_alone(memory, fresh_graph) -> None:
+    """The server drops a connection with a query in flight (it died, or was told to): that plan fails, the run
+    returns (a closed socket used to escape from the wait for replies and fail every plan of the retrieval)."""
+    a = fresh_graph()
+    a.upsert([_memory("m1")])
+    killer = threading.Timer(0.3, lambda: memory.db.connection.execute_command("CLIENT", "KILL", "TYPE", "normal"))
+    killer.start()
+    try:
+        results = run_interleaved(memory.db, [(a.plans.graph, _slow()), (a.plans.graph, _slow())], timeout_ms=20000)
+    finally:
+        killer.join()
+    assert all(isinstance(r, StorageError) for r in results), results
+    assert run_interleaved(memory.db, [(a.plans.graph, _two_step("z"))]) == ["z!"]  # and the pool still works
 
 
 def test_retrieved_node_equals_a_validated_one() -> None:
