@@ -332,6 +332,9 @@ and embedding matrix are kept (500K memories as models with their vectors held ~
 
 def load_level(memory: ConsciousnessMemory, level: str, n: int, m: int, seed: int,
                node_batch: int, rel_batch: int) -> LevelData:
+    """Write one level's synthetic memories, then their relationships, with ``memory.upsert`` (update
+    detection off: template sentences about the same people and tools would read as updates of each
+    other; what the judge costs is measured by ``updates_quality.py`` and ``ingest_speed.py``)."""
     if n > LEAN_ABOVE:
         return _load_level_lean(memory, level, n, m, seed, node_batch, rel_batch)
     rng = random.Random(f"{seed}:{level}:{n}:{m}")
@@ -344,7 +347,7 @@ def load_level(memory: ConsciousnessMemory, level: str, n: int, m: int, seed: in
     t_embed = time.perf_counter() - t0
     t0 = time.perf_counter()
     for start in range(0, len(nodes), node_batch):
-        memory.upsert(nodes[start:start + node_batch], embed=False)
+        memory.upsert(nodes[start:start + node_batch], embed=False, detect_updates=False)
     t_nodes = time.perf_counter() - t0
     t0 = time.perf_counter()
     cid = CITIZEN if level == "N1" else None
@@ -386,7 +389,7 @@ def _load_level_lean(memory: ConsciousnessMemory, level: str, n: int, m: int, se
         t_embed += time.perf_counter() - t0
         t0 = time.perf_counter()
         for start in range(0, len(chunk), node_batch):
-            memory.upsert(chunk[start:start + node_batch], embed=False)
+            memory.upsert(chunk[start:start + node_batch], embed=False, detect_updates=False)
         t_nodes += time.perf_counter() - t0
         ids += [x.node_id for x in chunk]
         times += [x.created_at for x in chunk]
