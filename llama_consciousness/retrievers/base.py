@@ -29,7 +29,7 @@ from llama_consciousness.postprocessors.pipeline import complete_stream
 from llama_consciousness.schema import ConsciousnessStream
 from llama_consciousness.errors import StorageError
 from llama_consciousness.scoring.fusion import later_first
-from llama_consciousness.storage import graph_names
+from llama_consciousness.storage import graph_states
 from llama_consciousness.storage.level_store import GRAPH_REGISTRY
 from llama_consciousness.storage.reader import MemoryReader
 
@@ -64,22 +64,24 @@ class GraphListing(dict):
         self.unreachable = unreachable
 
 
-def existing_graphs(memory: MemoryReader, timeout_s: float) -> GraphListing | Exception:
-    """The graphs to read (name -> None), those written before and now gone (name -> their error: deleted,
-    or replaced by another key), or why the server cannot say (every level is then an error entry).
+def existing_graphs(memory: MemoryReader, timeout_s: float, graphs: Sequence[str]) -> GraphListing | Exception:
+    """Of the level graphs ``graphs`` a retrieval reads: those to read (name -> None), those written before
+    and now gone (name -> their error: deleted, or replaced by another key), or why the server cannot say
+    (every level is then an error entry).  Asked about these graphs alone, so that the cost does not grow
+    with the number of citizens on the server.
 
     A graph never written is absent: its level is empty, not an error.  When the memory's own embedded
-    server died, it is started again and asked once more.  On a cluster, the graphs of a master that does
-    not answer are errors, the others are read.
+    server died, it is started again and asked once more.  On a cluster, a graph whose master does not
+    answer is an error, the others are read.
     """
-    listing = getattr(memory.db, "graph_listing", None)
+    states = getattr(memory.db, "graph_states", None)
     unreachable = None
     for attempt in range(2):
         try:
-            if listing is not None:
-                present, written, unreachable = listing(GRAPH_REGISTRY, int(timeout_s * 1000))
+            if states is not None:
+                present, written, unreachable = states(GRAPH_REGISTRY, graphs, int(timeout_s * 1000))
             else:
-                present, written = graph_names(memory.db, int(timeout_s * 1000))
+                present, written = graph_states(memory.db, graphs, int(timeout_s * 1000))
             break
         except Exception as exc:  # server down or stalled
             if attempt == 1 or not memory.ensure_server():

@@ -186,7 +186,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         names = self._query_names(intention.query_text)
         # one deadline for every query of the retrieval: a stalled server costs channel_timeout_s, once
         deadline = time.monotonic() + self.config.channel_timeout_s
-        existing = existing_graphs(self.memory, self.config.channel_timeout_s)
+        existing = existing_graphs(self.memory, self.config.channel_timeout_s,
+                                   [self._plans(level, intention).graph for level in intention.query_levels])
         outcomes = self._levels_sync(intention, memory_filter, embedding, names, existing, deadline)
         fused = self._rank(outcomes)
         targets = self._neighbour_targets(fused, outcomes)

@@ -236,7 +236,9 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
             embedding = self.memory.embed_query(normalise_goal(state.current_goal) or state.current_goal.strip())
         q = self._state_query(state, embedding)
         deadline = time.monotonic() + self.config.level_timeout_s
-        existing = existing_graphs(self.memory, self.config.level_timeout_s)
+        existing = existing_graphs(self.memory, self.config.level_timeout_s, [
+            self.memory.plans(level, state.citizen_id if level == "N1" else None).graph
+            for level in self.config.query_levels])
         outcomes = [StateLevelOutcome(level) for level in self.config.query_levels]
         jobs: list[tuple[str, Any]] = []
         owners: list[StateLevelOutcome] = []

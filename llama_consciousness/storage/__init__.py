@@ -7,7 +7,7 @@ connection handling stay in here.
 """
 
 from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
-from llama_consciousness.storage.interleaved import graph_names, list_graphs, run_interleaved
+from llama_consciousness.storage.interleaved import graph_states, list_graphs, run_interleaved
 from llama_consciousness.storage.level_store import (
     LevelGraphStore,
     LevelPlans,
@@ -27,7 +27,7 @@ __all__ = [
     "VectorHit",
     "VectorIndexConfig",
     "default_data_dir",
-    "graph_names",
+    "graph_states",
     "list_graphs",
     "register_graph",
     "run_interleaved",

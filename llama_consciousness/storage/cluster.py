@@ -29,7 +29,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -300,29 +300,37 @@ class ClusterDB:
             names += [n for n in listed if self._owned_by(n, address)]
         return names, down
 
-    def graph_listing(self, registry: str, timeout_ms: int | None = None
-                      ) -> tuple[list[str], set[str], Callable[[str], Exception | None]]:
-        """What a retrieval needs before reading: the graphs of the masters that answer, the names in the set
-        ``registry`` (empty when its master does not answer), and a function telling why a graph cannot be
-        read now (its master is down) or None."""
-        names, down = self.graphs_by_master(timeout_ms)
-        try:
-            written = set(self.connection.smembers(registry))
-        except (ClusterError, *_DOWN):
-            written = set()
+    def graph_states(self, registry: str, names: Sequence[str], timeout_ms: int | None = None
+                     ) -> tuple[set[str], set[str], Callable[[str], Exception | None]]:
+        """What a retrieval needs before reading the graphs ``names``: those that exist (asked of each
+        graph's master), those in the set ``registry`` (none when its master does not answer), and a
+        function telling why a graph cannot be read now (its master is down) or None."""
+        from llama_consciousness.storage.interleaved import GRAPH_TYPE, _ask
 
-        def unreachable(name: str) -> Exception | None:
+        present: set[str] = set()
+        down: dict[str, Exception] = {}
+        by_master: dict[tuple[str, int], list[str]] = {}
+        for name in names:
             try:
-                address = self.address_of(name)
+                by_master.setdefault(self.address_of(name), []).append(name)
             except ClusterError as exc:
-                return exc
-            exc = down.get(address)
-            if exc is None:
-                return None
-            return ClusterError(f"graph {name!r}: its master {address[0]}:{address[1]} does not answer ({exc}); "
-                                "the cluster promotes its replica within its node timeout")
-
-        return names, written, unreachable
+                down[name] = exc
+        for address, owned in by_master.items():  # each master asked about its graphs, in one round trip
+            try:
+                kinds = _ask(self.server(address), [("TYPE", n) for n in owned], timeout_ms)
+            except (*_DOWN, TimeoutError) as exc:
+                for name in owned:
+                    down[name] = self.failed(name, exc if isinstance(exc, _DOWN) else RedisTimeoutError(str(exc)))
+                continue
+            present.update(n for n, kind in zip(owned, kinds) if str(kind) == GRAPH_TYPE)
+        written: set[str] = set()
+        if names:
+            try:
+                flags = _ask(self.node(registry), [("SMISMEMBER", registry, *names)], timeout_ms)[0]
+                written = {n for n, flag in zip(names, flags) if int(flag)}
+            except (ClusterError, *_DOWN, TimeoutError, ResponseError):
+                self._stale = True  # the registry's master is down: nothing is called lost meanwhile
+        return present, written, down.get
 
     def _owned_by(self, name: str, address: tuple[str, int]) -> bool:
         try:

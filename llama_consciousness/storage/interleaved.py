@@ -78,35 +78,52 @@ def run_interleaved(db: Any, jobs: Sequence[tuple[str, Plan]], timeout_ms: int |
     return out
 
 
+GRAPH_TYPE = "graphdata"
+"""What ``TYPE`` says of a FalkorDB graph's key."""
+
+
 def list_graphs(db: Any, timeout_ms: int | None = None) -> list[str]:
     """The names of the server's graphs (``GRAPH.LIST``); a stalled server raises ``TimeoutError`` after
     ``timeout_ms`` (its connection dropped) instead of holding the caller."""
-    return graph_names(db, timeout_ms)[0]
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in _ask(db, [("GRAPH.LIST",)], timeout_ms)[0]]
 
 
-def graph_names(db: Any, timeout_ms: int | None = None) -> tuple[list[str], set[str]]:
-    """The server's graphs and the registered ones (``GRAPH_REGISTRY``), in one round trip.
+def graph_states(db: Any, names: Sequence[str], timeout_ms: int | None = None) -> tuple[set[str], set[str]]:
+    """Of the graphs ``names``: those that exist now, and those registered as written (``GRAPH_REGISTRY``),
+    in one round trip whatever the number of graphs on the server.
 
-    A registered name the server does not list as a graph was deleted or
-    replaced by another key.
+    A registered name that is no graph now was deleted or replaced by another key.
     """
+    if not names:
+        return set(), set()
+    replies_in = _ask(db, [*(("TYPE", n) for n in names), ("SMISMEMBER", GRAPH_REGISTRY, *names)], timeout_ms)
+    present = {n for n, kind in zip(names, replies_in) if _text(kind) == GRAPH_TYPE}
+    written = {n for n, member in zip(names, replies_in[-1]) if int(member)}
+    return present, written
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _ask(db: Any, commands: Sequence[tuple[Any, ...]], timeout_ms: int | None) -> list[Any]:
+    """The replies to ``commands``, pipelined on one connection of the server, each within ``timeout_ms``."""
     pool = db.connection.connection_pool
     connection = _connection(pool)
     replies_in: list[Any] = []
     try:
-        connection.send_packed_command(connection.pack_commands([("GRAPH.LIST",), ("SMEMBERS", GRAPH_REGISTRY)]))
-        for command in ("GRAPH.LIST", "SMEMBERS"):
+        connection.send_packed_command(connection.pack_commands(commands))
+        for command in commands:
             if timeout_ms is not None and not connection.can_read(timeout=timeout_ms / 1000):
                 connection.disconnect()
-                raise TimeoutError(f"no answer to {command} within {timeout_ms} ms")
+                raise TimeoutError(f"no answer to {command[0]} within {timeout_ms} ms")
             replies_in.append(connection.read_response())
     except BaseException:
         connection.disconnect()
         raise
     finally:
         pool.release(connection)
-    graphs, registered = ([n.decode() if isinstance(n, bytes) else str(n) for n in reply] for reply in replies_in)
-    return graphs, set(registered)
+    return replies_in
 
 
 class Interleaved:
