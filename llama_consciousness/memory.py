@@ -51,6 +51,7 @@ from llama_consciousness.temporal import TemporalWindow
 logger = logging.getLogger(__name__)
 
 FALKORDB_URL_ENV = "LLAMA_CONSCIOUSNESS_FALKORDB_URL"
+SERVER_IDLE_ENV = "LLAMA_CONSCIOUSNESS_SERVER_IDLE_S"
 POSTGRES_URL_ENV = "LLAMA_CONSCIOUSNESS_POSTGRES_URL"
 PGVECTOR_LEVELS_ENV = "LLAMA_CONSCIOUSNESS_PGVECTOR_LEVELS"
 
@@ -73,6 +74,18 @@ def _parse_backends(vector_backends: Mapping[str, str] | None) -> dict[str, str]
             raise ValueError(f"vector backend of {level} must be one of {VECTOR_BACKENDS}, not {backend!r}")
         backends[level] = backend
     return backends
+
+
+def _idle_timeout(value: float | None) -> float:
+    if value is None:
+        text = os.environ.get(SERVER_IDLE_ENV, "").strip()
+        try:
+            value = float(text) if text else 0.0
+        except ValueError:
+            raise ValueError(f"${SERVER_IDLE_ENV} must be a number of seconds, not {text!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"server_idle_timeout_s must be a number of seconds >= 0, not {value!r}")
+    return float(value)
 
 
 class _RevivingConnection(UnixDomainSocketConnection):
@@ -121,6 +134,11 @@ class ConsciousnessMemory:
     read_from_replicas:
         On a FalkorDB cluster (``falkordb_url`` of any of its nodes), read each graph from its master's
         replicas rather than from the master (writes always go to the master, and wait for a replica).
+    server_idle_timeout_s:
+        The embedded FalkorDB server outlives its last user by this many seconds
+        (``$LLAMA_CONSCIOUSNESS_SERVER_IDLE_S``; 0 by default: it stops with the last ``close``), so
+        that an application restarting meanwhile finds its memory loaded instead of waiting for the
+        server to read its data again.
     max_connections:
         At most this many FalkorDB connections (64) per server: callers beyond wait for one.  A retrieval holds up
         to ten, so ``max_connections // 10`` retrievals run at once, the others waiting before their
@@ -139,8 +157,10 @@ class ConsciousnessMemory:
         embed_batch_size: int = 256,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         read_from_replicas: bool = False,
+        server_idle_timeout_s: float | None = None,
     ) -> None:
         self.max_connections = max_connections
+        self.server_idle_timeout_s = _idle_timeout(server_idle_timeout_s)
         self.read_from_replicas = bool(read_from_replicas)
         # Retrievals at once: a caller beyond them waits here, before its deadline starts, instead of
         # spending its channel_timeout_s in a queue for connections (and coming back partial).
@@ -208,7 +228,7 @@ class ConsciousnessMemory:
         else:
             from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
 
-            self._falkordb_server = EmbeddedFalkorDB(self.data_dir).start()
+            self._falkordb_server = EmbeddedFalkorDB(self.data_dir, idle_timeout_s=self.server_idle_timeout_s).start()
             pool = BoundedPool(self.max_connections, connection_class=_RevivingConnection,
                                revive=self._falkordb_server.revive, path=str(self._falkordb_server.socket_path),
                                **options)

@@ -20,7 +20,8 @@ os.environ.setdefault("IS_TESTING", "1")
 # Nothing in the suite may need the network: make tiktoken and hubs fail fast.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 for _var in ("LLAMA_CONSCIOUSNESS_FALKORDB_URL", "LLAMA_CONSCIOUSNESS_POSTGRES_URL",
-             "LLAMA_CONSCIOUSNESS_PGVECTOR_LEVELS", "LLAMA_CONSCIOUSNESS_EMBED_MODEL"):
+             "LLAMA_CONSCIOUSNESS_PGVECTOR_LEVELS", "LLAMA_CONSCIOUSNESS_EMBED_MODEL",
+             "LLAMA_CONSCIOUSNESS_SERVER_IDLE_S"):
     os.environ.pop(_var, None)
 
 

@@ -5,7 +5,10 @@ and two processes of one application (a web worker and a CLI, say) must share
 one server per data directory instead of racing to start two.  So the server
 is daemonised, its persistence is on (AOF plus snapshots), and a small state
 file guarded by an ``flock`` records which server serves the directory and
-which client processes hold it.  The last client to leave shuts it down.
+which client processes hold it.  The last client to leave shuts it down, or,
+with ``idle_timeout_s``, leaves it running that long: an application that
+restarts meanwhile finds its memory loaded instead of waiting for the server
+to read it again (seconds per 10,000 memories).
 """
 
 from __future__ import annotations
@@ -90,6 +93,16 @@ def compact_aof(client: redis.Redis, timeout_s: float = COMPACT_TIMEOUT_S) -> bo
     return False
 
 
+def _spawn_watchdog(root: Path, since: float, at: float) -> None:
+    """A detached process that stops the server of ``root``, idle since ``since``, at ``at`` (epoch seconds)
+    unless it is in use again."""
+    import sys
+
+    subprocess.Popen([sys.executable, "-m", "llama_consciousness.storage.idle_stop", str(root), repr(since), repr(at)],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True, close_fds=True)
+
+
 def _admin_client(sock: Path, timeout: float) -> redis.Redis:
     """A client that fails at once: redis-py's default retries with backoff
     turn a vanished socket (after SHUTDOWN) into seconds of waiting."""
@@ -125,6 +138,7 @@ class EmbeddedFalkorDB:
         module: str | None = None,
         startup_timeout: float = 300.0,
         appendfsync: str = "everysec",
+        idle_timeout_s: float = 0.0,
     ) -> None:
         self.root = Path(data_dir).expanduser()
         self.directory = self.root / "falkordb"
@@ -135,6 +149,9 @@ class EmbeddedFalkorDB:
         if appendfsync not in ("always", "everysec", "no"):
             raise ValueError(f"appendfsync must be 'always', 'everysec' or 'no', not {appendfsync!r}")
         self.appendfsync = appendfsync
+        if not isinstance(idle_timeout_s, (int, float)) or isinstance(idle_timeout_s, bool) or idle_timeout_s < 0:
+            raise ValueError(f"idle_timeout_s must be a number of seconds >= 0, not {idle_timeout_s!r}")
+        self.idle_timeout_s = float(idle_timeout_s)
         self._socket: Path | None = None
         self._pid: int | None = None
         self._held = False
@@ -216,6 +233,14 @@ class EmbeddedFalkorDB:
             if clients and not force:
                 self._write_state({**state, "clients": clients})
                 return
+            if self.idle_timeout_s and not force and pid and _alive(pid):
+                # the server outlives its last user by idle_timeout_s: a restarted application finds it
+                # loaded; a watchdog stops it if nobody came back meanwhile
+                since = time.time()
+                self._write_state({**state, "clients": [], "idle_since": since})
+                _spawn_watchdog(self.root, since, since + self.idle_timeout_s)
+                self._pid = None
+                return
             if pid and _alive(pid):
                 self._shutdown(pid, Path(sock) if sock else None)
             if sock and Path(sock).parent != self.directory:
@@ -224,6 +249,20 @@ class EmbeddedFalkorDB:
                     Path(sock).parent.rmdir()
             self._write_state({"clients": []})
             self._pid = None
+
+    def stop_if_idle(self, since: float) -> bool:
+        """Shut the server down if nobody took it since ``since`` (the ``idle_since`` of the stop that left
+        it running); True when it did."""
+        with self._locked():
+            state = self._read_state()
+            clients = [c for c in state.get("clients", []) if pid_alive(c)]
+            if clients or state.get("idle_since") != since:
+                return False  # in use again, or left idle again later (a newer watchdog waits for that)
+            pid, sock = state.get("pid"), state.get("socket")
+            if pid and _alive(pid):
+                self._shutdown(pid, Path(sock) if sock else None)
+            self._write_state({"clients": []})
+            return True
 
     def __enter__(self) -> EmbeddedFalkorDB:
         return self.start()

@@ -290,9 +290,20 @@ def _prop_sets(var: str, wire: tuple[str, ...], props: tuple[str, ...]) -> str:
 _N = records.NODE_WIRE
 _E = records.EDGE_WIRE
 
+def _prop_map(wire: tuple[str, ...], props: Iterable[str], **more: str) -> str:
+    """A property map of a CREATE: ``{p: row[i], ...}`` (a null leaves the property out)."""
+    return "{" + ", ".join([*(f"{p}: {_at(wire, p)}" for p in props), *(f"{k}: {v}" for k, v in more.items())]) + "}"
+
+
 # Each written memory takes a number of the change log (``change_seq``, in the same SET as the rest of it), in
 # one transaction with the write; writes to a graph run one at a time, so the numbers follow the order in which
 # writes became visible.  Numbers of rows left unchanged are skipped (the log only needs them to grow).
+#
+# A new memory is CREATEd with all its properties at once; only a stored one that changed is SET.  (A MERGE
+# followed by a SET indexes each new memory twice: the first entry becomes garbage of the graph's range
+# index, and every index with 100 such entries makes the server fork to collect them.  With thousands of
+# graphs that meant thousands of forks of a server of gigabytes: writes slowed from 50 to 200 ms per citizen
+# between 100 and 2,000 citizens of 100 memories; ``benchmarks/many_citizens.py``.)
 _UPSERT_NODES = f"""
 CALL {{
 MERGE (log:{CHANGES_LABEL} {{key: 0}}) ON CREATE SET log.epoch = randomUUID(), log.seq = 0
@@ -304,9 +315,18 @@ WITH base
 UNWIND range(0, size($nodes) - 1) AS i
 WITH base, i, $nodes[i] AS row
 OPTIONAL MATCH (old:{NODE_LABEL} {{node_id: {_at(_N, "node_id")}}})
-WITH base, i, row, old.content_hash AS old_hash
-MERGE (n:{NODE_LABEL} {{node_id: {_at(_N, "node_id")}}})
-WITH base, i, n, row, old_hash WHERE old_hash IS NULL OR old_hash <> {_at(_N, "hash")}
+WITH base, i, row WHERE old IS NULL
+CREATE (n:{NODE_LABEL} {_prop_map(_N, records.NODE_PROPS + records.TIME_FIELDS,
+                                  **{VECTOR_PROPERTY: f"vecf32({_at(_N, 'embedding')})",
+                                     "content_hash": _at(_N, "hash"), "change_seq": "base + i + 1"})})
+RETURN collect({_at(_N, "node_id")}) AS created_ids
+}}
+CALL {{
+WITH base
+UNWIND range(0, size($nodes) - 1) AS i
+WITH base, i, $nodes[i] AS row
+MATCH (n:{NODE_LABEL} {{node_id: {_at(_N, "node_id")}}})
+WITH base, i, n, row, n.content_hash AS old_hash WHERE old_hash IS NULL OR old_hash <> {_at(_N, "hash")}
 WITH base, i, n, row, old_hash, n.superseded_by IS NOT NULL AS sup,
      n.expired_at AS old_expired_at, n.invalid_at AS old_invalid_at, n.invalidation_reason AS old_reason
 REMOVE n.{VECTOR_PROPERTY}
@@ -316,8 +336,7 @@ SET {_prop_sets("n", _N, tuple(p for p in records.NODE_PROPS if p not in ("node_
                                  THEN old_reason ELSE {_at(_N, "invalidation_reason")} END,
     n.{VECTOR_PROPERTY} = vecf32({_at(_N, "embedding")}), n.content_hash = {_at(_N, "hash")},
     n.{records.LEGACY_COPY} = NULL, n.change_seq = base + i + 1
-RETURN collect(CASE WHEN old_hash IS NULL THEN {_at(_N, "node_id")} END) AS created_ids,
-       collect(CASE WHEN old_hash IS NULL THEN NULL ELSE {_at(_N, "node_id")} END) AS updated_ids
+RETURN collect({_at(_N, "node_id")}) AS updated_ids
 }}
 """
 
@@ -367,14 +386,20 @@ CALL {{
 UNWIND $edges AS row
 MATCH (s:{NODE_LABEL} {{node_id: {_at(_E, "source_id")}}}), (t:{NODE_LABEL} {{node_id: {_at(_E, "target_id")}}})
 OPTIONAL MATCH (s)-[old:{EDGE_TYPE} {{edge_id: {_at(_E, "edge_id")}}}]->(t)
-WITH s, t, row, old.content_hash AS old_hash
-MERGE (s)-[r:{EDGE_TYPE} {{edge_id: {_at(_E, "edge_id")}}}]->(t)
-WITH r, row, old_hash WHERE old_hash IS NULL OR (old_hash <> {_at(_E, "hash")} AND NOT {_at(_E, "derived")})
+WITH s, t, row WHERE old IS NULL
+CREATE (s)-[r:{EDGE_TYPE} {_prop_map(_E, records.EDGE_PROPS + records.TIME_FIELDS, content_hash=_at(_E, "hash"))}]->(t)
+RETURN count(r) AS edges_created
+}}
+CALL {{
+UNWIND $edges AS row
+MATCH (:{NODE_LABEL} {{node_id: {_at(_E, "source_id")}}})-[r:{EDGE_TYPE} {{edge_id: {_at(_E, "edge_id")}}}]->
+      (:{NODE_LABEL} {{node_id: {_at(_E, "target_id")}}})
+WITH r, row, r.content_hash AS old_hash
+WHERE old_hash IS NULL OR (old_hash <> {_at(_E, "hash")} AND NOT {_at(_E, "derived")})
 SET {_prop_sets("r", _E, tuple(p for p in records.EDGE_PROPS if p != "edge_id"))},
     {_time_sets("r", _E, "old_hash IS NOT NULL")}, r.content_hash = {_at(_E, "hash")},
     r.{records.LEGACY_COPY} = NULL
-RETURN sum(CASE WHEN old_hash IS NULL THEN 1 ELSE 0 END) AS edges_created,
-       sum(CASE WHEN old_hash IS NULL THEN 0 ELSE 1 END) AS edges_updated
+RETURN count(r) AS edges_updated
 }}
 """
 

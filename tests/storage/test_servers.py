@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -58,15 +59,17 @@ def test_the_last_stop_folds_the_write_log_into_a_snapshot(data_root: Path) -> N
     """A stop compacts the append-only file, so the next start reads a snapshot instead of replaying every
     write (20 s for 6,000 memories and their links before; ``benchmarks/scale.py``)."""
     server = EmbeddedFalkorDB(data_root / "compact").start()
-    client = FalkorDB(unix_socket_path=str(server.socket_path))
-    graph = client.select_graph("compact")
-    for start in range(0, 20000, 2000):  # a few MB of write commands, below Redis's own rewrite size
-        graph.query("UNWIND range($a, $b) AS i CREATE (:N {i: i}) WITH count(*) AS c CREATE (:Pad {text: $pad})",
-                    {"a": start, "b": start + 1999, "pad": "x" * 150_000})
-    before = client.connection.info("persistence")
-    assert before["aof_current_size"] - before["aof_base_size"] > (1 << 20)
-    client.close()
-    server.stop()
+    try:
+        client = FalkorDB(unix_socket_path=str(server.socket_path))
+        graph = client.select_graph("compact")
+        for start in range(0, 20000, 2000):  # a few MB of write commands, below Redis's own rewrite size
+            graph.query("UNWIND range($a, $b) AS i CREATE (:N {i: i}) WITH count(*) AS c "
+                        "CREATE (:Pad {text: $pad})", {"a": start, "b": start + 1999, "pad": "x" * 150_000})
+        before = client.connection.info("persistence")
+        assert before["aof_current_size"] - before["aof_base_size"] > (1 << 20)
+        client.close()
+    finally:
+        server.stop()
     logs = sorted((server.directory / "appendonlydir").glob("*.incr.aof"))
     assert logs and logs[-1].stat().st_size < (1 << 20)  # the tail was folded
     again = EmbeddedFalkorDB(data_root / "compact").start()
@@ -78,6 +81,36 @@ def test_the_last_stop_folds_the_write_log_into_a_snapshot(data_root: Path) -> N
         assert "DB loaded from base file" in log.split("Ready to accept connections")[-2]
     finally:
         again.stop()
+
+
+def test_an_idle_server_outlives_its_last_user_then_stops(data_root: Path) -> None:
+    """``server_idle_timeout_s``: a restarted application adopts the running server (nothing to reload);
+    once nobody used it for the timeout, it stops."""
+    directory = data_root / "idle"
+    try:
+        _idle_then_stopped(directory)
+    finally:
+        EmbeddedFalkorDB(directory).stop(force=True)  # whatever the outcome, no server left behind
+    with pytest.raises(ValueError, match="server_idle_timeout_s"):
+        ConsciousnessMemory(data_dir=directory, server_idle_timeout_s=-1)
+
+
+def _idle_then_stopped(directory: Path) -> None:
+    from memory_builders import mem
+
+    with ConsciousnessMemory(data_dir=directory, server_idle_timeout_s=1.0) as memory:
+        memory.upsert([mem("kept", description="still loaded after the restart")])
+        pid = memory._falkordb_server.pid
+    assert _alive(pid)  # the last user left; the server stays
+    with ConsciousnessMemory(data_dir=directory, server_idle_timeout_s=1.0) as memory:
+        assert memory._falkordb_server.pid == pid  # adopted, not started again
+        assert memory.get_node("kept", "N2") is not None
+        time.sleep(1.5)  # past the first watchdog's time: the server is in use, so it stays
+        assert _alive(pid)
+    deadline = time.monotonic() + 20
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)  # idle for the timeout again: stopped
 
 
 def test_second_object_reuses_running_server(data_root: Path) -> None:
