@@ -36,6 +36,7 @@ import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -53,13 +54,22 @@ def load(name: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+LLM_JUDGE: list[Any] = []
+"""With ``--llm-judge``: the ``LLMUpdateJudge`` asked about every pair instead of the offline judge."""
+
+
 def judge(row: dict[str, Any]) -> Any:
     from llama_consciousness.scoring.updates import Statement, judge_update
 
     later = T0 + timedelta(days=30)
     speaker = str(row["speaker"]).lower()
-    return judge_update(Statement("older", row["older"], speaker, T0, T0),
-                        Statement("newer", row["newer"], speaker, later, later))
+    older = Statement("older", row["older"], speaker, T0, T0)
+    newer = Statement("newer", row["newer"], speaker, later, later)
+    if LLM_JUDGE:
+        answer = LLM_JUDGE[0].judge(older, newer)
+        verdict = {"update": "update", "unsure": "possible"}.get(answer.verdict, "none")
+        return SimpleNamespace(verdict=verdict, reason=answer.type)
+    return judge_update(older, newer)
 
 
 def pct(n: int, d: int) -> str:
@@ -91,7 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", choices=(*SETS, "both"), default="both")
     parser.add_argument("--by", choices=("topic", "kind"), default=None,
                         help="also per topic, or per kind of hard negative (the note's prefix)")
+    parser.add_argument("--llm-judge", action="store_true", help=(
+        "ask the LLM judge (LLMUpdateJudge: OpenAI with OPENAI_API_KEY and the openai extra) instead of the "
+        "offline one; needs the network"))
     args = parser.parse_args(argv)
+    if args.llm_judge:
+        from llama_consciousness.ingestion.llm_judge import LLMUpdateJudge
+
+        LLM_JUDGE.append(LLMUpdateJudge())
     started = time.perf_counter()
     print("## The update judge on written pairs (`benchmarks/updates_pairs.py`)\n")
     print("| set | group | updates found (update or possible) | confirmed (expires) | type right, of found "

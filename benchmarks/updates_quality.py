@@ -105,9 +105,13 @@ class Scores:
 # -- ingestion ---------------------------------------------------------------------------------
 
 
+JUDGE: dict[str, Any] = {}
+"""``{"update_judge": LLMUpdateJudge()}`` with ``--llm-judge``: detection on confirms its pairs with an LLM."""
+
+
 def timed_ingest(memory: Any, records: Any, mode: str) -> tuple[Any, float]:
     started = time.perf_counter()
-    report = memory.ingest(records, updates=mode)
+    report = memory.ingest(records, updates=mode, **(JUDGE if mode != "off" else {}))
     return report, time.perf_counter() - started
 
 
@@ -350,6 +354,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-locomo", action="store_true", help="skip LoCoMo (false supersessions and speed)")
     parser.add_argument("--locomo", type=Path, default=DEFAULT_DATA, metavar="PATH", help=DATA_HELP)
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (prints its path)")
+    parser.add_argument("--llm-judge", action="store_true", help=(
+        "detection on also asks an LLM (LLMUpdateJudge: OpenAI with OPENAI_API_KEY and the openai extra) about "
+        "the offline judge's pairs and each new memory's nearest earlier ones; needs the network"))
+    parser.add_argument("--embed-model", default=None, help="both memories' embedding (default: wordllama; "
+                        "openai needs OPENAI_API_KEY)")
     args = parser.parse_args(argv)
     if args.citizens < 1:
         parser.error("--citizens must be >= 1")
@@ -369,7 +378,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     memories: dict[str, Any] = {}
     try:
-        memories["offline"] = ConsciousnessMemory(data_dir=workdir / "on")
+        if args.llm_judge:
+            from llama_consciousness.ingestion.llm_judge import LLMUpdateJudge
+
+            JUDGE["update_judge"] = LLMUpdateJudge()
+        memories["offline"] = ConsciousnessMemory(data_dir=workdir / "on", embed_model=args.embed_model)
         memories["off"] = ConsciousnessMemory(data_dir=workdir / "off", embed_model=memories["offline"].embed_model)
         warm_up(memories, args.seed, args.split)
         ingest_generated(memories, convs, scores)

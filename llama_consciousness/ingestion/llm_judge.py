@@ -87,7 +87,7 @@ def default_llm() -> Any:
         from llama_index.llms.openai import OpenAI  # type: ignore[import-not-found]
     except ImportError:
         raise UpdateJudgeError("LLMUpdateJudge uses OpenAI when OPENAI_API_KEY is set: pip install "
-                               "llama-index-llms-openai, or pass any LlamaIndex LLM as llm=") from None
+                               "'llama-consciousness[openai]', or pass any LlamaIndex LLM as llm=") from None
     return OpenAI(model=os.environ.get("LLAMA_CONSCIOUSNESS_JUDGE_MODEL", "gpt-4o-mini"), temperature=0.0,
                   timeout=30.0)
 
