@@ -132,8 +132,9 @@ class ConsciousnessMemory:
     vector_index:
         HNSW parameters for FalkorDB vector indexes.
     read_from_replicas:
-        On a FalkorDB cluster (``falkordb_url`` of any of its nodes), read each graph from its master's
-        replicas rather than from the master (writes always go to the master, and wait for a replica).
+        On a FalkorDB cluster (``falkordb_url`` of any of its nodes), retrievals read each graph from its
+        master's replicas rather than from the master (writes, and the reads a write makes, go to the
+        master; a write waits for a replica).
     server_idle_timeout_s:
         The embedded FalkorDB server outlives its last user by this many seconds
         (``$LLAMA_CONSCIOUSNESS_SERVER_IDLE_S``; 0 by default: it stops with the last ``close``), so
@@ -219,12 +220,13 @@ class ConsciousnessMemory:
                     url = redis_scheme + url[len(scheme):]
             pool = BoundedPool.from_url(url, max_connections=self.max_connections, **options)
             if cluster.is_cluster(Redis(connection_pool=pool)):
-                kwargs = {**pool.connection_kwargs, **options}
+                kwargs = {**pool.connection_kwargs, **options}  # credentials and TLS settings of the URL too
                 pool.disconnect()
                 seed = (kwargs.pop("host"), kwargs.pop("port"))
                 return cluster.ClusterDB(seed, lambda host, port, **extra: BoundedPool(
                     self.max_connections, host=host, port=port, **kwargs, **extra),
-                    max_connections=self.max_connections, read_from_replicas=self.read_from_replicas)
+                    max_connections=self.max_connections, connection_class=pool.connection_class,
+                    client_kwargs=kwargs, read_from_replicas=self.read_from_replicas)
         else:
             from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
 
@@ -360,7 +362,10 @@ class ConsciousnessMemory:
         if address_of is not None:
             host, port = address_of(name)
             return f"{host}:{port}"
-        return self.falkordb_url or str(self._falkordb_server.socket_path)
+        if self.falkordb_url:  # where, without the credentials a URL may carry
+            kwargs = self.db.connection.connection_pool.connection_kwargs
+            return kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}"
+        return str(self._falkordb_server.socket_path)
 
     # -- embedding --------------------------------------------------------------
 

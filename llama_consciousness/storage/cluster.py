@@ -15,11 +15,11 @@ retried blindly (a lost reply may hide a done write); reads, and writes the
 server refused with ``MOVED`` (not run), are tried again once on the new
 owner.
 
-A write reported stored was acknowledged by a replica: with replicas, every
-write query is followed, on its connection, by ``WAIT 1`` (``wait_replicas``),
-so that a failover never loses it.  A master whose replica is gone (after a
-failover, until a new one joins) takes writes on its own, as one server
-does.
+A write reported stored was acknowledged by a replica: to a master with a
+replica connected, every write query is followed, on its connection, by
+``WAIT 1`` (``wait_replicas``), so that a failover never loses it.  A master
+with no replica (a cluster without replicas, or a promoted replica until a
+new one joins) takes writes on its own, as one server does.
 """
 
 from __future__ import annotations
@@ -48,12 +48,19 @@ logger = logging.getLogger(__name__)
 WAIT_TIMEOUT_MS = 5000
 """How long a write waits for a replica's acknowledgement before it is reported as not stored."""
 
+REPLICAS_TTL_S = 1.0
+"""How long a master's count of connected replicas is trusted before a write asks again."""
+
+MAP_TTL_S = 30.0
+"""The slot map is read again at least this often (a replica that joined is read from after that)."""
+
 REFRESH_INTERVAL_S = 0.1
 """The slot map is read again at most this often while nodes fail (a failover takes about a second)."""
 
 # the slot moved (MOVED, ASK), or its master is failing over (CLUSTERDOWN, MASTERDOWN, TRYAGAIN)
 _REDIRECTS = (AskError, TryAgainError, ClusterDownError)
-_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+# a server that does not answer (Python's own TimeoutError is left out: a deadline of ours is no outage)
+_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError)
 
 
 class ClusterError(ConsciousnessError, RuntimeError):
@@ -61,8 +68,12 @@ class ClusterError(ConsciousnessError, RuntimeError):
 
 
 def is_cluster(client: redis.Redis) -> bool:
-    """Whether the server behind ``client`` runs in Redis Cluster mode."""
-    return client.info(section="server").get("redis_mode") == "cluster"
+    """Whether the server behind ``client`` runs in Redis Cluster mode (a server that refuses ``INFO`` to this
+    user is taken for a single one, as before clusters were known here)."""
+    try:
+        return client.info(section="server").get("redis_mode") == "cluster"
+    except ResponseError:
+        return False
 
 
 class ServerDB(FalkorDB):
@@ -74,14 +85,20 @@ class ServerDB(FalkorDB):
         self.execute_command = self.connection.execute_command
 
 
-class ReplicaConnection(redis.Connection):
+class _ReadOnly:
     """A connection that may read from a replica (``READONLY`` first, as Redis Cluster requires)."""
 
     def on_connect_check_health(self, *args: Any, **kwargs: Any) -> None:
-        super().on_connect_check_health(*args, **kwargs)
-        self.send_command("READONLY")
-        if str(self.read_response()) != "OK":
+        super().on_connect_check_health(*args, **kwargs)  # type: ignore[misc]
+        self.send_command("READONLY")  # type: ignore[attr-defined]
+        if str(self.read_response()) != "OK":  # type: ignore[attr-defined]
             raise RedisConnectionError("the replica refused READONLY")
+
+
+def replica_connection(base: type) -> type:
+    """The connection class of ``base`` (plain TCP, TLS, ...) that may read a replica."""
+    return type(f"ReadOnly{base.__name__}", (_ReadOnly, base), {})
+
 
 
 class RoutedGraph(Graph):
@@ -109,18 +126,25 @@ class ClusterDB:
     """
 
     def __init__(self, seed: tuple[str, int], make_pool: Callable[..., Any], *, max_connections: int,
+                 connection_class: type = redis.Connection, client_kwargs: dict[str, Any] | None = None,
                  read_from_replicas: bool = False, wait_replicas: bool = True,
-                 connect_timeout_s: float = 2.0) -> None:
+                 connect_timeout_s: float = 1.0) -> None:
         self.max_connections = max_connections
         self.read_from_replicas = read_from_replicas
         self._turn = 0
         self._seeds = [seed]
         self._make_pool = make_pool
+        self._connection_class = connection_class
+        # credentials and TLS settings of the URL, for the short-lived clients that read the slot map
+        self._client_kwargs = {k: v for k, v in (client_kwargs or {}).items()
+                               if k not in ("host", "port", "socket_timeout", "socket_connect_timeout", "retry")}
         self.wait_replicas = wait_replicas
         self._connect_timeout_s = connect_timeout_s
-        self._servers: dict[tuple[str, int], ServerDB] = {}
-        self._starts: list[int] = []  # first slot of each range, sorted
-        self._ranges: list[tuple[int, int, tuple[str, int], list[tuple[str, int]]]] = []
+        self._servers: dict[tuple[str, int, bool], ServerDB] = {}
+        # (first slot of each range, sorted; the ranges: (first, last, master, replicas)), swapped whole
+        self._map: tuple[list[int], list[tuple[int, int, tuple[str, int], list[tuple[str, int]]]]] = ([], [])
+        self._answered: tuple[str, int] | None = None  # the node that gave the last map, asked first next time
+        self._replicas: dict[int, tuple[float, int]] = {}  # id(master client) -> (asked at, replicas connected)
         self._lock = threading.Lock()
         self._stale = True
         self._read_at = 0.0
@@ -135,47 +159,58 @@ class ClusterDB:
             if not force and time.monotonic() - self._read_at < REFRESH_INTERVAL_S:
                 return
             self._read_at = time.monotonic()
-            known = list(dict.fromkeys([*self.masters_addresses(), *self._replica_addresses(), *self._seeds]))
+            # the node that answered last first, then replicas (a failing master is the likeliest to be down)
+            first = [self._answered] if self._answered else []
+            known = list(dict.fromkeys([*first, *self._seeds, *self._replica_addresses(), *self.masters_addresses()]))
             errors = []
             for host, port in known:
+                pool = redis.ConnectionPool(connection_class=self._connection_class, host=host, port=port,
+                                            socket_timeout=self._connect_timeout_s,
+                                            socket_connect_timeout=self._connect_timeout_s,
+                                            **{"decode_responses": True, "protocol": 2, **self._client_kwargs})
                 try:
-                    with redis.Redis(host=host, port=port, socket_timeout=self._connect_timeout_s,
-                                     socket_connect_timeout=self._connect_timeout_s, decode_responses=True,
-                                     protocol=2, retry=None) as client:
+                    with redis.Redis(connection_pool=pool, retry=None) as client:
                         slots = client.execute_command("CLUSTER", "SLOTS")
                 except _DOWN as exc:
                     errors.append(f"{host}:{port}: {exc}")
                     continue
                 except ResponseError as exc:
                     raise ClusterError(f"{host}:{port} is not a cluster node: {exc}") from exc
+                finally:
+                    pool.disconnect()
                 ranges = []
                 for entry in slots:
                     lo, hi, master, *replicas = entry
                     ranges.append((int(lo), int(hi), _address(master, host),
                                    [_address(r, host) for r in replicas]))
                 ranges.sort()
-                self._ranges = ranges
-                self._starts = [r[0] for r in ranges]
+                self._map = ([r[0] for r in ranges], ranges)
+                self._answered = (host, port)
                 self._stale = False
                 return
             raise ClusterError("no node of the FalkorDB cluster answers: " + "; ".join(errors))
 
     def masters_addresses(self) -> list[tuple[str, int]]:
-        return list(dict.fromkeys(r[2] for r in self._ranges))
+        return list(dict.fromkeys(r[2] for r in self._map[1]))
 
     def _replica_addresses(self) -> list[tuple[str, int]]:
-        return [a for r in self._ranges for a in r[3]]
+        return [a for r in self._map[1] for a in r[3]]
+
+    def _range_of(self, name: str) -> tuple[int, int, tuple[str, int], list[tuple[str, int]]]:
+        """The slot range holding ``name`` (its master and replicas), from the map read again if stale."""
+        slot = key_slot(name.encode())
+        if self._stale or time.monotonic() - self._read_at > MAP_TTL_S:  # failures, or replicas joined since
+            with contextlib.suppress(ClusterError):
+                self.refresh()
+        starts, ranges = self._map  # one map, even while another thread swaps in a new one
+        i = bisect.bisect_right(starts, slot) - 1
+        if i < 0 or not ranges[i][0] <= slot <= ranges[i][1]:
+            raise ClusterError(f"no master of the FalkorDB cluster owns slot {slot} (graph {name!r})")
+        return ranges[i]
 
     def address_of(self, name: str) -> tuple[str, int]:
         """The master that owns graph (or key) ``name``."""
-        slot = key_slot(name.encode())
-        if self._stale:
-            with contextlib.suppress(ClusterError):
-                self.refresh()
-        i = bisect.bisect_right(self._starts, slot) - 1
-        if i < 0 or not self._ranges[i][0] <= slot <= self._ranges[i][1]:
-            raise ClusterError(f"no master of the FalkorDB cluster owns slot {slot} (graph {name!r})")
-        return self._ranges[i][2]
+        return self._range_of(name)[2]
 
     def server(self, address: tuple[str, int], read_only: bool = False) -> ServerDB:
         """The client of one server (``read_only``: connections that may read a replica)."""
@@ -185,8 +220,9 @@ class ClusterDB:
             with self._lock:
                 found = self._servers.get(key)
                 if found is None:
-                    extra = {"connection_class": ReplicaConnection} if read_only else {}
-                    found = self._servers[key] = ServerDB(self._make_pool(*address, **extra))
+                    base = self._connection_class
+                    found = self._servers[key] = ServerDB(self._make_pool(
+                        *address, connection_class=replica_connection(base) if read_only else base))
         return found
 
     def node(self, name: str) -> ServerDB:
@@ -197,10 +233,7 @@ class ClusterDB:
         """Where reads of ``name`` go: one of its master's replicas with ``read_from_replicas`` (in turn),
         else the master."""
         if self.read_from_replicas:
-            slot = key_slot(name.encode())
-            self.address_of(name)  # the map, read again if stale
-            i = bisect.bisect_right(self._starts, slot) - 1
-            replicas = self._ranges[i][3]
+            replicas = self._range_of(name)[3]
             if replicas:
                 self._turn = (self._turn + 1) % len(replicas)
                 return self.server(replicas[self._turn], read_only=True)
@@ -230,10 +263,10 @@ class ClusterDB:
         failover or a slot move."""
         read_only = str(args[0]).upper() in ("GRAPH.RO_QUERY", "GRAPH.LIST", "GRAPH.EXPLAIN")
         for attempt in range(2):
-            server = self.reader(name) if read_only and not attempt else self.node(name)
+            server = self.node(name)
             try:
-                if read_only or not self.wait_replicas:
-                    return server.execute_command(*args, **options)
+                if read_only or not self.wait_replicas or not self._has_replica(server):
+                    return server.execute_command(*args, **options)  # a master with no replica writes alone
                 return self._write(server, args, options)
             except ResponseError as exc:
                 if not isinstance(exc, _REDIRECTS):
@@ -261,14 +294,19 @@ class ClusterDB:
             raise reply
         if isinstance(acked, Exception):
             raise acked
-        if int(acked) < 1 and self._has_replica(server):
+        if int(acked) < 1 and self._has_replica(server, fresh=True):
             raise ClusterError(f"a write was not acknowledged by a replica within {WAIT_TIMEOUT_MS} ms: "
                                "it may be lost if its master fails now; write it again")
         return reply
 
-    @staticmethod
-    def _has_replica(server: ServerDB) -> bool:
-        return int(server.connection.info(section="replication").get("connected_slaves", 0)) > 0
+    def _has_replica(self, server: ServerDB, fresh: bool = False) -> bool:
+        """Whether the master has a replica connected (asked at most every ``REPLICAS_TTL_S``, or now)."""
+        now = time.monotonic()
+        known = self._replicas.get(id(server))
+        if fresh or known is None or now - known[0] > REPLICAS_TTL_S:
+            count = int(server.connection.info(section="replication").get("connected_slaves", 0))
+            known = self._replicas[id(server)] = (now, count)
+        return known[1] > 0
 
     # -- the FalkorDB interface -----------------------------------------------------------
 
@@ -318,9 +356,10 @@ class ClusterDB:
         for address, owned in by_master.items():  # each master asked about its graphs, in one round trip
             try:
                 kinds = _ask(self.server(address), [("TYPE", n) for n in owned], timeout_ms)
-            except (*_DOWN, TimeoutError) as exc:
+            except (*_DOWN, TimeoutError, ResponseError) as exc:  # down, stalled, or its slots moved
                 for name in owned:
-                    down[name] = self.failed(name, exc if isinstance(exc, _DOWN) else RedisTimeoutError(str(exc)))
+                    down[name] = self.failed(name, exc if isinstance(exc, (*_DOWN, ResponseError))
+                                             else RedisTimeoutError(str(exc)))
                 continue
             present.update(n for n, kind in zip(owned, kinds) if str(kind) == GRAPH_TYPE)
         written: set[str] = set()

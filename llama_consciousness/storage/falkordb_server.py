@@ -93,12 +93,13 @@ def compact_aof(client: redis.Redis, timeout_s: float = COMPACT_TIMEOUT_S) -> bo
     return False
 
 
-def _spawn_watchdog(root: Path, since: float, at: float) -> None:
-    """A detached process that stops the server of ``root``, idle since ``since``, at ``at`` (epoch seconds)
-    unless it is in use again."""
+def _spawn_watchdog(root: Path, since: float, at: float, pid: int) -> None:
+    """A detached process that stops the server ``pid`` of ``root``, idle since ``since``, at ``at`` (epoch
+    seconds) unless it is in use again."""
     import sys
 
-    subprocess.Popen([sys.executable, "-m", "llama_consciousness.storage.idle_stop", str(root), repr(since), repr(at)],
+    subprocess.Popen([sys.executable, "-m", "llama_consciousness.storage.idle_stop", str(root), repr(since), repr(at),
+                      str(pid)],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      start_new_session=True, close_fds=True)
 
@@ -238,9 +239,13 @@ class EmbeddedFalkorDB:
                 # loaded; a watchdog stops it if nobody came back meanwhile
                 since = time.time()
                 self._write_state({**state, "clients": [], "idle_since": since})
-                _spawn_watchdog(self.root, since, since + self.idle_timeout_s)
-                self._pid = None
-                return
+                try:
+                    _spawn_watchdog(self.root, since, since + self.idle_timeout_s, pid)
+                except OSError as exc:  # no watchdog, no idle server: it would never stop
+                    logger.warning("could not start the idle watchdog (%s); stopping the server now", exc)
+                else:
+                    self._pid = None
+                    return
             if pid and _alive(pid):
                 self._shutdown(pid, Path(sock) if sock else None)
             if sock and Path(sock).parent != self.directory:

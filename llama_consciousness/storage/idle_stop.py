@@ -1,11 +1,12 @@
 """The watchdog of an embedded FalkorDB server left running after its last user (``idle_timeout_s``).
 
-``python -m llama_consciousness.storage.idle_stop DATA_DIR SINCE AT``: sleeps
-until ``AT`` (epoch seconds), then stops the server of ``DATA_DIR``, left idle
-at ``SINCE``, unless a client
+``python -m llama_consciousness.storage.idle_stop DATA_DIR SINCE AT PID``:
+sleeps until ``AT`` (epoch seconds), then stops the server ``PID`` of
+``DATA_DIR``, left idle at ``SINCE``, unless a client
 took it meanwhile or a later stop left it idle again (that stop's own
-watchdog then decides).  Detached from the application, so that the
-application may exit at once.
+watchdog then decides), and exits as soon as one of those happens; a data
+directory deleted under the server stops it at once.  Detached from the
+application, so that the application may exit at once.
 """
 
 from __future__ import annotations
@@ -13,14 +14,38 @@ from __future__ import annotations
 import sys
 import time
 
-from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB
+import psutil
+
+from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB, _alive, pid_alive
+
+
+POLL_S = 5.0
+"""How often a waiting watchdog looks whether it is still needed (a newer stop or a new user)."""
 
 
 def main(argv: list[str]) -> int:
-    root, since, at = argv[0], float(argv[1]), float(argv[2])
-    time.sleep(max(0.0, at - time.time()))
-    EmbeddedFalkorDB(root).stop_if_idle(since)
+    root, since, at, pid = argv[0], float(argv[1]), float(argv[2]), int(argv[3])
+    server = EmbeddedFalkorDB(root)
+    while time.time() < at:
+        if not server.directory.exists():  # the data were deleted under a running server: stop it now
+            _kill(pid)
+            return 0
+        state = server._read_state()
+        if state.get("idle_since") != since or any(pid_alive(c) for c in state.get("clients", [])):
+            return 0  # in use again, or left idle again later: that stop's own watchdog decides
+        time.sleep(min(POLL_S, max(0.0, at - time.time())))
+    if server.directory.exists():
+        server.stop_if_idle(since)
+    else:
+        _kill(pid)
     return 0
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL: a server whose directory is gone refuses SIGTERM (its last save fails), and has nothing to
+    keep."""
+    if _alive(pid):
+        psutil.Process(pid).kill()
 
 
 if __name__ == "__main__":

@@ -117,8 +117,8 @@ class LocalCluster:
     def url(self) -> str:
         return self.masters[0].url
 
-    def start(self, timeout_s: float = 60.0) -> LocalCluster:
-        for i in range(6):
+    def start(self, timeout_s: float = 60.0, replicas: bool = True) -> LocalCluster:
+        for i in range(6 if replicas else 3):
             node = Node(_free_port(), self.directory / f"node{i}")
             node.start()
             (self.masters if i < 3 else self.replicas).append(node)
@@ -154,7 +154,7 @@ class LocalCluster:
                 if "cluster_state:ok" not in c.execute_command("CLUSTER", "INFO"):
                     return False
                 info = c.info("replication")
-                if info.get("role") == "master" and (info.get("connected_slaves", 0) < 1
+                if self.replicas and info.get("role") == "master" and (info.get("connected_slaves", 0) < 1
                                                      or info.get("slave0", {}).get("state") != "online"):
                     return False
                 continue

@@ -61,6 +61,10 @@ def test_the_package_runs_unchanged_on_a_cluster(cluster_memory: ConsciousnessMe
     assert report.inserted == 22 and not report.rejected
     assert memory.ingest(demo_memory_file()).inserted == 0  # again: nothing changes
 
+    # a master with a replica made each write wait for it
+    owner = memory.db.address_of("citizen_ada")[1]
+    with next(m for m in falkordb_cluster.masters if m.port == owner).client() as c:
+        assert int(c.info("commandstats")["cmdstat_wait"]["calls"]) > 0
     # each graph is stored on the master that owns its slot, and on no other
     for graph in ("citizen_ada", "collective_n2", "ecosystem_n3"):
         owner = memory.db.address_of(graph)[1]
@@ -170,7 +174,8 @@ def _ro_queries(port: int, falkordb_cluster: LocalCluster) -> int:
 
 
 def test_reads_from_replicas_when_asked(cluster_memory: ConsciousnessMemory, falkordb_cluster: LocalCluster) -> None:
-    """``read_from_replicas``: the same answers, read from the replica of the graph's master."""
+    """``read_from_replicas``: the same answers, the retrieval read from the replica of the graph's master; a
+    write and the reads it makes go to the master."""
     cluster_memory.ingest(demo_memory_file())
     expected = [n.node.node_id for n in cluster_memory.retriever("ada").retrieve(QUESTION)]
     data_dir = Path(tempfile.mkdtemp(prefix="lcrr", dir="/tmp"))
@@ -183,8 +188,6 @@ def test_reads_from_replicas_when_asked(cluster_memory: ConsciousnessMemory, fal
             before = _ro_queries(master, falkordb_cluster), _ro_queries(replica.port, falkordb_cluster)
             retriever = memory.retriever("ada")
             assert [n.node.node_id for n in retriever.retrieve(QUESTION)] == expected
-            node = memory.get_node("ada_task_vector_integration", "N1", "ada")
-            assert node is not None
             after = _ro_queries(master, falkordb_cluster), _ro_queries(replica.port, falkordb_cluster)
             assert after[1] > before[1] and after[0] == before[0]  # the replica read, the master did not
             # a write goes to the master and is read back at once from the replica
@@ -192,3 +195,17 @@ def test_reads_from_replicas_when_asked(cluster_memory: ConsciousnessMemory, fal
             assert memory.get_node("rr_new", "N1", "ada") is not None
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_a_cluster_without_replicas_writes_without_waiting_for_one(data_root: Path) -> None:
+    """Masters with no replica take writes alone: no ``WAIT`` (which would hold every write for its timeout)."""
+    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="lcnr", dir="/tmp"))).start(replicas=False)
+    try:
+        with ConsciousnessMemory(data_dir=data_root / "no_replicas", falkordb_url=cluster.url) as memory:
+            memory.ingest(demo_memory_file())
+            assert memory.counts("N1", "ada")[0] > 0
+            for master in cluster.masters:
+                with master.client() as c:
+                    assert "cmdstat_wait" not in c.info("commandstats")
+    finally:
+        cluster.stop()

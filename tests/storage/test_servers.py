@@ -7,6 +7,7 @@ takes ~30 ms), separate from the session server the other tests share.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -107,10 +108,34 @@ def _idle_then_stopped(directory: Path) -> None:
         assert memory.get_node("kept", "N2") is not None
         time.sleep(1.5)  # past the first watchdog's time: the server is in use, so it stays
         assert _alive(pid)
-    deadline = time.monotonic() + 20
-    while _alive(pid) and time.monotonic() < deadline:
+        assert _wait_for(lambda: not _watchdogs(directory))  # and the watchdog left
+    assert _wait_for(lambda: not _alive(pid))  # idle for the timeout again: stopped
+    # a data directory deleted under an idle server: its watchdog stops it at once
+    with ConsciousnessMemory(data_dir=directory, server_idle_timeout_s=600) as memory:
+        pid = memory._falkordb_server.pid
+    assert _alive(pid) and _watchdogs(directory)
+    shutil.rmtree(directory)
+    assert _wait_for(lambda: not _alive(pid))
+
+
+def _watchdogs(directory: Path) -> list[int]:
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        line = " ".join(proc.info["cmdline"] or [])
+        if "idle_stop" in line and str(directory) in line:
+            found.append(proc.pid)
+    return found
+
+
+def _wait_for(check, timeout_s: float = 20.0) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
         time.sleep(0.05)
-    assert not _alive(pid)  # idle for the timeout again: stopped
+    return False
 
 
 def test_second_object_reuses_running_server(data_root: Path) -> None:
