@@ -28,6 +28,10 @@ default, as the ingestion benchmark's data has), on a fresh data directory:
    opened again on the same directory: the time to the first answered
    question, and where the server spent it (its log: RDB and AOF loading).
 
+``--pgvector N3`` keeps that level's vectors in the embedded Postgres
+(pgvector's HNSW index; the graph stays in FalkorDB): the same measures,
+plus Postgres's RSS.
+
 Prints one markdown table, then date, machine, command and commit.
 """
 
@@ -121,6 +125,15 @@ def server_process(memory: ConsciousnessMemory) -> psutil.Process:
     return psutil.Process(memory._falkordb_server.pid)
 
 
+def postgres_rss(memory: ConsciousnessMemory) -> int:
+    """The embedded Postgres's RSS (postmaster and its processes), 0 when no level uses it."""
+    server = getattr(memory._postgres_server, "_server", None)
+    if server is None:
+        return 0
+    root = psutil.Process(server.get_pid())
+    return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+
+
 def load_lines(log_path: Path, since: float) -> list[str]:
     """What the server logged about loading its data since ``since`` (epoch seconds)."""
     wanted = re.compile(r"(?i)(loading|loaded|rdb|aof|ready to accept|module|graph)")
@@ -142,7 +155,8 @@ def run_size(workdir: Path, n: int, args: argparse.Namespace, queries: list[str]
     data_dir = workdir / f"n{n}"
     result: dict[str, Any] = {"n": n, "m": m}
     log(f"== {n:,} memories and {m:,} relationships per level")
-    memory = ConsciousnessMemory(data_dir=data_dir)
+    backends = {level: "pgvector" for level in args.pgvector}
+    memory = ConsciousnessMemory(data_dir=data_dir, vector_backends=backends)
     try:
         t0 = time.perf_counter()
         levels = {level: load_level(memory, level, n, m, args.seed, args.node_batch, args.rel_batch)
@@ -150,10 +164,12 @@ def run_size(workdir: Path, n: int, args: argparse.Namespace, queries: list[str]
         result["load_s"] = time.perf_counter() - t0
         written = sum(d.times["nodes"] + d.times["relationships"] for d in levels.values())
         result["ingest_per_s"] = 3 * n / written
+        result["level_rates"] = {lvl: (n / d.times["nodes"], m / d.times["relationships"]) for lvl, d in levels.items()}
         result["embed_s"] = sum(d.times["embed"] for d in levels.values())
         result["settle_s"] = settle_persistence(memory)
         gc.collect()
         result["server_rss"] = server_process(memory).memory_info().rss
+        result["postgres_rss"] = postgres_rss(memory)
         result["client_rss"] = psutil.Process().memory_info().rss
         result["disk"] = disk_bytes(data_dir)
         result["graph_memory"] = {lvl: graph_memory(memory, d.graph) for lvl, d in levels.items()}
@@ -194,7 +210,7 @@ def run_size(workdir: Path, n: int, args: argparse.Namespace, queries: list[str]
     log_path = data_dir / "falkordb" / "falkordb.log"
     started = time.time()
     t0 = time.perf_counter()
-    memory = ConsciousnessMemory(data_dir=data_dir)
+    memory = ConsciousnessMemory(data_dir=data_dir, vector_backends=backends)
     try:
         result["open_s"] = time.perf_counter() - t0
         memory.retriever(CITIZEN).retrieve(queries[0])
@@ -225,9 +241,13 @@ def table(results: list[dict[str, Any]]) -> str:
     row("memories (3 levels) / relationships", "", lambda r: f"{3 * r['n']:,} / {3 * r['m']:,}")
     row("write: memories/s with their relationships", f">= {TARGETS['ingest']:,.0f}",
         lambda r: f"{r['ingest_per_s']:,.0f}")
+    row("&nbsp;&nbsp;memories/s alone, links/s: N1; N2; N3", "", lambda r: "; ".join(
+        f"{a:,.0f}, {b:,.0f}" for a, b in (r["level_rates"][lvl] for lvl in LEVELS)))
     row("embedding (WordLlama, all levels)", "", lambda r: f"{r['embed_s']:.1f} s")
     row("server RSS", "1M/level in 24 GiB", lambda r: gib(r["server_rss"]))
     row("server RSS per memory (with its links)", "", lambda r: f"{r['server_rss'] / (3 * r['n']):,.0f} B")
+    if any(r.get("postgres_rss") for r in results):
+        row("Postgres RSS (pgvector levels)", "", lambda r: gib(r["postgres_rss"]))
     row("client RSS", "", lambda r: gib(r["client_rss"]))
     row("data directory on disk", "", lambda r: gib(r["disk"]))
     row("FalkorDB graph size, N2 (MB): total", "",
@@ -262,6 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rel-batch", type=int, default=10000)
     parser.add_argument("--workdir", default=None, help="where the data directories go (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the data directories")
+    parser.add_argument("--pgvector", nargs="*", default=[], choices=LEVELS,
+                        help="levels whose vectors go to the embedded Postgres (pgvector HNSW), e.g. --pgvector N3")
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     import random
