@@ -45,3 +45,14 @@ def commit() -> str:
         if head:
             return head + (" + uncommitted changes" if dirty else "")
     return f"{root} (not a git checkout)"
+
+
+def footer(script: str, argv: Sequence[str] | None, dists: Sequence[str]) -> str:
+    """The lines under a benchmark's table: date, machine, the command as run, and the commit."""
+    import shlex
+    import sys
+    from datetime import datetime, timezone
+
+    args = " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    return (f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {machine(dists)}\n"
+            f"command: python benchmarks/{script} {args}\ncommit: {commit()}")

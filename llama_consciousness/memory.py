@@ -83,9 +83,9 @@ def _idle_timeout(value: float | None) -> float:
             value = float(text) if text else 0.0
         except ValueError:
             raise ValueError(f"${SERVER_IDLE_ENV} must be a number of seconds, not {text!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError(f"server_idle_timeout_s must be a number of seconds >= 0, not {value!r}")
-    return float(value)
+    from llama_consciousness.storage.falkordb_server import check_idle_timeout
+
+    return check_idle_timeout(value, "server_idle_timeout_s")
 
 
 class _RevivingConnection(UnixDomainSocketConnection):

@@ -42,6 +42,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from llama_consciousness.errors import ConsciousnessError
+from llama_consciousness.storage.interleaved import GRAPH_TYPE, ask, list_graphs
 
 logger = logging.getLogger(__name__)
 
@@ -120,9 +121,9 @@ class ClusterDB:
     """A FalkorDB cluster, with the part of ``falkordb.FalkorDB``'s interface the package uses.
 
     ``make_pool(host, port, **connection options)`` makes the bounded connection pool of one server.
-    ``read_from_replicas`` sends reads to the replicas of a graph's master, in turn: with one replica per
-    master a write is on it before it is reported stored (``WAIT 1``), so a caller reads what it wrote;
-    with more, a read may miss the last writes for a moment.
+    ``read_from_replicas`` sends retrievals' reads (``pool_for``) to the replicas of a graph's master, in
+    turn: with one replica per master a write is on it before it is reported stored (``WAIT 1``), so a
+    caller reads what it wrote; with more, a read may miss the last writes for a moment.
     """
 
     def __init__(self, seed: tuple[str, int], make_pool: Callable[..., Any], *, max_connections: int,
@@ -330,8 +331,8 @@ class ClusterDB:
         down: dict[tuple[str, int], Exception] = {}
         for address in self.masters_addresses():
             try:
-                listed = _list_graphs(self.server(address), timeout_ms)
-            except _DOWN as exc:
+                listed = list_graphs(self.server(address), timeout_ms)
+            except (*_DOWN, TimeoutError) as exc:  # down, or stalled past timeout_ms
                 self._stale = True
                 down[address] = exc
                 continue
@@ -343,8 +344,6 @@ class ClusterDB:
         """What a retrieval needs before reading the graphs ``names``: those that exist (asked of each
         graph's master), those in the set ``registry`` (none when its master does not answer), and a
         function telling why a graph cannot be read now (its master is down) or None."""
-        from llama_consciousness.storage.interleaved import GRAPH_TYPE, _ask
-
         present: set[str] = set()
         down: dict[str, Exception] = {}
         by_master: dict[tuple[str, int], list[str]] = {}
@@ -355,7 +354,7 @@ class ClusterDB:
                 down[name] = exc
         for address, owned in by_master.items():  # each master asked about its graphs, in one round trip
             try:
-                kinds = _ask(self.server(address), [("TYPE", n) for n in owned], timeout_ms)
+                kinds = ask(self.server(address), [("TYPE", n) for n in owned], timeout_ms)
             except (*_DOWN, TimeoutError, ResponseError) as exc:  # down, stalled, or its slots moved
                 for name in owned:
                     down[name] = self.failed(name, exc if isinstance(exc, (*_DOWN, ResponseError))
@@ -365,7 +364,7 @@ class ClusterDB:
         written: set[str] = set()
         if names:
             try:
-                flags = _ask(self.node(registry), [("SMISMEMBER", registry, *names)], timeout_ms)[0]
+                flags = ask(self.node(registry), [("SMISMEMBER", registry, *names)], timeout_ms)[0]
                 written = {n for n, flag in zip(names, flags) if int(flag)}
             except (ClusterError, *_DOWN, TimeoutError, ResponseError):
                 self._stale = True  # the registry's master is down: nothing is called lost meanwhile
@@ -394,23 +393,6 @@ def _address(entry: list[Any], asked: str) -> tuple[str, int]:
     return (host.decode() if isinstance(host, bytes) else str(host), int(entry[1]))
 
 
-def _list_graphs(server: ServerDB, timeout_ms: int | None) -> list[str]:
-    pool = server.connection.connection_pool
-    connection = pool.get_connection()
-    try:
-        connection.send_command("GRAPH.LIST")
-        if timeout_ms is not None and not connection.can_read(timeout=timeout_ms / 1000):
-            connection.disconnect()
-            raise RedisTimeoutError(f"no answer to GRAPH.LIST within {timeout_ms} ms")
-        reply = connection.read_response()
-    except BaseException:
-        connection.disconnect()
-        raise
-    finally:
-        pool.release(connection)
-    return [n.decode() if isinstance(n, bytes) else str(n) for n in reply]
-
-
 class _KeyRouter:
     """The plain keys the package keeps beside its graphs (the graph registry), each on its slot's master."""
 
@@ -431,9 +413,6 @@ class _KeyRouter:
 
     def srem(self, key: str, *values: Any) -> Any:
         return self._call("srem", key, *values)
-
-    def smembers(self, key: str) -> Any:
-        return self._call("smembers", key)
 
     def hset(self, key: str, *args: Any) -> Any:
         return self._call("hset", key, *args)

@@ -64,6 +64,13 @@ def _alive(pid: int | None) -> bool:
         return False
 
 
+def check_idle_timeout(value: object, name: str = "idle_timeout_s") -> float:
+    """``value`` as seconds the server outlives its last user, or a clear error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"{name} must be a number of seconds >= 0, not {value!r}")
+    return float(value)
+
+
 COMPACT_ABOVE_BYTES = 1 << 20
 """An append-only tail longer than this is folded into a snapshot before the server stops."""
 COMPACT_TIMEOUT_S = 600.0
@@ -150,9 +157,7 @@ class EmbeddedFalkorDB:
         if appendfsync not in ("always", "everysec", "no"):
             raise ValueError(f"appendfsync must be 'always', 'everysec' or 'no', not {appendfsync!r}")
         self.appendfsync = appendfsync
-        if not isinstance(idle_timeout_s, (int, float)) or isinstance(idle_timeout_s, bool) or idle_timeout_s < 0:
-            raise ValueError(f"idle_timeout_s must be a number of seconds >= 0, not {idle_timeout_s!r}")
-        self.idle_timeout_s = float(idle_timeout_s)
+        self.idle_timeout_s = check_idle_timeout(idle_timeout_s)
         self._socket: Path | None = None
         self._pid: int | None = None
         self._held = False
@@ -230,7 +235,7 @@ class EmbeddedFalkorDB:
             _LOCAL_HOLDS.pop(key, None)
             state = self._read_state()
             clients = [c for c in state.get("clients", []) if pid_alive(c) and c != os.getpid()]
-            pid, sock = state.get("pid"), state.get("socket")
+            pid = state.get("pid")
             if clients and not force:
                 self._write_state({**state, "clients": clients})
                 return
@@ -246,28 +251,35 @@ class EmbeddedFalkorDB:
                 else:
                     self._pid = None
                     return
-            if pid and _alive(pid):
-                self._shutdown(pid, Path(sock) if sock else None)
-            if sock and Path(sock).parent != self.directory:
-                # the short directory a deep data directory's socket lived in (``socket_path_for``)
-                with contextlib.suppress(OSError):
-                    Path(sock).parent.rmdir()
-            self._write_state({"clients": []})
-            self._pid = None
+            self._shut_down(state)
+
+    @staticmethod
+    def still_idle(state: dict, since: float) -> bool:
+        """Whether the state file still records the idle stop at ``since``: nobody took the server since,
+        nor left it idle again later (a newer watchdog waits for that)."""
+        return state.get("idle_since") == since and not any(pid_alive(c) for c in state.get("clients", []))
 
     def stop_if_idle(self, since: float) -> bool:
         """Shut the server down if nobody took it since ``since`` (the ``idle_since`` of the stop that left
         it running); True when it did."""
         with self._locked():
             state = self._read_state()
-            clients = [c for c in state.get("clients", []) if pid_alive(c)]
-            if clients or state.get("idle_since") != since:
-                return False  # in use again, or left idle again later (a newer watchdog waits for that)
-            pid, sock = state.get("pid"), state.get("socket")
-            if pid and _alive(pid):
-                self._shutdown(pid, Path(sock) if sock else None)
-            self._write_state({"clients": []})
+            if not self.still_idle(state, since):
+                return False
+            self._shut_down(state)
             return True
+
+    def _shut_down(self, state: dict) -> None:
+        """Under the lock: stop the server the state records and record that none runs."""
+        pid, sock = state.get("pid"), state.get("socket")
+        if pid and _alive(pid):
+            self._shutdown(pid, Path(sock) if sock else None)
+        if sock and Path(sock).parent != self.directory:
+            # the short directory a deep data directory's socket lived in (``socket_path_for``)
+            with contextlib.suppress(OSError):
+                Path(sock).parent.rmdir()
+        self._write_state({"clients": []})
+        self._pid = None
 
     def __enter__(self) -> EmbeddedFalkorDB:
         return self.start()

@@ -16,7 +16,7 @@ import time
 
 import psutil
 
-from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB, _alive, pid_alive
+from llama_consciousness.storage.falkordb_server import EmbeddedFalkorDB, _alive
 
 
 POLL_S = 5.0
@@ -30,8 +30,7 @@ def main(argv: list[str]) -> int:
         if not server.directory.exists():  # the data were deleted under a running server: stop it now
             _kill(pid)
             return 0
-        state = server._read_state()
-        if state.get("idle_since") != since or any(pid_alive(c) for c in state.get("clients", [])):
+        if not server.still_idle(server._read_state(), since):
             return 0  # in use again, or left idle again later: that stop's own watchdog decides
         time.sleep(min(POLL_S, max(0.0, at - time.time())))
     if server.directory.exists():

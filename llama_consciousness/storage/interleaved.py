@@ -85,7 +85,7 @@ GRAPH_TYPE = "graphdata"
 def list_graphs(db: Any, timeout_ms: int | None = None) -> list[str]:
     """The names of the server's graphs (``GRAPH.LIST``); a stalled server raises ``TimeoutError`` after
     ``timeout_ms`` (its connection dropped) instead of holding the caller."""
-    return [n.decode() if isinstance(n, bytes) else str(n) for n in _ask(db, [("GRAPH.LIST",)], timeout_ms)[0]]
+    return [_text(n) for n in ask(db, [("GRAPH.LIST",)], timeout_ms)[0]]
 
 
 def graph_states(db: Any, names: Sequence[str], timeout_ms: int | None = None) -> tuple[set[str], set[str]]:
@@ -96,7 +96,7 @@ def graph_states(db: Any, names: Sequence[str], timeout_ms: int | None = None) -
     """
     if not names:
         return set(), set()
-    replies_in = _ask(db, [*(("TYPE", n) for n in names), ("SMISMEMBER", GRAPH_REGISTRY, *names)], timeout_ms)
+    replies_in = ask(db, [*(("TYPE", n) for n in names), ("SMISMEMBER", GRAPH_REGISTRY, *names)], timeout_ms)
     present = {n for n, kind in zip(names, replies_in) if _text(kind) == GRAPH_TYPE}
     written = {n for n, member in zip(names, replies_in[-1]) if int(member)}
     return present, written
@@ -106,8 +106,9 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _ask(db: Any, commands: Sequence[tuple[Any, ...]], timeout_ms: int | None) -> list[Any]:
-    """The replies to ``commands``, pipelined on one connection of the server, each within ``timeout_ms``."""
+def ask(db: Any, commands: Sequence[tuple[Any, ...]], timeout_ms: int | None) -> list[Any]:
+    """The replies to ``commands``, pipelined on one connection of the server, each within ``timeout_ms``
+    (a stalled server raises ``TimeoutError``, its connection dropped)."""
     pool = db.connection.connection_pool
     connection = _connection(pool)
     replies_in: list[Any] = []
