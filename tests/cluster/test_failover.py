@@ -98,7 +98,8 @@ def test_a_killed_master_fails_over_without_losing_a_stored_write() -> None:
             assert min(victim_errors) >= killed_at and gap <= MAX_GAP_S
             assert recovered, "the victim's graph answers again on the same retriever"
             error = next(e for t, c, e in reads if c == victim_citizen and e is not None)
-            assert "does not answer" in error or "promotes" in error, error
+            # the master's connection refused, or, while the cluster fails it over, CLUSTERDOWN / TRYAGAIN
+            assert "its master does not answer" in error or "failing its master over" in error, error
             assert all(c == victim_citizen for _, c, _ in refused), refused[:3]
             # every write reported stored is there, on the promoted replica for the victim's graph
             for citizen, ids in stored.items():
