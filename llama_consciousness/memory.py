@@ -251,7 +251,9 @@ class ConsciousnessMemory:
 
             self._postgres_server = EmbeddedPostgres(self.data_dir).start()
             url, revive = self._postgres_server.url, self._postgres_server.revive
-        self._pgvector = PgVectorStore(url, self.dimension, ef_search=self.vector_index.ef_runtime, revive=revive)
+        self._pgvector = PgVectorStore(url, self.dimension, ef_search=self.vector_index.ef_runtime,
+                                      m=self.vector_index.m, ef_construction=self.vector_index.ef_construction,
+                                      revive=revive)
         self._pgvector.ensure_schema()
 
     def vectors(self, level: str) -> LevelVectors:

@@ -2,7 +2,12 @@
 
 from llama_consciousness.scoring.dissonance import detect_temporal_dissonances
 from llama_consciousness.scoring.emotional_intent import extract_emotional_intent
-from llama_consciousness.scoring.energy import apply_energy_feedback, calculate_energy_feedback_potential
+from llama_consciousness.scoring.energy import (
+    apply_energy_feedback,
+    calculate_energy_feedback_potential,
+    feedback_potential,
+    item_feedback,
+)
 from llama_consciousness.scoring.fusion import weighted_rrf
 from llama_consciousness.scoring.ranking import (
     activation_tiers,
@@ -34,6 +39,8 @@ __all__ = [
     "apply_energy_feedback",
     "calculate_emotional_similarity",
     "calculate_energy_feedback_potential",
+    "feedback_potential",
+    "item_feedback",
     "calculate_traversal_probability",
     "consciousness_adjusted_score",
     "cosine_similarity",

@@ -52,6 +52,15 @@ NODE_RANGE_INDEXES = (
 )
 EDGE_RANGE_INDEXES = ("edge_id", "relation_type", "valid_at", "invalid_at", "created_at", "expired_at")
 
+# What the living memory keeps beside the memories (``storage.usage``, ``storage.citizen_states``): never on
+# a memory itself, since any property set on a node with a vector re-inserts its vector (an orphan each time).
+ACCESS_LABEL, USE_LABEL, CITIZEN_STATE_LABEL = "Access", "Use", "CitizenState"
+LIVING_INDEXES = ((ACCESS_LABEL, ("node_id",)), (USE_LABEL, ("use_id",)),
+                  (CITIZEN_STATE_LABEL, ("valid_at", "stream_id")))
+LIVING_PROPERTIES = ("access_count", "last_accessed_at", "use_id", "at", "node_ids", "co_activation",
+                     "version_id", "energy", "emotion_names", "emotion_values", "goal", "mindstate", "valid_at",
+                     "created_at", "expired_at", "source", "reason", "stream_id")
+
 MAX_FETCH = 10_000
 
 # A memory that near-duplicate checks compare with: not expired, and not an
@@ -420,12 +429,14 @@ _PARTS = (
 _WRITTEN_PROPERTIES = frozenset(
     name for text in (_UPSERT_NODES, _LOG_UNLOGGED, _SUPERSEDE, _POSSIBLY, _UPSERT_EDGES)
     for name in re.findall(r"\b(?:n|o|r|c|log)\.([a-z_][a-z0-9_]*)\b", text)) - {VECTOR_PROPERTY} | {
-    "node_id", "edge_id", "key"}  # and those the MERGE patterns name
+    "node_id", "edge_id", "key", *LIVING_PROPERTIES}  # and those the MERGE patterns name, and the living memory's
 _REGISTER_PROPERTIES = (
     f"CREATE (a:{NODE_LABEL} {{node_id: '__lc_property_keys_a'}})-[r:{EDGE_TYPE}]->"
-    f"(b:{NODE_LABEL} {{node_id: '__lc_property_keys_b'}}) SET "
+    f"(b:{NODE_LABEL} {{node_id: '__lc_property_keys_b'}}), "
+    + ", ".join(f"(l{i}:{label})" for i, (label, _) in enumerate(LIVING_INDEXES)) + " SET "
     + ", ".join(f"a.{name} = 0, r.{name} = 0" for name in sorted(_WRITTEN_PROPERTIES - {"node_id"}))
-    + " DELETE r, a, b")
+    + " DELETE r, a, b, " + ", ".join(f"l{i}" for i in range(len(LIVING_INDEXES))))
+_WRITTEN_LABELS = frozenset({NODE_LABEL, *(label for label, _ in LIVING_INDEXES)})
 
 
 def _upsert_query(present: set[str]) -> tuple[str, list[str]]:
@@ -466,11 +477,13 @@ def indexed(read_only: bool = True) -> Plan:
     return have, vector_options
 
 
-def range_index(have: dict[tuple[str, str], set[str]], entity: str, props: Sequence[str]) -> list[SchemaItem]:
+def range_index(have: dict[tuple[str, str], set[str]], entity: str, props: Sequence[str],
+                label: str | None = None) -> list[SchemaItem]:
     """The range index on those of ``props`` (constants, never user input) that ``have`` lacks, if any;
-    ``entity`` is "NODE" (memories) or "RELATIONSHIP" (links)."""
+    ``entity`` is "NODE" (memories, or nodes of ``label``) or "RELATIONSHIP" (links)."""
     node = entity == "NODE"
-    label, v, pattern = (NODE_LABEL, "n", f"(n:{NODE_LABEL})") if node else (EDGE_TYPE, "r", f"()-[r:{EDGE_TYPE}]-()")
+    label = label or (NODE_LABEL if node else EDGE_TYPE)
+    v, pattern = ("n", f"(n:{label})") if node else ("r", f"()-[r:{label}]-()")
     absent = tuple(p for p in props if "RANGE" not in have.get((entity, f"{label}.{p}"), set()))
     text = f"CREATE INDEX FOR {pattern} ON (" + ", ".join(f"{v}.{p}" for p in absent) + ")"
     return [SchemaItem(f"{entity} RANGE", absent, Query(text))] if absent else []
@@ -517,11 +530,15 @@ class LevelPlans:
         have, vector_options = yield from indexed(read_only=False)
         keys = yield Query("CALL db.propertyKeys() YIELD propertyKey RETURN propertyKey", read_only=True)
         known = {k[0] for k in keys}
+        labels = yield Query("CALL db.labels() YIELD label RETURN label", read_only=True)
         missing = []
-        if not known.issuperset(_WRITTEN_PROPERTIES):
+        if not known.issuperset(_WRITTEN_PROPERTIES) or not {r[0] for r in labels}.issuperset(_WRITTEN_LABELS):
             missing.append(SchemaItem("PROPERTY KEYS", (), Query(_REGISTER_PROPERTIES)))
         missing += range_index(have, "NODE", NODE_RANGE_INDEXES)
         missing += range_index(have, "RELATIONSHIP", EDGE_RANGE_INDEXES)
+        for label, props in LIVING_INDEXES:
+            if label != CITIZEN_STATE_LABEL or self.level == "N1":
+                missing += range_index(have, "NODE", props, label)
         if self.store_vectors and self.dimension is not None:
             if vector_options is None:
                 missing.append(SchemaItem("NODE VECTOR", (VECTOR_PROPERTY,), Query(
