@@ -16,6 +16,7 @@ from llama_consciousness.errors import (
 )
 from llama_consciousness.memory import ConsciousnessMemory
 from llama_consciousness.memory_block import ConsciousnessMemoryBlock
+from llama_consciousness.query_engine import ConsciousnessQueryEngine
 from llama_consciousness.postprocessors import (
     ActivationTierPostprocessor,
     ConsciousnessRanker,
@@ -34,6 +35,7 @@ from llama_consciousness.schema import (
     RetrievalIntention,
     StateBasedRetrieval,
 )
+from llama_consciousness.schema.citizen import CitizenState, FeedbackReport, UseReport
 from llama_consciousness.storage.level_store import UpsertResult, VectorIndexConfig
 from llama_consciousness.temporal import TemporalWindow
 
@@ -42,7 +44,11 @@ __version__ = "0.1.0"
 __all__ = [
     "ActivationTierPostprocessor",
     "ConsciousnessError",
+    "CitizenState",
+    "ConsciousnessQueryEngine",
     "ConsciousnessRanker",
+    "FeedbackReport",
+    "UseReport",
     "ConstellationPostprocessor",
     "MetadataQualityPostprocessor",
     "RetrievalConfig",

@@ -10,10 +10,12 @@ a level's vectors, OpenAI or any LlamaIndex embedding.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,10 @@ from llama_consciousness.embeddings import embedding_dimension, resolve_embed_mo
 from llama_consciousness.errors import LevelError
 from llama_consciousness.levels import LEVELS, check_level, graph_name
 from llama_consciousness.nodes import memory_text
-from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
+from llama_consciousness import living
+from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, ConsciousnessStream, MemoryNode
+from llama_consciousness.schema.citizen import CitizenState, FeedbackReport, UseReport
+from llama_consciousness.storage import citizen_states, usage
 from llama_consciousness.schema.common import check_vector
 from llama_consciousness.storage.level_store import (
     LevelGraphStore,
@@ -184,6 +189,8 @@ class ConsciousnessMemory:
         # (entity names, cached streams) compare versions to know they are stale.
         self._versions: dict[str, int] = {}
         self._versions_lock = threading.Lock()
+        self._use_recorder: living.UseRecorder | None = None
+        self._recorder_lock = threading.Lock()
         # graph name -> (version, built at, EntityIndex of memory names), shared by retrievers; a write
         # through this object brings it forward (bump_graph), other processes' writes arrive by its TTL
         self.entity_index_cache: dict[str, Any] = {}
@@ -273,6 +280,8 @@ class ConsciousnessMemory:
         if self._closed:
             return
         self._closed = True
+        if getattr(self, "_use_recorder", None) is not None:
+            self._use_recorder.close()  # what callers marked as used is written before the servers go
         if getattr(self, "keyword_indexes", None) is not None:
             self.keyword_indexes.close()
         if self._pgvector is not None:
@@ -598,3 +607,70 @@ class ConsciousnessMemory:
     def reindex(self, level: str, citizen_id: str | None = None) -> None:
         """Rebuild a level's vector index (clears FalkorDB's orphan vectors)."""
         self.writable(level, citizen_id).reindex_vectors()
+
+    # -- the living memory (see living.py) ---------------------------------------------------------------
+
+    def citizen_state(self, citizen_id: str, *, as_of: datetime | None = None,
+                      known_at: datetime | None = None) -> CitizenState | None:
+        """How the citizen feels: the state version in force at ``as_of`` (default now), as recorded by
+        ``known_at`` (default now: corrections made since then are ignored before it); None when none is."""
+        now = utcnow()
+        return self.level("N1", citizen_id).run(citizen_states.state_as_of(citizen_id, as_of or now, known_at or now))
+
+    def citizen_state_history(self, citizen_id: str, *, known_at: datetime | None = None) -> list[CitizenState]:
+        """Every state version of the citizen in valid-time order, corrected ones included (``expired_at``)."""
+        return self.level("N1", citizen_id).run(citizen_states.history(citizen_id, known_at))
+
+    def update_citizen_state(self, citizen_id: str, *, energy: Any = living.UNSET, emotion_vector: Any = living.UNSET,
+                             goal: Any = living.UNSET, mindstate: Any = living.UNSET,
+                             valid_at: datetime | None = None, reason: str | None = None) -> CitizenState:
+        """Record a new version of the citizen's state, valid from ``valid_at`` (default now).
+
+        Fields not given carry over from the version in force then (``None`` clears a goal or mindstate).
+        A version valid from the very same instant is a correction: the old one is expired, never deleted.
+        """
+        return living.update_state(self, citizen_id, energy=energy, emotion_vector=emotion_vector, goal=goal,
+                                   mindstate=mindstate, valid_at=valid_at, reason=reason)
+
+    def apply_feedback(self, stream: ConsciousnessStream, citizen_id: str | None = None, *,
+                       feedback_weight: float = 0.3) -> FeedbackReport:
+        """Apply a retrieval's energy feedback to the citizen's stored energy, once per stream.
+
+        The spec's ``apply_energy_feedback`` (energy + (potential - 0.5) x weight, clamped) with the
+        potential of ``scoring.energy.feedback_potential`` over the focus memories and relationships still
+        current (see there why not the spec's sum over 150).  The citizen is the stream's (its N1
+        memories) unless given.  The report says what counted and what was skipped.
+        """
+        return living.apply_feedback(self, stream, citizen_id, feedback_weight)
+
+    async def aapply_feedback(self, stream: ConsciousnessStream, citizen_id: str | None = None, *,
+                              feedback_weight: float = 0.3) -> FeedbackReport:
+        return await asyncio.to_thread(self.apply_feedback, stream, citizen_id, feedback_weight=feedback_weight)
+
+    def record_use(self, used: Any, *, use_id: str | None = None) -> Future:
+        """Mark what a retrieval gave as used: its focus memories count one more access, links between two
+        of them one more co-activation.  Returns at once; the future's ``UseReport`` tells what was written.
+
+        ``used`` is a ``ConsciousnessStream``, the ``NodeWithScore`` list a retriever returned, or a query
+        engine's response.  The same retrieval recorded twice counts once.
+        """
+        use, members = living.used_members(used, use_id)
+        with self._recorder_lock:
+            if self._use_recorder is None:
+                self._use_recorder = living.UseRecorder(self)
+        return self._use_recorder.submit(use, members)
+
+    async def arecord_use(self, used: Any, *, use_id: str | None = None) -> UseReport:
+        """``record_use``, awaited until written (on any event loop)."""
+        return await asyncio.wrap_future(self.record_use(used, use_id=use_id))
+
+    def flush_uses(self, timeout: float | None = None) -> bool:
+        """Wait until every use recorded so far is written (False on timeout)."""
+        recorder = getattr(self, "_use_recorder", None)
+        return True if recorder is None else recorder.flush(timeout)
+
+    def access_stats(self, level: str, node_ids: Sequence[str], citizen_id: str | None = None
+                     ) -> dict[str, tuple[int, datetime | None]]:
+        """``{node_id: (access_count, last_accessed_at)}`` of the memories used at least once."""
+        stats = self.level(level, citizen_id).run(usage.access_stats(list(node_ids)))
+        return {k: (count, citizen_states.from_micros(at)) for k, (count, at) in stats.items()}

@@ -41,7 +41,7 @@ R = TypeVar("R")  # the request a retriever answers (RetrievalIntention or State
 LLM_HIDDEN = ("node_id", "citizen_id", "extra", "sensory_details", "metadata_completeness", "supersedes",
               "superseded_by", "correction_pattern_id", "retrieval_sources", "start_id", "quarantined",
               "temporal_mode", "supersession_source", "supersession_confidence", "possibly_superseded_by",
-              "possibly_outdated_by", "unsuperseded_from", "unsupersede_reason")
+              "possibly_outdated_by", "unsuperseded_from", "unsupersede_reason", "retrieval_id")
 # Shown to the LLM only when set: a flagged memory reads "injection_suspected: True" before its text, one that
 # a later memory may replace "possibly_outdated: True".
 LLM_HIDDEN_UNLESS_SET = ("injection_suspected", "possibly_outdated")
@@ -142,7 +142,7 @@ def later_statements_first(ranked: list[tuple[str, float]], found: dict[str, dic
 
 
 def result_node(entry: dict[str, Any], score: float, temporal_mode: str,
-                hidden: Sequence[str] = LLM_HIDDEN) -> NodeWithScore:
+                hidden: Sequence[str] = LLM_HIDDEN, retrieval_id: str | None = None) -> NodeWithScore:
     """A found memory as a node: id ``<level>:<node_id>`` (levels are separate graphs: the same
     node_id in N1 and N2 are two memories), every field of the memory and how it was found in the
     metadata, with the temporal mode (postprocessors in a query engine never see the request)."""
@@ -152,6 +152,8 @@ def result_node(entry: dict[str, Any], score: float, temporal_mode: str,
     metadata.update(level=entry["level"], retrieval_source=entry["sources"][0],
                     retrieval_sources=list(entry["sources"]), relevance_score=float(entry["score"]),
                     temporal_mode=temporal_mode)
+    if retrieval_id is not None:  # which retrieval found it: record_use counts a retrieval once
+        metadata["retrieval_id"] = retrieval_id
     text_node = record_text_node(
         f"{entry['level']}:{node.node_id}", node.description or node.name, metadata,
         excluded_embed_metadata_keys=list(metadata),

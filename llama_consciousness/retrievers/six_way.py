@@ -177,8 +177,13 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         key = self._cache_key(intention) if self.config.cache_ttl_s is not None else None
         entry = self._cache.get(key[0]) if key else None
         if entry and entry[0] > time.monotonic() and entry[1] == key[1]:
-            # copies: a postprocessor that rescores must not rescore the cache
-            return entry[2].model_copy(deep=True), [n.model_copy(deep=True) for n in entry[3]]
+            # copies: a postprocessor that rescores must not rescore the cache; the ids are this retrieval's
+            # (record_use and apply_feedback count a retrieval once, not every answer the cache gives)
+            stream = entry[2].model_copy(deep=True, update={"intention_id": intention.intention_id})
+            nodes = [n.model_copy(deep=True) for n in entry[3]]
+            for n in nodes:
+                n.node.metadata["retrieval_id"] = intention.intention_id
+            return stream, nodes
         started = time.perf_counter()
         retrieved_at = utcnow()
         memory_filter = self._window_and_filter(intention)
@@ -351,7 +356,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         ranked = later_statements_first(ranked, found)  # a later statement may replace it: never ranked above
         if self.config.final_top_k is not None:
             ranked = ranked[: self.config.final_top_k]
-        nodes = [result_node(found[key], score, intention.temporal_mode) for key, score in ranked]
+        nodes = [result_node(found[key], score, intention.temporal_mode, retrieval_id=intention.intention_id)
+                 for key, score in ranked]
         latency_ms = int((time.perf_counter() - started) * 1000)
         stream = assemble_stream(intention.intention_id, levels, retrieved_at=retrieved_at,
                                  latency_ms=latency_ms, query_count=sum(o.queries for o in outcomes))

@@ -45,7 +45,7 @@ from llama_consciousness.schema import (
     StateBasedRetrieval,
 )
 from llama_consciousness.schema._time import utcnow
-from llama_consciousness.schema.common import MAX_QUERY_CHARS, MAX_RESULTS_PER_LEVEL
+from llama_consciousness.schema.common import MAX_QUERY_CHARS, MAX_RESULTS_PER_LEVEL, validate_citizen_id
 from llama_consciousness.schema.stream import LEVEL_KEYS
 from llama_consciousness.scoring.state import (
     GoalMatch,
@@ -148,6 +148,10 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
         memory: MemoryReader,
         default_state: StateBasedRetrieval | None = None,
         *,
+        citizen_id: str | None = None,
+        query_mode: str = "find_related_unresolved",
+        include_only_unresolved: bool = True,
+        temporal_scope: str = "recent",
         config: StateRetrievalConfig | None = None,
         stream_postprocessors: Sequence[Any] | None = None,
         callback_manager: CallbackManager | None = None,
@@ -158,8 +162,16 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
             raise TypeError(f"default_state must be a StateBasedRetrieval, not {type(default_state).__name__}")
         if config is not None and not isinstance(config, StateRetrievalConfig):
             raise TypeError(f"config must be a StateRetrievalConfig, not {type(config).__name__}")
+        if citizen_id is not None and default_state is not None and citizen_id != default_state.citizen_id:
+            raise ValueError(f"citizen_id {citizen_id!r} differs from default_state's {default_state.citizen_id!r}")
         self.memory = memory
         self.default_state = default_state
+        self.citizen_id = validate_citizen_id(citizen_id) if citizen_id is not None else None
+        # how the stored state is asked with; checked now: a typo must not wait for the first call
+        self.state_fields = StateBasedRetrieval(
+            current_energy=0.5, current_emotions={}, citizen_id="x", query_mode=query_mode,
+            include_only_unresolved=include_only_unresolved, temporal_scope=temporal_scope,
+        ).model_dump(include={"query_mode", "include_only_unresolved", "temporal_scope"})
         self.config = config or StateRetrievalConfig()
         self._indexed: set[str] = set()
         self._goals: dict[str, tuple[int, float, tuple[str, ...] | None]] = {}
@@ -167,16 +179,25 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
             self.check_state(default_state)
 
     def state_for(self, query: StateBasedRetrieval | str | QueryBundle | None = None) -> StateBasedRetrieval:
-        """A given state as is, else ``default_state`` felt now (a non-empty query text as its goal)."""
+        """A given state as is, else ``default_state`` felt now, else the citizen's stored state now (its
+        ``query_mode``); a non-empty query text is the goal."""
         if isinstance(query, StateBasedRetrieval):
             return query
         if query is not None and not isinstance(query, (str, QueryBundle)):
             raise TypeError(f"expected a StateBasedRetrieval, a query string or None, not {type(query).__name__}")
-        if self.default_state is None:
-            raise ValueError("StateBasedRetriever has no default_state: pass a StateBasedRetrieval to "
-                             "retrieve_state()/retrieve_stream(), or construct it with default_state=...")
         text = query.query_str if isinstance(query, QueryBundle) else query
-        data = self.default_state.model_dump(exclude={"state_id", "generated_at"})
+        if self.default_state is None:
+            if self.citizen_id is None:
+                raise ValueError("StateBasedRetriever has no default_state: pass a StateBasedRetrieval to "
+                                 "retrieve_state()/retrieve_stream(), or construct it with default_state=... or "
+                                 "citizen_id=... (the citizen's stored state)")
+            stored = self.memory.citizen_state(self.citizen_id)
+            if stored is None:
+                raise ValueError(f"citizen {self.citizen_id!r} has no stored state: record one with "
+                                 "memory.update_citizen_state(...), or pass a StateBasedRetrieval")
+            data = stored.to_retrieval(**self.state_fields).model_dump(exclude={"state_id", "generated_at"})
+        else:
+            data = self.default_state.model_dump(exclude={"state_id", "generated_at"})
         if text is not None and text.strip():
             data["current_goal"] = text.strip()
         try:
@@ -330,7 +351,8 @@ class StateBasedRetriever(StreamRetriever[StateBasedRetrieval]):
                 relationships=dedupe_relationships(out.relationships), error="; ".join(out.errors) or None)
         # a state looks at what is believed now (postprocessors read the mode from the nodes)
         ranked = later_statements_first([(key, entry["score"]) for key, entry in found.items()], found)
-        nodes = [result_node(found[key], score, "current", _HIDDEN) for key, score in ranked]
+        nodes = [result_node(found[key], score, "current", _HIDDEN, retrieval_id=state.state_id)
+                 for key, score in ranked]
         if self.config.final_top_k is not None:
             nodes = nodes[: self.config.final_top_k]
         latency_ms = int((time.perf_counter() - started) * 1000)

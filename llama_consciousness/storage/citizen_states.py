@@ -120,27 +120,29 @@ def record(state: CitizenState, carry: dict[str, bool]) -> Plan:
 
 def apply_delta(citizen_id: str, version_id: str, stream_id: str, delta: float, now: datetime,
                 reason: str) -> Plan:
-    """Add ``delta`` to the energy in force now (``DEFAULT_ENERGY`` when none), clamped to [0, 1], as a new
+    """Add ``delta`` to the latest energy (``DEFAULT_ENERGY`` when none), clamped to [0, 1], as a new
     ``feedback`` version carrying the rest; nothing when this stream's feedback is already recorded.
+
+    The new version follows the latest one in valid time (``now``, or a microsecond after it): feedback
+    from threads whose clocks read a little apart still builds each on the one before, so none is lost.
     Returns ``(applied, energy_before, energy_after, started_from_default)``."""
-    at = micros(now)
     cypher = (
         f"OPTIONAL MATCH (d:{LABEL} {{stream_id: $stream, source: 'feedback'}}) "
         "WITH count(d) AS done "
-        f"OPTIONAL MATCH (s:{LABEL}) WHERE s.valid_at <= $at AND {_BELIEVED} "
+        f"OPTIONAL MATCH (s:{LABEL}) WHERE s.expired_at IS NULL "  # whatever any clock said: all recorded
         "WITH done, s ORDER BY s.valid_at DESC, s.created_at DESC LIMIT 1 "
-        "WITH done, s, coalesce(s.energy, $default) AS before "
-        "WITH done, s, before, CASE WHEN before + $delta > 1.0 THEN 1.0 WHEN before + $delta < 0.0 THEN 0.0 "
+        "WITH done, s, coalesce(s.energy, $default) AS before, "
+        "CASE WHEN s.valid_at >= $at THEN s.valid_at + 1 ELSE $at END AS vat "
+        "WITH done, s, before, vat, CASE WHEN before + $delta > 1.0 THEN 1.0 WHEN before + $delta < 0.0 THEN 0.0 "
         "ELSE before + $delta END AS after "
         "FOREACH (_ IN CASE WHEN done = 0 THEN [1] ELSE [] END | "
-        f"CREATE (:{LABEL} {{version_id: $vid, valid_at: $at, created_at: $at, source: 'feedback', "
+        f"CREATE (:{LABEL} {{version_id: $vid, valid_at: vat, created_at: $at, source: 'feedback', "
         "energy: after, emotion_names: s.emotion_names, emotion_values: s.emotion_values, goal: s.goal, "
-        "mindstate: s.mindstate, reason: $reason, stream_id: $stream}) "
-        "FOREACH (old IN CASE WHEN s IS NOT NULL AND s.valid_at = $at THEN [s] ELSE [] END | "
-        "SET old.expired_at = $at)) "
+        "mindstate: s.mindstate, reason: $reason, stream_id: $stream})) "
         "RETURN done = 0, before, CASE WHEN done = 0 THEN after ELSE before END, s IS NULL"
     )
-    rows = yield Query(cypher, {"stream": stream_id, "at": at, "known": at, "default": DEFAULT_ENERGY,
+    at = micros(now)
+    rows = yield Query(cypher, {"stream": stream_id, "at": at, "default": DEFAULT_ENERGY,
                                 "delta": float(delta), "vid": version_id, "reason": reason})
     applied, before, after, fresh = rows[0]
     return bool(applied), float(before), float(after), bool(fresh)

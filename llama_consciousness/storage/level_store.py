@@ -229,7 +229,7 @@ SCHEMA_ROUNDS = 16
 
 @dataclass(frozen=True)
 class SchemaItem:
-    """A piece of schema a graph lacks: its kind ("NODE RANGE", ...), the attributes it covers, the step creating it."""
+    """A piece of schema a graph lacks: its kind ("NODE RANGE Memory", ...), the attributes it covers, the step creating it."""
 
     kind: str
     attributes: tuple[str, ...]
@@ -486,7 +486,7 @@ def range_index(have: dict[tuple[str, str], set[str]], entity: str, props: Seque
     v, pattern = ("n", f"(n:{label})") if node else ("r", f"()-[r:{label}]-()")
     absent = tuple(p for p in props if "RANGE" not in have.get((entity, f"{label}.{p}"), set()))
     text = f"CREATE INDEX FOR {pattern} ON (" + ", ".join(f"{v}.{p}" for p in absent) + ")"
-    return [SchemaItem(f"{entity} RANGE", absent, Query(text))] if absent else []
+    return [SchemaItem(f"{entity} RANGE {label}", absent, Query(text))] if absent else []
 
 
 def _stored_hashes(pattern: str, ids: list[str]) -> Plan:

@@ -1,0 +1,324 @@
+"""The living memory: what a retrieval gives back to the memory and to the citizen.
+
+* **Use** (``record_use``): the memories a caller used (a stream's focus tier,
+  or the nodes an answer was given from) count one more access, and links
+  between two of them one more co-activation (spec 004).  Written by one
+  background thread in batches, off the query's path; one retrieval counts
+  once however often it is recorded.
+* **Feedback** (``apply_feedback``): the spec's energy feedback applied to the
+  citizen's stored energy, with a potential that does not shrink with the
+  number of items retrieved (``scoring.energy.feedback_potential``).
+* **State** (``citizen_state`` and friends): versions of how a citizen feels,
+  valid-time and record-time queryable (``storage.citizen_states``).
+
+Memories superseded or deleted between the retrieval and its use or feedback
+count for nothing, and the report says which.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import uuid4
+
+from llama_index.core.schema import NodeWithScore
+
+from llama_consciousness.levels import graph_name
+from llama_consciousness.schema import ConsciousnessStream
+from llama_consciousness.schema._time import to_utc, utcnow
+from llama_consciousness.schema.citizen import CitizenState, FeedbackReport, SkippedMemory, UseReport
+from llama_consciousness.schema.stream import LEVEL_KEYS
+from llama_consciousness.scoring.energy import feedback_potential
+from llama_consciousness.storage import citizen_states, usage
+from llama_consciousness.storage.level_store import NODE_LABEL, Query
+from llama_consciousness.storage.params import Ids
+
+if TYPE_CHECKING:
+    from llama_consciousness.memory import ConsciousnessMemory
+
+logger = logging.getLogger(__name__)
+
+_LEVEL_OF_KEY = {key: level for level, key in LEVEL_KEYS.items()}
+Member = tuple[str, str | None, str]
+"""A used memory: ``(level, citizen_id or None, node_id)``."""
+
+
+# -- what was used ---------------------------------------------------------------------------------------
+
+
+def _level_of(node: Any, fallback: str | None = None) -> str | None:
+    level = getattr(node, "level", None)
+    if level is None:  # a channel that did not know the level still named its source: "N2_vector"
+        source = str(getattr(node, "retrieval_source", "") or "")
+        level = source[:2] if source[:2] in LEVEL_KEYS else None
+    return level or fallback
+
+
+def _stream_nodes(stream: ConsciousnessStream) -> list[tuple[str | None, Any]]:
+    """The memories a stream puts before its reader: its focus tier, else (no tiers) everything it holds."""
+    if stream.activation_tiers:
+        return [(_level_of(n), n) for n in stream.activation_tiers.get("focus", [])]
+    out = []
+    for key, results in stream.levels.items():
+        for channel in (results.vector_results, results.graph_results, results.keyword_results):
+            out += [(_level_of(n, _LEVEL_OF_KEY.get(key)), n) for n in channel]
+    return out
+
+
+def used_members(used: Any, use_id: str | None = None) -> tuple[str, list[Member]]:
+    """``(use_id, members)`` of a stream, a list of ``NodeWithScore`` (a query engine's source nodes), or a
+    LlamaIndex response (its ``source_nodes``).
+
+    Of nodes, those of the focus tier when a tier postprocessor labelled them, else all; the use id is the
+    retrieval's (``metadata["retrieval_id"]``) unless given.
+    """
+    if isinstance(used, ConsciousnessStream):
+        members = [(lv, getattr(n, "citizen_id", None) if lv == "N1" else None, n.node_id)
+                   for lv, n in _stream_nodes(used) if lv is not None]
+        return use_id or used.intention_id, list(dict.fromkeys(members))
+    nodes = getattr(used, "source_nodes", used)
+    if not isinstance(nodes, (list, tuple)) or not all(isinstance(n, NodeWithScore) for n in nodes):
+        raise TypeError("record_use/apply_feedback take a ConsciousnessStream, a list of NodeWithScore or a "
+                        f"response with source_nodes, not {type(used).__name__}")
+    metas = [n.node.metadata for n in nodes]
+    if any("activation_tier" in m for m in metas):
+        metas = [m for m in metas if m.get("activation_tier") == "focus"]
+    metas = [m for m in metas if m.get("level") in LEVEL_KEYS and m.get("node_id")]
+    ids = {m.get("retrieval_id") for m in metas} - {None}
+    if use_id is None:
+        if len(ids) != 1:
+            raise ValueError("these nodes do not name one retrieval (metadata 'retrieval_id'): pass use_id=...")
+        use_id = ids.pop()
+    members = [(m["level"], m.get("citizen_id") if m["level"] == "N1" else None, m["node_id"]) for m in metas]
+    return str(use_id), list(dict.fromkeys(members))
+
+
+def _by_graph(members: Iterable[Member]) -> dict[str, tuple[str, str | None, list[str]]]:
+    out: dict[str, tuple[str, str | None, list[str]]] = {}
+    for level, citizen, node_id in members:
+        out.setdefault(graph_name(level, citizen), (level, citizen, []))[2].append(node_id)
+    return out
+
+
+# -- use, written in the background ----------------------------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    use_id: str
+    at: int
+    members: list[Member]
+    future: Future
+
+
+class UseRecorder:
+    """One thread that writes uses in batches: a caller's ``record_use`` returns at once with a future.
+
+    A batch takes every use waiting (up to ``max_batch``) and writes each graph's share in one query, so a
+    busy chatbot pays one write per graph per batch, not per answer.  Started on first use; ``close``
+    writes what is waiting, then stops it.
+    """
+
+    def __init__(self, memory: ConsciousnessMemory, max_batch: int = 64) -> None:
+        self.memory = memory
+        self.max_batch = max_batch
+        self._waiting: deque[_Pending] = deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._busy = False
+        self._closed = False
+
+    def submit(self, use_id: str, members: list[Member], at: datetime | None = None) -> Future:
+        future: Future = Future()
+        pending = _Pending(use_id, citizen_states.micros(at or utcnow()), members, future)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the memory is closed: nothing more can be recorded")
+            self._waiting.append(pending)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="llama-consciousness-uses", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+        return future
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every use submitted so far is written; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._waiting and not self._busy, timeout)
+
+    def close(self, timeout: float = 30.0) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._waiting or self._closed)
+                if not self._waiting:
+                    return
+                batch = [self._waiting.popleft() for _ in range(min(self.max_batch, len(self._waiting)))]
+                self._busy = True
+            try:
+                self._write(batch)
+            except BaseException as exc:  # never lose the thread: each caller hears of the failure
+                logger.exception("recording uses failed")
+                for p in batch:
+                    if not p.future.done():
+                        p.future.set_exception(exc)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _write(self, batch: list[_Pending]) -> None:
+        # uses with the same id go in separate rounds: the second must see what the first counted
+        rounds: list[list[_Pending]] = []
+        for p in batch:
+            for r in rounds:
+                if all(q.use_id != p.use_id for q in r):
+                    r.append(p)
+                    break
+            else:
+                rounds.append([p])
+        for r in rounds:
+            self._write_round(r)
+
+    def _write_round(self, round_: list[_Pending]) -> None:
+        reports = {p.use_id: UseReport(use_id=p.use_id) for p in round_}
+        graphs: dict[str, tuple[str, str | None, list[tuple[str, int, list[str]]]]] = {}
+        for p in round_:
+            for graph, (level, citizen, ids) in _by_graph(p.members).items():
+                graphs.setdefault(graph, (level, citizen, []))[2].append((p.use_id, p.at, ids))
+        for graph, (level, citizen, uses) in graphs.items():
+            try:
+                outcome, linked = self.memory.writable(level, citizen).run(usage.record_uses(uses))
+            except Exception as exc:
+                for use_id, _, _ in uses:
+                    reports[use_id].errors.append(f"{graph}: {exc}")
+                continue
+            for use_id, _, ids in uses:
+                report, states = reports[use_id], outcome.get(use_id, {})
+                for node_id in ids:
+                    what = states.get(node_id, "already_recorded")
+                    if what == "counted":
+                        report.counted.append((level, node_id))
+                    else:
+                        report.skipped.append(SkippedMemory(level=level, node_id=node_id, reason=what))
+                report.co_activated_links += linked.get(use_id, 0)
+        for p in round_:
+            report = reports[p.use_id]
+            if report.skipped or report.errors:
+                logger.info("record_use: %s", report.message)
+            p.future.set_result(report)
+
+
+# -- feedback ---------------------------------------------------------------------------------------------
+
+
+def _current(memory: ConsciousnessMemory, level: str, citizen: str | None, ids: Sequence[str]) -> dict[str, str]:
+    """``{node_id: "current" | "superseded" | "deleted"}`` now."""
+    rows = memory.level(level, citizen).run(_states_plan(ids))
+    return dict(rows)
+
+
+def _states_plan(ids: Sequence[str]) -> Any:
+    rows = yield Query(f"UNWIND $ids AS id OPTIONAL MATCH (n:{NODE_LABEL} {{node_id: id}}) "
+                       "RETURN id, CASE WHEN n IS NULL THEN 'deleted' WHEN n.expired_at IS NULL THEN 'current' "
+                       "ELSE 'superseded' END", {"ids": Ids(ids)}, read_only=True)
+    return [(r[0], r[1]) for r in rows]
+
+
+def stream_citizen(stream: ConsciousnessStream) -> str | None:
+    """The citizen a stream was retrieved for, from its personal (N1) memories."""
+    for results in (stream.levels.get(LEVEL_KEYS["N1"]),):
+        if results is None:
+            continue
+        for node in (*results.vector_results, *results.graph_results, *results.keyword_results):
+            if node.citizen_id:
+                return node.citizen_id
+    return None
+
+
+def apply_feedback(memory: ConsciousnessMemory, stream: ConsciousnessStream, citizen_id: str | None,
+                   feedback_weight: float) -> FeedbackReport:
+    if not isinstance(stream, ConsciousnessStream):
+        raise TypeError(f"apply_feedback takes a ConsciousnessStream, not {type(stream).__name__}")
+    if not 0.0 <= feedback_weight <= 1.0:
+        raise ValueError(f"feedback_weight must be in [0, 1], got {feedback_weight!r}")
+    citizen = citizen_id or stream_citizen(stream)
+    if citizen is None:
+        raise ValueError("this stream holds no personal (N1) memory to tell whose it is: pass citizen_id=...")
+    nodes = [(lv, n) for lv, n in _stream_nodes(stream) if lv is not None]
+    rels = [(_LEVEL_OF_KEY.get(key), r) for key, res in stream.levels.items() for r in res.relationships]
+    # what is still current, per level: memories, and the relationships' ends
+    wanted: dict[tuple[str, str | None], set[str]] = {}
+    for lv, n in nodes:
+        wanted.setdefault((lv, citizen if lv == "N1" else None), set()).add(n.node_id)
+    for lv, r in rels:
+        if lv is not None:
+            wanted.setdefault((lv, citizen if lv == "N1" else None), set()).update((r.source_id, r.target_id))
+    state: dict[tuple[str, str], str] = {}
+    for (lv, cid), ids in wanted.items():
+        for node_id, what in _current(memory, lv, cid, sorted(ids)).items():
+            state[(lv, node_id)] = what
+    skipped = [SkippedMemory(level=lv, node_id=n.node_id, reason=state[(lv, n.node_id)])
+               for lv, n in nodes if state.get((lv, n.node_id), "deleted") != "current"]
+    live = [n for lv, n in nodes if state.get((lv, n.node_id)) == "current"]
+    live += [r for lv, r in rels if lv is not None and state.get((lv, r.source_id)) == "current"
+             and state.get((lv, r.target_id)) == "current" and r.expired_at is None]
+    potential = feedback_potential(live)
+    now = utcnow()
+    if not live:
+        current = memory.citizen_state(citizen)
+        energy = current.energy if current else citizen_states.DEFAULT_ENERGY
+        return FeedbackReport(citizen_id=citizen, stream_id=stream.intention_id, applied=False,
+                              energy_before=energy, energy_after=energy, potential=potential,
+                              spec_potential=stream.energy_feedback_potential, counted=0, skipped=skipped,
+                              started_from_default=current is None,
+                              message="nothing to feed back: every retrieved memory was superseded or deleted "
+                                      "since the retrieval" if skipped else "nothing to feed back: the stream "
+                                      "holds no memory")
+    delta = (potential - 0.5) * feedback_weight  # apply_energy_feedback's delta, added inside the write
+    reason = f"feedback of retrieval {stream.intention_id}: potential {potential:.3f} from {len(live)} items"
+    applied, before, after, fresh = memory.writable("N1", citizen).run(citizen_states.apply_delta(
+        citizen, "cs_" + uuid4().hex, stream.intention_id, delta, now, reason))
+    message = (f"energy {before:.3f} -> {after:.3f}" if applied else
+               f"feedback of retrieval {stream.intention_id} was already applied: energy stays {after:.3f}")
+    if skipped:
+        message += f"; {len(skipped)} memories superseded or deleted since the retrieval did not count"
+    return FeedbackReport(citizen_id=citizen, stream_id=stream.intention_id, applied=applied,
+                          energy_before=before, energy_after=after, potential=potential,
+                          spec_potential=stream.energy_feedback_potential, counted=len(live), skipped=skipped,
+                          started_from_default=fresh and applied, message=message)
+
+
+# -- state ------------------------------------------------------------------------------------------------
+
+UNSET: Any = object()
+
+
+def update_state(memory: ConsciousnessMemory, citizen_id: str, *, energy: Any, emotion_vector: Any, goal: Any,
+                 mindstate: Any, valid_at: datetime | None, reason: str | None) -> CitizenState:
+    carry = {"energy": energy is UNSET, "emotions": emotion_vector is UNSET, "goal": goal is UNSET,
+             "mindstate": mindstate is UNSET}
+    if all(carry.values()):
+        raise ValueError("update_citizen_state needs at least one of energy, emotion_vector, goal, mindstate")
+    now = utcnow()
+    at = now if valid_at is None else to_utc(valid_at)
+    if energy is UNSET and memory.citizen_state(citizen_id, as_of=at) is None:
+        raise ValueError(f"citizen {citizen_id!r} has no state in force at {at.isoformat()}: give its energy")
+    state = CitizenState(  # validates every given field (the carried ones are placeholders)
+        citizen_id=citizen_id, energy=0.0 if energy is UNSET else energy,
+        emotion_vector={} if emotion_vector is UNSET else (emotion_vector or {}),
+        goal=None if goal is UNSET else goal, mindstate=None if mindstate is UNSET else mindstate,
+        valid_at=at, created_at=now, reason=reason)
+    return memory.writable("N1", citizen_id).run(citizen_states.record(state, carry))
