@@ -260,6 +260,116 @@ def run_citizens(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fmt(value: object, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_fmt(v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+def _print_overview(data: dict) -> None:
+    print(format_table(("level", "graph", "memories", "relationships"),
+                       [(lv["level"], lv["graph"], lv["memories"], lv["relationships"]) for lv in data["levels"]]))
+    print()
+    rows = []
+    for c in data["citizens"]:
+        state = c["state"] or {}
+        rows.append((c["citizen"], c["memories"], c["relationships"], _fmt(state.get("energy")),
+                     _fmt(state.get("emotion_vector")), _fmt(state.get("goal"))))
+    print(format_table(("citizen", "memories", "relationships", "energy", "emotions", "goal"), rows))
+    print(f"{len(rows)} citizens")
+
+
+def _print_memory(data: dict) -> None:
+    m = data["memory"]
+    print(f"{m['name']} ({data['level']}{', ' + data['citizen_id'] if data['citizen_id'] else ''}): "
+          f"{m['description']}")
+    print(f"\nversions ({len(data['versions'])}, oldest first):")
+    for v in data["versions"]:
+        mark = "current" if v["current"] else "superseded"
+        print(f"  {v['node_id']}  [{mark}]  valid {_fmt(v['valid_at'])} -> {_fmt(v['invalid_at'])}, "
+              f"recorded {_fmt(v['created_at'])} -> {_fmt(v['expired_at'])}; used {v['access_count']}x")
+        print(f"    {v['description']}")
+        why = v["why_superseded"]
+        if why:
+            by = why["superseded_by"] or f"possibly {why['possibly_superseded_by']}"
+            details = [f"{k} {why[k]}" for k in ("invalidation_reason", "reason", "source", "confidence") if why[k]]
+            print(f"    superseded by {by}" + (f" ({'; '.join(details)})" if details else ""))
+    print(f"\nlinks ({len(data['links'])}):")
+    for link in data["links"]:
+        arrow = "->" if link["direction"] == "outgoing" else "<-"
+        print(f"  {arrow} {link['relation_type']} {arrow} {link['other_name']} ({link['other_id']}); "
+              f"energy {_fmt(link['energy'])}, co-activated {link.get('co_activation') or 0}x")
+    print(f"\ndissonances ({len(data['dissonances'])}):")
+    for d in data["dissonances"]:
+        print(f"  {d['dissonance_type']}: {d['original_belief']!r} -> {d['corrected_belief']!r}")
+
+
+def _print_states(citizen: str, states: list) -> None:
+    rows = [(s["valid_at"], _fmt(s["energy"], 3), _fmt(s["emotion_vector"]), _fmt(s["goal"]), _fmt(s["mindstate"]),
+             s["source"], "corrected" if s["expired_at"] else "", _fmt(s["reason"])) for s in states]
+    print(format_table(("valid from", "energy", "emotions", "goal", "mindstate", "source", "", "reason"), rows))
+    print(f"{len(rows)} state versions of {citizen}")
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from llama_consciousness import inspection
+    from llama_consciousness.memory import ConsciousnessMemory
+
+    what = args.what or "overview"
+    with ConsciousnessMemory(data_dir=args.data_dir) as memory:
+        if what == "overview":
+            data = inspection.overview(memory)
+            show = _print_overview
+        elif what == "memory":
+            try:
+                data = inspection.memory_history(memory, args.node_id, args.level, args.citizen)
+            except LookupError as exc:
+                raise ValueError(str(exc)) from None
+            show = _print_memory
+        elif what == "state":
+            data = inspection.state_history(memory, args.citizen_id)
+            show = lambda d: _print_states(args.citizen_id, d)  # noqa: E731
+        else:
+            data = inspection.find_memories(memory, args.text, args.level, args.citizen, args.limit)
+            show = lambda d: print(format_table(("node_id", "name", "current", "description"), [  # noqa: E731
+                (r["node_id"], r["name"], r["current"], r["description"]) for r in d]))
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        show(data)
+    return 0
+
+
+def _add_inspect(sub: argparse._SubParsersAction) -> None:
+    ins = sub.add_parser("inspect", help="look into a memory: levels and citizens, one memory's versions, "
+                                         "a citizen's state history")
+    ins.add_argument("--data-dir", default=None, help="the memory's data directory (default: $LLAMA_CONSCIOUSNESS_HOME)")
+    ins.add_argument("--json", action="store_true", help="JSON output")
+    ins.set_defaults(func=run_inspect, what=None)
+    what = ins.add_subparsers(dest="what")
+    what.add_parser("overview", help="levels, citizens, counts and current states (the default)")
+    m = what.add_parser("memory", help="one memory: all its versions, why each was superseded, links, dissonances")
+    m.add_argument("node_id")
+    m.add_argument("--level", choices=("N1", "N2", "N3"), default="N1")
+    m.add_argument("--citizen", default=None, help="whose N1 (needed for --level N1)")
+    st = what.add_parser("state", help="a citizen's state versions (energy, emotions, goal, mindstate)")
+    st.add_argument("citizen_id")
+    f = what.add_parser("find", help="memories whose name or description contains TEXT")
+    f.add_argument("text")
+    f.add_argument("--level", choices=("N1", "N2", "N3"), default="N1")
+    f.add_argument("--citizen", default=None)
+    f.add_argument("--limit", type=int, default=20)
+    for p in what.choices.values():  # options after the sub-command work too
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON output")
+        p.add_argument("--data-dir", default=argparse.SUPPRESS, help="the memory's data directory")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llama-consciousness", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -296,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "$LLAMA_CONSCIOUSNESS_FALKORDB_URL, a server or any node of a cluster)")
     cit.add_argument("--json", action="store_true", help="JSON output")
     cit.set_defaults(func=run_citizens)
+    _add_inspect(sub)
 
     q = sub.add_parser("query", help="six-way retrieval over a memory")
     q.add_argument("text", help="what to look for")
