@@ -6,6 +6,7 @@ from llama_consciousness.retrievers.config import (
     SCORE_FUSION,
     SEVEN_WAY_CONCATENATION,
     SIX_WAY_CONCATENATION,
+    SPREADING_ACTIVATION,
     RetrievalConfig,
 )
 from llama_consciousness.retrievers.six_way import SixWayHybridRetriever
@@ -17,6 +18,7 @@ __all__ = [
     "SCORE_FUSION",
     "SEVEN_WAY_CONCATENATION",
     "SIX_WAY_CONCATENATION",
+    "SPREADING_ACTIVATION",
     "RetrievalConfig",
     "SixWayHybridRetriever",
     "StateBasedRetriever",

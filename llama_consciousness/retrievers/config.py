@@ -29,6 +29,20 @@ class RetrievalConfig(BaseModel):
         default=1, ge=1, le=MAX_DEPTH,
         description="links walked from the start memories (the spec's recipes walk 2; one link from a rare "
                     "named memory measured better on LoCoMo's tune conversations, benchmarks/RESULTS.md)")
+    graph_walk: Literal["depth", "spreading"] = Field(
+        default="depth",
+        description="how the graph channel walks: 'depth' follows every link to graph_depth from the memories "
+                    "the query names; 'spreading' spreads activation from the vector and keyword hits (and "
+                    "named memories) along links by traversal probability, decaying per hop, until a budget is "
+                    "spent (no fixed depth; scoring/activation.py)")
+    spread_decay: float = Field(default=0.5, gt=0.0, le=1.0, description="spreading: activation kept per hop")
+    spread_threshold: float = Field(default=0.05, gt=0.0, lt=1.0,
+                                    description="spreading: activation a memory needs to count and spread on")
+    spread_budget: float = Field(default=4.0, gt=0.0, le=1000.0,
+                                 description="spreading: activation the expansions may spend in all")
+    spread_fanout: int = Field(default=10, ge=1, le=1000,
+                               description="spreading: links followed per memory, strongest first (a memory with "
+                                           "more shares its activation among them)")
     max_start_entities: int = Field(default=10, ge=1, le=100, description="start memories per level")
     entity_match_threshold: float = Field(default=0.85, ge=0.0, le=1.0)
     max_start_links: int | None = Field(
@@ -95,6 +109,10 @@ in its order."""
 
 SEVEN_WAY_CONCATENATION = RetrievalConfig(fusion="concatenate", neighbour_expansion=0, graph_depth=2)
 """The six ways plus the full-text channel, concatenated."""
+
+SPREADING_ACTIVATION = RetrievalConfig(graph_walk="spreading")
+"""The package default with the graph channel spreading activation from the vector and keyword hits instead of
+walking a fixed depth from named memories."""
 
 HYBRID_RRF = RetrievalConfig(fusion="rrf", neighbour_expansion=0)
 """All channels, fused by reciprocal rank with equal weights."""

@@ -42,6 +42,9 @@ from llama_consciousness.storage import channels as ch
 from llama_consciousness.storage import run_interleaved
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import LevelPlans, Plan, VectorHit
+from llama_consciousness.storage.spreading import spread
+from llama_consciousness.scoring.activation import SpreadSettings
+from llama_consciousness.scoring.traversal import calculate_traversal_probability
 from llama_consciousness.storage.reader import MemoryReader
 from llama_consciousness.stream import assemble_stream, dedupe_relationships
 from llama_consciousness.temporal import TemporalWindow
@@ -166,6 +169,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
 
     def _score(self, hit: Any) -> float:
         if isinstance(hit, ch.GraphHit):
+            if hit.activation is not None:
+                return hit.activation
             return path_relevance(hit.path_energy, self.config.graph_depth)
         return hit.similarity if isinstance(hit, VectorHit) else hit.score
 
@@ -258,7 +263,16 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         for (out, plans, channels, start), level_hubs in zip(levels, hubs):
             level = out.level
             start = [node_id for node_id in start if node_id not in level_hubs]
-            if "graph" in channels and not start and self.config.fallback_start and "vector" in channels:
+            if "graph" in channels and self.config.graph_walk == "spreading":
+                # the seeds are the other channels' hits: one job for all of them
+                owned = tuple(c for c in ("vector", "keyword") if c in channels) + ("graph",)
+                for c in owned:
+                    channels.remove(c)
+                found = []
+                jobs.append((plans.graph, self._spread_plan(plans, level, embedding, start, k, memory_filter,
+                                                           deadline, intention, owned, found)))
+                owners.append((out, owned, found))
+            elif "graph" in channels and not start and self.config.fallback_start and "vector" in channels:
                 # the traversal starts from the vector answers: one job for both
                 channels.remove("vector")
                 channels.remove("graph")
@@ -283,8 +297,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         results = run_interleaved(self.memory.db, jobs, remaining_ms(deadline))
         for (out, channels, found), result in zip(owners, results):
             if isinstance(result, BaseException):
-                if found:  # the walk failed after the vector hits were in: only the graph channel failed
-                    out.vector, channels = found[0], ("graph",)
+                if found:  # the walk failed after the vector hits were in: the vector channel did not fail
+                    out.vector, channels = found[0], tuple(c for c in channels if c != "vector")
                     out.queries += 1
                 for channel in channels:
                     out.failed(channel, result)
@@ -336,6 +350,33 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         graph = yield from ch.traverse(plans, start, k, memory_filter, depth=self.config.graph_depth,
                                        include_start=True)
         return graph if found is None else (vector, graph)
+
+    def _spread_plan(self, plans: LevelPlans, level: str, embedding: list[float], start: list[str], k: int,
+                     memory_filter: MemoryFilter, deadline: float, intention: RetrievalIntention,
+                     owned: tuple[str, ...], found: list[Any]) -> Plan:
+        """Vector and keyword hits (those of ``owned``), then activation spread from them and from the named
+        memories; returns each owned channel's hits in ``owned`` order (``found`` keeps the vector hits
+        for when the spreading fails after them)."""
+        seeds: list[tuple[str, float]] = [(node_id, 1.0) for node_id in start]
+        results: dict[str, Any] = {}
+        if "vector" in owned:
+            hits = yield from self.memory.vectors(level).search(plans, embedding, k, memory_filter, deadline)
+            found.append(hits)
+            results["vector"] = hits
+            seeds += _scaled([(h.node.node_id, h.similarity) for h in hits])
+        if "keyword" in owned:
+            hits = yield from ch.keyword_search(plans, self.memory.keyword_indexes.get(plans.graph),
+                                                intention.query_text, k, memory_filter)
+            results["keyword"] = hits
+            seeds += _scaled([(h.node.node_id, h.score) for h in hits])
+        emotions = {e: 1.0 for e in intention.required_emotions or []}
+        c = self.config
+        settings = SpreadSettings(decay=c.spread_decay, threshold=c.spread_threshold, budget=c.spread_budget,
+                                  fanout=c.spread_fanout)
+        results["graph"] = yield from spread(
+            plans, seeds, k, memory_filter,
+            lambda link: calculate_traversal_probability(link, None, emotions or None), settings)
+        return tuple(results[c] for c in owned)
 
     # -- assembly -------------------------------------------------------------------
 
@@ -427,3 +468,10 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                 inserted.append((near_key, floor))
         if inserted:
             ranked[:] = ranked[:keep] + inserted + [(key, score) for key, score in ranked[keep:] if key not in seen]
+
+
+def _scaled(scored: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """A channel's scores over its best (its top hit starts at full activation): channels score on
+    different scales (cosine, BM25)."""
+    top = max((s for _, s in scored), default=0.0)
+    return [(i, max(0.0, s) / top) for i, s in scored] if top > 0 else []

@@ -36,6 +36,7 @@ class GraphHit:
     path_confidence: float
     depth: int
     path: list[ConsciousnessRelationship] = field(default_factory=list)
+    activation: float | None = None  # set by spreading activation (``storage.spreading``): its relevance
 
 
 @dataclass(frozen=True)
