@@ -295,3 +295,36 @@ def test_query_engine_records_the_answers_memories(memory, lived) -> None:
     asyncio.run(aquery())
     assert memory.flush_uses(30)
     assert all(c == 2 for c, _ in memory.access_stats("N1", sorted(used), lived).values())
+
+
+# -- use feeds authority and ranking ----------------------------------------------------------------------
+
+
+def test_usage_lifts_used_memories_and_recomputes_authority(memory, lived) -> None:
+    from llama_consciousness.postprocessors import UsageReinforcement
+    from llama_consciousness.postprocessors.usage import usage_credit
+
+    retriever = memory.retriever(lived, intention_defaults={"query_levels": ["N1"]})
+    step = UsageReinforcement(memory=memory)
+    fresh = retriever.retrieve("the launch plan of the graph memory")
+    before = [(n.node.node_id, n.score) for n in fresh]
+    untouched = step.postprocess_nodes([n.model_copy(deep=True) for n in fresh])
+    assert [(n.node.node_id, n.score) for n in untouched] == before  # nothing used yet: nothing moves
+    assert all(n.node.metadata["access_count"] == 0 for n in untouched)
+    last = before[-1][0].split(":")[-1]
+    for _ in range(3):  # three uses of this retrieval (each with its own id)
+        memory.record_use(fresh, use_id=f"u{_}")
+    memory.flush_uses(30)
+    stream_ids = [n.node.node_id for n in fresh]
+    lifted = step.postprocess_nodes(retriever.retrieve("the launch plan of the graph memory"))
+    meta = {n.node.metadata["node_id"]: n.node.metadata for n in lifted}
+    assert meta[last]["access_count"] == 3 and meta[last]["last_accessed_at"]
+    assert meta["launch"]["co_activation"] >= 3  # linked to benchmarks and review, which came with it
+    assert all(n.score >= s for n, (_, s) in zip(sorted(lifted, key=lambda n: stream_ids.index(n.node.node_id)),
+                                                  before))
+    assert usage_credit(0, None) == 0.0 and 0 < usage_credit(3, 0.0) <= 0.45
+    assert 0.0 <= meta[last]["authority_score"] <= 1.0
+    # the complete stream runs it before the ranker
+    from llama_consciousness.postprocessors import default_postprocessors
+    assert [type(p).__name__ for p in default_postprocessors(memory)][:3] == [
+        "MetadataQualityPostprocessor", "UsageReinforcement", "ConsciousnessRanker"]

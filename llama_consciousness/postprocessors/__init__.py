@@ -1,4 +1,4 @@
-"""Node postprocessors: ranking, tiers, traversal paths, dissonances, quality, constellation.
+"""Node postprocessors: ranking, tiers, traversal paths, dissonances, quality, constellation, usage.
 
 Each is a LlamaIndex ``BaseNodePostprocessor`` usable in any query engine;
 ``pipeline.default_postprocessors`` chains them into the spec's complete
@@ -18,6 +18,7 @@ from llama_consciousness.postprocessors.traversal_paths import (
     to_mermaid,
     to_networkx_dict,
 )
+from llama_consciousness.postprocessors.usage import UsageReinforcement
 
 __all__ = [
     "ActivationTierPostprocessor",
@@ -28,6 +29,7 @@ __all__ = [
     "StreamPostprocessor",
     "TemporalDissonancePostprocessor",
     "TraversalPathPostprocessor",
+    "UsageReinforcement",
     "complete_stream",
     "consciousness_node_of",
     "default_postprocessors",

@@ -2,7 +2,8 @@
 
 Each postprocessor fills one part of the spec's final structure, in an order
 where each can use what the previous ones wrote: quality (completeness) ->
-ranker (uses completeness) -> tiers (uses the ranking) -> dissonances ->
+usage (spec 004's use and co-activation, lifting used memories) -> ranker (uses completeness and the lifted
+scores) -> tiers (uses the ranking) -> dissonances ->
 traversal graph (uses the tiers) -> constellation (uses the top memory).
 """
 
@@ -30,9 +31,11 @@ def default_postprocessors(memory: MemoryReader) -> list[StreamPostprocessor]:
     from llama_consciousness.postprocessors.ranker import ConsciousnessRanker
     from llama_consciousness.postprocessors.tiers import ActivationTierPostprocessor
     from llama_consciousness.postprocessors.traversal_paths import TraversalPathPostprocessor
+    from llama_consciousness.postprocessors.usage import UsageReinforcement
 
     return [
         MetadataQualityPostprocessor(),
+        UsageReinforcement(memory=memory),
         ConsciousnessRanker(),
         ActivationTierPostprocessor(),
         TemporalDissonancePostprocessor(),

@@ -1,0 +1,141 @@
+"""``UsageReinforcement``: what retrieval use taught the memory, brought back into ranking (spec 004).
+
+The retrieved memories get ``access_count``, ``last_accessed_at`` and
+``co_activation`` (links to the other retrieved memories that surfaced
+together before, ``memory.record_use``) in their metadata, and a used one
+the spec's ``authority_score`` recomputed with them (now).  Their score is multiplied by
+``1 + authority_weight x usage + co_activation_weight x co-activation``:
+
+* ``usage`` is the part of the authority score that use earns (0.25 x
+  log(accesses)/log(50) + 0.20 x exp(-0.05 x days since the last access)),
+  so a memory never used is not moved at all;
+* co-activation is the summed count over ``CO_ACTIVATION_SCALE``, at most 1.
+
+The weights are spec 004's composite weights of authority (0.10) and
+co-activation (0.15).  They were not tuned: no offline data records use (the
+LoCoMo questions are never marked used, so their rankings are unchanged).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Optional
+
+from llama_index.core.bridge.pydantic import Field
+from pydantic import SkipValidation
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from llama_consciousness.errors import LevelError, StorageError
+from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor
+from llama_consciousness.schema._time import to_utc, utcnow
+from llama_consciousness.scoring.cognitive import (
+    AUTHORITY_ACCESS_DECAY, AUTHORITY_ACCESS_WEIGHT, AUTHORITY_USAGE_SATURATION, AUTHORITY_USAGE_WEIGHT,
+    compute_authority_score,
+)
+from llama_consciousness.storage import run_interleaved, usage
+from llama_consciousness.storage.citizen_states import from_micros
+from llama_consciousness.storage.reader import MemoryReader
+
+__all__ = ["CO_ACTIVATION_SCALE", "UsageReinforcement", "usage_credit"]
+
+logger = logging.getLogger(__name__)
+
+CO_ACTIVATION_SCALE = 10.0
+"""Co-activations with the other retrieved memories that count as full credit."""
+
+
+def usage_credit(access_count: int, days_since_accessed: float | None) -> float:
+    """The part of spec 004's authority score that use earns, in [0, 0.45]; 0 for a memory never used."""
+    if not access_count or days_since_accessed is None:
+        return 0.0
+    count = (min(1.0, math.log(access_count) / math.log(AUTHORITY_USAGE_SATURATION))
+             if access_count > 1 else 0.0)
+    return AUTHORITY_USAGE_WEIGHT * count + AUTHORITY_ACCESS_WEIGHT * math.exp(
+        -AUTHORITY_ACCESS_DECAY * max(0.0, days_since_accessed))
+
+
+def _days(later: datetime, earlier: Any) -> float | None:
+    if earlier is None:
+        return None
+    if isinstance(earlier, str):
+        earlier = datetime.fromisoformat(earlier.replace("Z", "+00:00"))
+    return (later - to_utc(earlier)).total_seconds() / 86400.0
+
+
+class UsageReinforcement(StreamPostprocessor):
+    """Annotates the nodes with their use and co-activation, recomputes their authority, lifts used ones."""
+
+    memory: SkipValidation[MemoryReader] = Field(exclude=True, description="The memory the nodes came from.")
+    authority_weight: float = Field(default=0.10, ge=0.0, le=10.0)
+    co_activation_weight: float = Field(default=0.15, ge=0.0, le=10.0)
+    timeout_s: float = Field(default=5.0, gt=0.0)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "UsageReinforcement"
+
+    def _read(self, nodes: Sequence[NodeWithScore]) -> dict[tuple[str, str | None], tuple[dict, dict]]:
+        groups: dict[tuple[str, str | None], list[str]] = {}
+        for n in nodes:
+            meta = n.node.metadata
+            level, node_id = meta.get("level"), meta.get("node_id")
+            if level in ("N1", "N2", "N3") and node_id and (level != "N1" or meta.get("citizen_id")):
+                groups.setdefault((level, meta.get("citizen_id") if level == "N1" else None), []).append(node_id)
+        jobs, keys = [], []
+        for (level, citizen), ids in groups.items():
+            plans = self.memory.plans(level, citizen)
+            jobs += [(plans.graph, usage.access_stats(ids)), (plans.graph, usage.co_activation(ids))]
+            keys.append((level, citizen))
+        if not jobs:
+            return {}
+        results = run_interleaved(self.memory.db, jobs, int(self.timeout_s * 1000))
+        out = {}
+        for i, key in enumerate(keys):
+            stats, co = results[2 * i], results[2 * i + 1]
+            if isinstance(stats, BaseException) or isinstance(co, BaseException):
+                failed = stats if isinstance(stats, BaseException) else co
+                logger.warning("usage of %s %s unavailable: %s", key[0], key[1] or "", failed)
+                continue
+            out[key] = (stats, co)
+        return out
+
+    def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
+                intention: Any = None) -> StepResult:
+        if not nodes:
+            return StepResult(nodes, {})
+        try:
+            read = self._read(nodes)
+        except (StorageError, LevelError) as exc:
+            logger.warning("usage unavailable: %s", exc)
+            return StepResult(nodes, {})
+        now = utcnow()
+        out, moved = [], False
+        for n in nodes:
+            meta = n.node.metadata
+            level = meta.get("level")
+            key = (level, meta.get("citizen_id") if level == "N1" else None)
+            if key not in read:
+                out.append(n)
+                continue
+            stats, co = read[key]
+            count, at = stats.get(meta.get("node_id"), (0, None))
+            last = from_micros(at)
+            co_count = co.get(meta.get("node_id"), 0)
+            meta.update(access_count=count, last_accessed_at=last.isoformat() if last else None,
+                        co_activation=co_count)
+            if count:  # a memory never used keeps the authority it was written with
+                extra = meta.get("extra") if isinstance(meta.get("extra"), dict) else {}
+                importance = extra.get("importance")
+                meta["authority_score"] = round(compute_authority_score(
+                    importance if isinstance(importance, (int, float)) and not isinstance(importance, bool)
+                    else None, count, _days(now, meta.get("created_at")) or 0.0, _days(now, last)), 6)
+            boost = (1.0 + self.authority_weight * usage_credit(count, _days(now, last))
+                     + self.co_activation_weight * min(1.0, co_count / CO_ACTIVATION_SCALE))
+            moved = moved or (boost != 1.0 and n.score is not None)
+            out.append(NodeWithScore(node=n.node, score=None if n.score is None else n.score * boost))
+        if moved:  # a stable sort; with nothing used, the order stays exactly as it came
+            out = sorted(out, key=lambda o: -(o.score or 0.0))
+        return StepResult(out, {})
