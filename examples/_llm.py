@@ -9,13 +9,14 @@ from typing import Any
 
 
 def openai_or(offline: Any) -> Any:
-    """OpenAI's chat model (``OPENAI_MODEL``, default gpt-4o-mini) when a key is set, else ``offline``."""
-    if os.environ.get("OPENAI_API_KEY"):
-        try:
-            from llama_index.llms.openai import OpenAI  # optional dependency
+    """OpenAI's chat model (``OPENAI_MODEL``, default gpt-4o-mini) when a key is set, else ``offline``
+    (``llama_consciousness.llms.resolve_llm("auto")``)."""
+    from llama_consciousness.llms import resolve_llm
 
-            return OpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
-        except ImportError:
-            print("OPENAI_API_KEY is set but llama-index-llms-openai is not installed; using the offline stand-in",
-                  file=sys.stderr)
+    if os.environ.get("OPENAI_API_KEY"):
+        llm = resolve_llm("auto")
+        if llm is not None:
+            return llm
+        print("OPENAI_API_KEY is set but llama-index-llms-openai is not installed "
+              "(pip install 'llama-consciousness[openai]'); using the offline stand-in", file=sys.stderr)
     return offline

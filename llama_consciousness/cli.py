@@ -101,6 +101,13 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
+    if args.entity_llm is not None:  # a bad name or a missing key: one clear line before anything is opened
+        from llama_consciousness.llms import LLMUnavailableError, resolve_llm
+
+        try:
+            resolve_llm(args.entity_llm)
+        except LLMUnavailableError as exc:
+            raise ValueError(str(exc)) from None
     from llama_consciousness.memory import ConsciousnessMemory
 
     if not Path(args.file).is_file():
@@ -110,7 +117,8 @@ def run_ingest(args: argparse.Namespace) -> int:
         report = memory.ingest(args.file, progress=not args.no_progress and sys.stderr.isatty(),
                                on_invalid=args.on_invalid, on_bad_line=args.on_bad_line, pii=not args.no_pii,
                                injection=args.injection, duplicates=args.duplicates, entities=not args.no_entities,
-                               concepts=not args.no_concepts, batch_size=args.batch_size, worker=args.worker)
+                               concepts=not args.no_concepts, batch_size=args.batch_size, worker=args.worker,
+                               entity_llm=args.entity_llm)
     print(report.summary())
     print(f"done in {time.perf_counter() - started:.1f} s")
     return 0
@@ -393,6 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--duplicates", choices=("link", "skip", "off"), default="link")
     ing.add_argument("--no-entities", action="store_true", help="do not extract and link entities")
     ing.add_argument("--no-concepts", action="store_true", help="do not compute concepts, surfaces_when, authority")
+    ing.add_argument("--entity-llm", default=None, metavar="LLM",
+                     help="extract entities with an LLM: openai, openai:<model>, or auto (OpenAI when "
+                          "OPENAI_API_KEY is set, else offline); default: the offline extractor")
     ing.add_argument("--batch-size", type=int, default=500, help="memories per transaction")
     ing.add_argument("--worker", choices=("auto", "on", "off"), default="auto",
                      help="prepare in a second process (auto: above 3,000 records)")
@@ -427,6 +438,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--graph", default=None, help="write the traversal graph to FILE.html or FILE.md (Mermaid)")
     q.add_argument("--budget", type=int, default=4000, help="token budget of the LLM context (with --stream)")
     q.set_defaults(func=run_query)
+
+    from llama_consciousness.ui.server import add_ui_parser
+
+    add_ui_parser(sub)
     return parser
 
 

@@ -81,15 +81,12 @@ def parse_verdict(text: str) -> UpdateVerdict:
 
 def default_llm() -> Any:
     """OpenAI's LLM through LlamaIndex, when a key is set; else a clear error."""
-    if not os.environ.get("OPENAI_API_KEY"):
-        raise UpdateJudgeError("no LLM given to LLMUpdateJudge and OPENAI_API_KEY is not set")
+    from llama_consciousness.llms import LLMUnavailableError, openai_llm
+
     try:
-        from llama_index.llms.openai import OpenAI  # type: ignore[import-not-found]
-    except ImportError:
-        raise UpdateJudgeError("LLMUpdateJudge uses OpenAI when OPENAI_API_KEY is set: pip install "
-                               "'llama-consciousness[openai]', or pass any LlamaIndex LLM as llm=") from None
-    return OpenAI(model=os.environ.get("LLAMA_CONSCIOUSNESS_JUDGE_MODEL", "gpt-4o-mini"), temperature=0.0,
-                  timeout=30.0)
+        return openai_llm(os.environ.get("LLAMA_CONSCIOUSNESS_JUDGE_MODEL"), timeout_s=30.0)
+    except LLMUnavailableError as exc:
+        raise UpdateJudgeError(f"no LLM given to LLMUpdateJudge: {exc}") from None
 
 
 class LLMUpdateJudge:

@@ -193,7 +193,10 @@ def _pipelined(
     from llama_consciousness.ingestion.worker import IngestWorkerError
 
     worker = None
-    if o.worker == "on" or (o.worker == "auto" and records is not None and records > WORKER_THRESHOLD):
+    from llama_consciousness.llms import resolve_llm
+
+    if (o.entity_llm is None or resolve_llm(o.entity_llm) is None) and (
+            o.worker == "on" or (o.worker == "auto" and records is not None and records > WORKER_THRESHOLD)):
         worker = workers.acquire()
     # The worker embeds with the bundled WordLlama (it reloads its own table); a remote model stays here.
     ships = worker is not None and type(memory.embed_model) is WordLlamaEmbedding

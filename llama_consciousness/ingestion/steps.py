@@ -12,6 +12,7 @@ from llama_index.core.schema import BaseNode
 
 from llama_consciousness.ingestion.cognitive import AuthorityScorer, ConceptExtractor, SurfacesWhenInferrer
 from llama_consciousness.ingestion.entities import EntityExtractor
+from llama_consciousness.llms import resolve_llm
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.report import IngestReport
 from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
@@ -46,6 +47,10 @@ class IngestOptions:
     worker: Literal["auto", "on", "off"] = "auto"
     updates: Literal["offline", "off"] = "offline"
     update_judge: Any = None  # an LLMUpdateJudge confirming the offline judge's pairs (not sent to the worker)
+    # An LLM extracting entities instead of the offline extractor (offline on any failure of a call): any
+    # LlamaIndex LLM, "openai[:model]" or "auto" (OpenAI when OPENAI_API_KEY is set; llms.resolve_llm).  With
+    # one, the pure steps run in this process (an LLM client does not travel to the worker).
+    entity_llm: Any = None
 
     def __post_init__(self) -> None:
         # A value that would otherwise be read as another (``on_invalid="skip"`` as drop) is refused.
@@ -72,7 +77,9 @@ def pure_steps(o: IngestOptions) -> list[Any]:
     if o.entities:
         # Names only: the concepts are already stored as the memory's
         # ``concepts``; as entities they would link every memory to "asked".
-        steps.append(EntityExtractor(use_concepts=False))
+        llm = resolve_llm(o.entity_llm)
+        steps.append(EntityExtractor(use_concepts=False) if llm is None else
+                     EntityExtractor(extractor="llm", llm=llm, use_concepts=False))
     return steps
 
 
