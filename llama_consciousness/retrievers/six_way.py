@@ -369,6 +369,11 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                                                 intention.query_text, k, memory_filter)
             results["keyword"] = hits
             seeds += _scaled([(h.node.node_id, h.score) for h in hits])
+        if not seeds and self.config.fallback_start:
+            # nothing named and no other channel here: the nearest memories start it, as they start a walk
+            hits = yield from self.memory.vectors(level).search(plans, embedding, self.config.fallback_start,
+                                                                memory_filter, deadline)
+            seeds = _scaled([(h.node.node_id, h.similarity) for h in hits])
         emotions = {e: 1.0 for e in intention.required_emotions or []}
         c = self.config
         settings = SpreadSettings(decay=c.spread_decay, threshold=c.spread_threshold, budget=c.spread_budget,
@@ -376,7 +381,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         results["graph"] = yield from spread(
             plans, seeds, k, memory_filter,
             lambda link: calculate_traversal_probability(link, None, emotions or None), settings)
-        return tuple(results[c] for c in owned)
+        # one channel's result alone, as every single-channel job gives it
+        return tuple(results[c] for c in owned) if len(owned) > 1 else results[owned[0]]
 
     # -- assembly -------------------------------------------------------------------
 

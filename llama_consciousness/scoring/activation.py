@@ -50,7 +50,9 @@ class SpreadSettings:
 @dataclass
 class Activated:
     """A memory's activation (what it started with plus all it received), the seed of its strongest incoming
-    share and that share's path (links, in order; empty for a seed nothing added to), and whether it fired."""
+    share and that share's path (links, in order; empty for a seed nothing added to), whether it fired, and
+    what it ``received`` over links alone: the graph channel ranks by that (a hit's own score is its
+    channel's; what the graph adds is how strongly the other hits point to a memory)."""
 
     node_id: str
     activation: float
@@ -58,6 +60,7 @@ class Activated:
     path: list[Any] = field(default_factory=list)
     best_share: float = 0.0
     fired: bool = False
+    received: float = 0.0  # what links brought (the activation less its own seed score)
 
 
 def seed_activations(scored: Iterable[tuple[str, float]]) -> dict[str, Activated]:
@@ -114,5 +117,6 @@ def spread_hop(
             if there is None:
                 there = state[neighbour] = Activated(neighbour, 0.0, here.seed)
             there.activation += share
+            there.received += share
             if share > there.best_share:
                 there.best_share, there.seed, there.path = share, here.seed, [*here.path, link]

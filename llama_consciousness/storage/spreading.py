@@ -51,10 +51,10 @@ def spread(
     probability: Callable[[ConsciousnessRelationship], float],
     settings: SpreadSettings | None = None,
 ) -> Plan:
-    """The memories activated from ``seeds`` (``(node_id, score)``), strongest first, at most ``k``: the seeds
-    (with what their neighbours added) and the memories reached, as ``GraphHit``s whose ``activation`` is
-    set and whose ``path`` is the chain of links of the strongest share (empty for a seed nothing reached;
-    ``start_id`` the seed it came from)."""
+    """The memories that activation from ``seeds`` (``(node_id, score)``) reached over links, by what they
+    received (at least the threshold), strongest first, at most ``k``: a seed only when other seeds point to
+    it.  ``GraphHit``s whose ``activation`` is what they received and whose ``path`` is the chain of links
+    of the strongest share (``start_id`` the seed it came from)."""
     settings = settings or SpreadSettings()
     state: dict[str, Activated] = seed_activations(seeds)
     if k <= 0 or not state:
@@ -70,8 +70,8 @@ def spread(
         links = {source: (int(degree), [(nid, records.edge_from_props(e)) for nid, e in outs])
                  for source, degree, outs in rows}
         spread_hop(state, frontier, links, probability, settings)
-    reached = sorted((a for a in state.values() if a.activation >= settings.threshold),
-                     key=lambda a: (-a.activation, a.node_id))
+    reached = sorted((a for a in state.values() if a.received >= settings.threshold),
+                     key=lambda a: (-a.received, a.node_id))
     if not reached:
         return []
     reach = memory_filter.cypher("c", "fc_")
@@ -86,7 +86,7 @@ def spread(
             continue
         hits.append(GraphHit(node, a.seed, sum(float(r.energy or 0.0) for r in a.path),
                              sum(float(r.confidence or 0.0) for r in a.path), len(a.path), list(a.path),
-                             activation=a.activation))
+                             activation=a.received))
         if len(hits) >= k:
             break
     return hits

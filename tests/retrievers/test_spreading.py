@@ -88,3 +88,10 @@ def test_bad_spreading_settings_are_refused() -> None:
     for bad in ({"graph_walk": "bfs"}, {"spread_decay": 0}, {"spread_threshold": 1.0}, {"spread_fanout": 0}):
         with pytest.raises(ValueError):
             RetrievalConfig(**bad)
+
+
+def test_graph_only_spreading_starts_from_the_nearest_memories(memory, chain) -> None:
+    only = RetrievalConfig(channels=("graph",), graph_walk="spreading")
+    stream = memory.retriever(chain, config=only, intention_defaults={"query_levels": ["N1"]}).retrieve_stream(QUESTION)
+    level = stream.levels["n1_personal"]
+    assert level.error is None and level.vector_results == [] and "step" in _graph(stream)
