@@ -873,6 +873,13 @@ def run_size(workdir: Path, nodes: int, rels: int, args: argparse.Namespace, row
         seven_sync = measure_e2e(seven.retrieve_stream, queries)
         seven_async = measure_async(seven, queries, warmup[:2])
         log(f"  package default: sync p95 {seven_sync.p95:.2f} ms, async p95 {seven_async.p95:.2f} ms")
+        spreading = None
+        if hasattr(RetrievalConfig, "model_fields") and "graph_walk" in RetrievalConfig.model_fields:
+            spreader = TrackingRetriever(memory, citizen_id=CITIZEN, config=RetrievalConfig(graph_walk="spreading"))
+            for text in warmup[:2]:
+                spreader.retrieve_stream(text)
+            spreading = measure_e2e(spreader.retrieve_stream, queries)
+            log(f"  spreading activation: sync p50 {spreading.p50:.2f}, p95 {spreading.p95:.2f} ms")
         complete = api = side = None
         if hasattr(memory, "stream_retriever"):
             full = memory.stream_retriever(CITIZEN, config=SIX_WAY_CONCATENATION)
@@ -961,6 +968,10 @@ def run_size(workdir: Path, nodes: int, rels: int, args: argparse.Namespace, row
                                   f"fusion, neighbours), {how}, end to end ({len(queries)} queries)"
                             + series.steady_note(), series.p50, series.p95, f"p95 <= {default_target:.0f} ms",
                             series.p95 <= default_target))
+        if spreading is not None:
+            rows.append(Row(size, f"`SPREADING_ACTIVATION` (the default with the graph channel spreading activation "
+                                  f"from the vector and keyword hits), sync `retrieve_stream` ({len(queries)} queries)"
+                            + spreading.steady_note(), spreading.p50, spreading.p95, "reference"))
         if complete is not None:
             rows.append(Row(size, f"`memory.stream_retriever(config=SIX_WAY_CONCATENATION)`: six-way + default postprocessors, reused "
                                   f"({len(extra)} queries)", complete.p50, complete.p95))
