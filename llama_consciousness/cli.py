@@ -20,7 +20,7 @@ from pathlib import Path
 from llama_consciousness.schema._time import to_utc
 from llama_consciousness.temporal import TEMPORAL_MODES, TemporalWindow
 
-DEMO_QUERY = "What do we know about FalkorDB vector search and the V2 architecture?"
+from llama_consciousness.ingestion.loader import DEMO_QUERY  # noqa: E402 - re-exported: the demo's question
 LEVEL_TITLES = {"N1": "N1 personal", "N2": "N2 collective", "N3": "N3 ecosystem"}
 
 

@@ -115,6 +115,17 @@ class _Pending:
     at: int
     members: list[Member]
     future: Future
+    seq: int = 0
+
+
+def _settle(future: Future, report: UseReport | None = None, exc: BaseException | None = None) -> None:
+    """Give a caller its answer, unless it stopped waiting (a cancelled future takes no result)."""
+    if future.done():
+        return
+    try:
+        future.set_exception(exc) if exc is not None else future.set_result(report)
+    except Exception:  # cancelled in between: nobody is listening
+        pass
 
 
 class UseRecorder:
@@ -122,7 +133,8 @@ class UseRecorder:
 
     A batch takes every use waiting (up to ``max_batch``) and writes each graph's share in one query, so a
     busy chatbot pays one write per graph per batch, not per answer.  Started on first use; ``close``
-    writes what is waiting, then stops it.
+    writes what is waiting, then stops it.  A use whose caller cancelled its future before the write
+    started is not written; one failing use (its graph down) fails alone.
     """
 
     def __init__(self, memory: ConsciousnessMemory, max_batch: int = 64) -> None:
@@ -131,16 +143,20 @@ class UseRecorder:
         self._waiting: deque[_Pending] = deque()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._busy = False
+        self._submitted = 0  # uses handed in, and the last of them settled: flush waits for its own
+        self._settled = 0
         self._closed = False
 
     def submit(self, use_id: str, members: list[Member], at: datetime | None = None) -> Future:
+        for level, citizen, _ in members:  # a bad member fails its caller, not the batch it would join
+            graph_name(level, citizen)
         future: Future = Future()
-        pending = _Pending(use_id, citizen_states.micros(at or utcnow()), members, future)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the memory is closed: nothing more can be recorded")
-            self._waiting.append(pending)
+            self._submitted += 1
+            self._waiting.append(_Pending(use_id, citizen_states.micros(at or utcnow()), members, future,
+                                          self._submitted))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="llama-consciousness-uses", daemon=True)
                 self._thread.start()
@@ -148,9 +164,11 @@ class UseRecorder:
         return future
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every use submitted so far is written; False on timeout."""
+        """Wait until every use submitted before this call is written (later ones are not waited for);
+        False on timeout."""
         with self._cond:
-            return self._cond.wait_for(lambda: not self._waiting and not self._busy, timeout)
+            upto = self._submitted
+            return self._cond.wait_for(lambda: self._settled >= upto, timeout)
 
     def close(self, timeout: float = 30.0) -> None:
         with self._cond:
@@ -166,17 +184,17 @@ class UseRecorder:
                 if not self._waiting:
                     return
                 batch = [self._waiting.popleft() for _ in range(min(self.max_batch, len(self._waiting)))]
-                self._busy = True
+            # from here a caller's cancel no longer stops the write (asyncio's wait_for, say, cancels it)
+            live = [p for p in batch if p.future.set_running_or_notify_cancel()]
             try:
-                self._write(batch)
-            except BaseException as exc:  # never lose the thread: each caller hears of the failure
+                self._write(live)
+            except BaseException as exc:  # never lose the thread: each caller left hears of the failure
                 logger.exception("recording uses failed")
-                for p in batch:
-                    if not p.future.done():
-                        p.future.set_exception(exc)
+                for p in live:
+                    _settle(p.future, exc=exc)
             finally:
                 with self._cond:
-                    self._busy = False
+                    self._settled = max(self._settled, max(p.seq for p in batch))
                     self._cond.notify_all()
 
     def _write(self, batch: list[_Pending]) -> None:
@@ -190,7 +208,12 @@ class UseRecorder:
             else:
                 rounds.append([p])
         for r in rounds:
-            self._write_round(r)
+            try:
+                self._write_round(r)
+            except Exception as exc:  # this round's uses fail; the next rounds are still written
+                logger.exception("recording uses failed")
+                for p in r:
+                    _settle(p.future, exc=exc)
 
     def _write_round(self, round_: list[_Pending]) -> None:
         reports = {p.use_id: UseReport(use_id=p.use_id) for p in round_}
@@ -218,7 +241,7 @@ class UseRecorder:
             report = reports[p.use_id]
             if report.skipped or report.errors:
                 logger.info("record_use: %s", report.message)
-            p.future.set_result(report)
+            _settle(p.future, report)
 
 
 # -- feedback ---------------------------------------------------------------------------------------------
@@ -314,8 +337,6 @@ def update_state(memory: ConsciousnessMemory, citizen_id: str, *, energy: Any, e
         raise ValueError("update_citizen_state needs at least one of energy, emotion_vector, goal, mindstate")
     now = utcnow()
     at = now if valid_at is None else to_utc(valid_at)
-    if energy is UNSET and memory.citizen_state(citizen_id, as_of=at) is None:
-        raise ValueError(f"citizen {citizen_id!r} has no state in force at {at.isoformat()}: give its energy")
     state = CitizenState(  # validates every given field (the carried ones are placeholders)
         citizen_id=citizen_id, energy=0.0 if energy is UNSET else energy,
         emotion_vector={} if emotion_vector is UNSET else (emotion_vector or {}),

@@ -258,9 +258,15 @@ class ConsciousnessMemory:
 
             self._postgres_server = EmbeddedPostgres(self.data_dir).start()
             url, revive = self._postgres_server.url, self._postgres_server.revive
-        self._pgvector = PgVectorStore(url, self.dimension, ef_search=self.vector_index.ef_runtime,
-                                      m=self.vector_index.m, ef_construction=self.vector_index.ef_construction,
-                                      revive=revive)
+        index = self.vector_index
+        m = min(100, max(2, index.m))  # pgvector's bounds, narrower than FalkorDB's
+        ef_construction = min(1000, max(2 * m, 4, index.ef_construction))
+        if (m, ef_construction) != (index.m, index.ef_construction):
+            logger.warning("VectorIndexConfig(m=%d, ef_construction=%d) is outside pgvector's bounds; its index "
+                           "is built with m=%d, ef_construction=%d", index.m, index.ef_construction, m,
+                           ef_construction)
+        self._pgvector = PgVectorStore(url, self.dimension, ef_search=index.ef_runtime, m=m,
+                                      ef_construction=ef_construction, revive=revive)
         self._pgvector.ensure_schema()
 
     def vectors(self, level: str) -> LevelVectors:
@@ -280,8 +286,12 @@ class ConsciousnessMemory:
         if self._closed:
             return
         self._closed = True
-        if getattr(self, "_use_recorder", None) is not None:
-            self._use_recorder.close()  # what callers marked as used is written before the servers go
+        lock = getattr(self, "_recorder_lock", None)
+        if lock is not None:
+            with lock:  # a record_use from now on is refused; what callers marked as used is written first
+                recorder = self._use_recorder
+            if recorder is not None:
+                recorder.close()
         if getattr(self, "keyword_indexes", None) is not None:
             self.keyword_indexes.close()
         if self._pgvector is not None:
@@ -656,9 +666,12 @@ class ConsciousnessMemory:
         """
         use, members = living.used_members(used, use_id)
         with self._recorder_lock:
+            if self._closed:
+                raise RuntimeError("the memory is closed: nothing more can be recorded")
             if self._use_recorder is None:
                 self._use_recorder = living.UseRecorder(self)
-        return self._use_recorder.submit(use, members)
+            recorder = self._use_recorder
+        return recorder.submit(use, members)
 
     async def arecord_use(self, used: Any, *, use_id: str | None = None) -> UseReport:
         """``record_use``, awaited until written (on any event loop)."""

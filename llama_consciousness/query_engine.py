@@ -35,6 +35,8 @@ class ConsciousnessQueryEngine(RetrieverQueryEngine):
             memory.record_use(response)
         except (TypeError, ValueError) as exc:  # nodes of another retriever: nothing of ours to reinforce
             logger.debug("response not recorded as a use: %s", exc)
+        except Exception as exc:  # a closed memory, a store without record_use: the answer stands
+            logger.warning("response not recorded as a use: %s", exc)
 
     def _query(self, query_bundle: QueryBundle) -> Any:
         response = super()._query(query_bundle)

@@ -95,6 +95,37 @@ def test_a_correction_expires_the_old_version_and_keeps_it(memory, citizen) -> N
     assert [s.version_id for s in memory.citizen_state_history(citizen, known_at=before_fix)] == [wrong.version_id]
 
 
+def test_as_believed_before_a_correction_the_next_version_still_ends_the_one_before(memory, citizen) -> None:
+    memory.update_citizen_state(citizen, energy=0.3, valid_at=T0)
+    memory.update_citizen_state(citizen, energy=0.9, valid_at=T0 + timedelta(days=1))
+    before_fix = datetime.now(UTC)
+    memory.update_citizen_state(citizen, energy=0.8, valid_at=T0 + timedelta(days=1), reason="fixed")
+    then = memory.citizen_state_history(citizen, known_at=before_fix)
+    assert [s.energy for s in then] == [0.3, 0.9] and then[0].invalid_at == T0 + timedelta(days=1)
+    assert then[1].expired_at is not None  # corrected later, but believed at before_fix
+
+
+def test_the_recorder_keeps_each_use_to_itself(memory, lived) -> None:
+    from concurrent.futures import CancelledError
+
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    stream = _stream(memory, lived)
+    bad = [NodeWithScore(node=TextNode(id_="x", text="", metadata={"level": "N1", "node_id": "launch",
+                                                                      "retrieval_id": "r-bad"}))]
+    with pytest.raises(Exception, match="citizen"):
+        memory.record_use(bad)  # an N1 memory without its citizen: refused to the caller, not the batch
+    futures = [memory.record_use(stream, use_id=f"c{i}") for i in range(6)]
+    cancelled = sum(f.cancel() for f in futures[::2])  # some callers stop waiting
+    assert memory.flush_uses(30)
+    done = [f for f in futures if not f.cancelled()]
+    assert len(done) == 6 - cancelled and all(f.result(timeout=5).counted for f in done)
+    for f in futures:
+        if f.cancelled():
+            with pytest.raises(CancelledError):
+                f.result()
+
+
 def test_bad_state_updates_are_refused(memory, citizen) -> None:
     with pytest.raises(ValueError, match="give its energy"):
         memory.update_citizen_state(citizen, goal="no energy yet")

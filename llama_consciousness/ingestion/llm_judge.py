@@ -84,7 +84,7 @@ def default_llm() -> Any:
     from llama_consciousness.llms import LLMUnavailableError, openai_llm
 
     try:
-        return openai_llm(os.environ.get("LLAMA_CONSCIOUSNESS_JUDGE_MODEL"), timeout_s=30.0)
+        return openai_llm(os.environ.get("LLAMA_CONSCIOUSNESS_JUDGE_MODEL") or "gpt-4o-mini", timeout_s=30.0)
     except LLMUnavailableError as exc:
         raise UpdateJudgeError(f"no LLM given to LLMUpdateJudge: {exc}") from None
 

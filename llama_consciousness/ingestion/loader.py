@@ -179,6 +179,10 @@ def read_memory_file(
     return nodes, relationships
 
 
+DEMO_QUERY = "What do we know about FalkorDB vector search and the V2 architecture?"
+"""The question the demo (CLI and web page) asks of the bundled scenario."""
+
+
 def demo_memory_file() -> Path:
     """The bundled demo memory set (the spec's Ada / Luca / Felix scenario)."""
     return Path(__file__).resolve().parent.parent / "data" / "demo_memories.jsonl"

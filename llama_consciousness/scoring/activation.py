@@ -61,6 +61,7 @@ class Activated:
     best_share: float = 0.0
     fired: bool = False
     received: float = 0.0  # what links brought (the activation less its own seed score)
+    trail: tuple[str, ...] = ()  # the memories the strongest share passed through, the seed first
 
 
 def seed_activations(scored: Iterable[tuple[str, float]]) -> dict[str, Activated]:
@@ -74,7 +75,7 @@ def seed_activations(scored: Iterable[tuple[str, float]]) -> dict[str, Activated
     top = max(best.values())
     low = min(0.0, min(best.values()))
     span = (top - low) or 1.0
-    return {i: Activated(i, max(0.0, min(1.0, (s - low) / span)), i) for i, s in best.items()}
+    return {i: Activated(i, max(0.0, min(1.0, (s - low) / span)), i, trail=(i,)) for i, s in best.items()}
 
 
 def next_frontier(state: Mapping[str, Activated], spent: float, settings: SpreadSettings) -> tuple[list[str], float]:
@@ -101,7 +102,8 @@ def spread_hop(
     """The frontier fires, once each: every memory passes its activation x decay x the link's traversal
     probability x its fan share (``fanout`` / its number of links, at most 1) to each neighbour over the
     followed links (``links[id]``: its number of links in all, and ``(neighbour id, link)`` of the strongest
-    ``fanout``).  Shares add up; a neighbour's path is that of its strongest share.  Updates ``state``."""
+    ``fanout``).  Shares add up; a neighbour's path is that of its strongest share; a share never goes
+    back to a memory on its own trail.  Updates ``state``."""
     for source in frontier:
         here = state[source]
         here.fired = True
@@ -111,8 +113,9 @@ def spread_hop(
             share = here.activation * settings.decay * probability(link) * fan
             if share < settings.threshold / 10:  # crumbs: not worth a path
                 continue
-            if any(getattr(step, "edge_id", None) == getattr(link, "edge_id", object()) for step in here.path):
-                continue  # a trail never walks a link twice
+            trail = here.trail or (source,)
+            if neighbour in trail:
+                continue  # no echo: a share never returns to a memory it came through (its seed included)
             there = state.get(neighbour)
             if there is None:
                 there = state[neighbour] = Activated(neighbour, 0.0, here.seed)
@@ -120,3 +123,4 @@ def spread_hop(
             there.received += share
             if share > there.best_share:
                 there.best_share, there.seed, there.path = share, here.seed, [*here.path, link]
+                there.trail = (*trail, neighbour)

@@ -60,8 +60,11 @@ def item_feedback(item: Any) -> float:
     """One retrieved item's signed push on energy: positive when it energises, negative when it is flat.
 
     The spec's transfer factors, arranged so that their intent holds for any
-    item: energy x coefficient x emotional intensity (capped at 2) against a
-    neutral item's gives the direction (above neutral energises); the
+    item: energy x coefficient x emotional amplification against a neutral
+    item's gives the direction (above neutral energises).  The amplification
+    is 1 + the emotions' summed intensity, at most 2: the spec caps it at 2
+    but counts a weak emotion (0.3) below none at all (1), which would turn
+    an energising memory that has a feeling into a draining one.  The
     resolution state scales how much of it reaches the citizen (blocked 1.5,
     in progress 1.0, resolved 0.3: closure moves little, frustration most).
     A memory has no coefficient: ``DEFAULT_COEFFICIENT``.
@@ -70,7 +73,7 @@ def item_feedback(item: Any) -> float:
     coefficient = getattr(item, "energy_transfer_coefficient", None)
     coefficient = DEFAULT_COEFFICIENT if coefficient is None else float(coefficient)
     emotions = getattr(item, "emotion_vector", None)
-    emotion = min(sum(emotions.values()), EMOTION_CAP) if emotions else 1.0
+    emotion = 1.0 + min(max(sum(emotions.values()), 0.0), EMOTION_CAP - 1.0) if emotions else 1.0
     state = RESOLUTION_MULTIPLIER.get(getattr(item, "resolution_state", None), 1.0)
     return state * (energy * coefficient * emotion / NEUTRAL_DRIVE - 1.0)
 

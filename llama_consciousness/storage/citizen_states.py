@@ -77,11 +77,17 @@ def history(citizen_id: str, known: datetime | None = None) -> Plan:
                        params, read_only=True)
     states = [list(r[0]) for r in rows]
     # invalid_at: the next version in valid time among those still believed
-    live = [r for r in states if r[PROPS.index("expired_at")] is None]
+    cut = None if known is None else micros(known)
+    expired, valid = PROPS.index("expired_at"), PROPS.index("valid_at")
+
+    def believed(row: list) -> bool:  # at `known` (or now): not yet corrected then
+        return row[expired] is None or (cut is not None and row[expired] > cut)
+
+    live = [r for r in states if believed(r)]
     out = []
     for row in states:
-        later = [r[PROPS.index("valid_at")] for r in live if r[PROPS.index("valid_at")] > row[PROPS.index("valid_at")]]
-        out.append(_state(citizen_id, row, min(later) if later and row[PROPS.index("expired_at")] is None else None))
+        later = [r[valid] for r in live if r[valid] > row[valid]]
+        out.append(_state(citizen_id, row, min(later) if later and believed(row) else None))
     return out
 
 
@@ -101,6 +107,8 @@ def record(state: CitizenState, carry: dict[str, bool]) -> Plan:
     cypher = (
         f"OPTIONAL MATCH (s:{LABEL}) WHERE s.valid_at <= $at AND {_BELIEVED} "
         "WITH s ORDER BY s.valid_at DESC, s.created_at DESC LIMIT 1 "
+        # a carried energy needs a version to carry it from: none, nothing is written (the caller says so)
+        "WITH s WHERE s IS NOT NULL OR NOT $carry_energy "
         f"CREATE (v:{LABEL} {{version_id: $vid, valid_at: $at, created_at: $now, source: $source}}) "
         "SET v.energy = CASE WHEN $carry_energy THEN s.energy ELSE $energy END, "
         "v.emotion_names = CASE WHEN $carry_emotions THEN s.emotion_names ELSE $names END, "
@@ -115,6 +123,9 @@ def record(state: CitizenState, carry: dict[str, bool]) -> Plan:
         f"RETURN {_projection('v')}"
     )
     rows = yield Query(cypher, params)
+    if not rows:
+        raise ValueError(f"citizen {state.citizen_id!r} has no state in force at {state.valid_at.isoformat()}: "
+                         "give its energy")
     return _state(state.citizen_id, rows[0][0], None)
 
 

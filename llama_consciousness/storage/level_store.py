@@ -55,9 +55,10 @@ EDGE_RANGE_INDEXES = ("edge_id", "relation_type", "valid_at", "invalid_at", "cre
 # What the living memory keeps beside the memories (``storage.usage``, ``storage.citizen_states``): never on
 # a memory itself, since any property set on a node with a vector re-inserts its vector (an orphan each time).
 ACCESS_LABEL, USE_LABEL, CITIZEN_STATE_LABEL = "Access", "Use", "CitizenState"
+COUNTED_TYPE = "COUNTED"  # (:Use)-[:COUNTED]->(:Access): which uses counted a memory
 LIVING_INDEXES = ((ACCESS_LABEL, ("node_id",)), (USE_LABEL, ("use_id",)),
                   (CITIZEN_STATE_LABEL, ("valid_at", "stream_id")))
-LIVING_PROPERTIES = ("access_count", "last_accessed_at", "use_id", "at", "node_ids", "co_activation",
+LIVING_PROPERTIES = ("access_count", "last_accessed_at", "use_id", "at", "node_ids", "co_activation", "co_done",
                      "version_id", "energy", "emotion_names", "emotion_values", "goal", "mindstate", "valid_at",
                      "created_at", "expired_at", "source", "reason", "stream_id")
 
@@ -433,9 +434,10 @@ _WRITTEN_PROPERTIES = frozenset(
 _REGISTER_PROPERTIES = (
     f"CREATE (a:{NODE_LABEL} {{node_id: '__lc_property_keys_a'}})-[r:{EDGE_TYPE}]->"
     f"(b:{NODE_LABEL} {{node_id: '__lc_property_keys_b'}}), "
-    + ", ".join(f"(l{i}:{label})" for i, (label, _) in enumerate(LIVING_INDEXES)) + " SET "
+    + ", ".join(f"(l{i}:{label})" for i, (label, _) in enumerate(LIVING_INDEXES))
+    + f", (l0)-[c:{COUNTED_TYPE}]->(l1) SET "
     + ", ".join(f"a.{name} = 0, r.{name} = 0" for name in sorted(_WRITTEN_PROPERTIES - {"node_id"}))
-    + " DELETE r, a, b, " + ", ".join(f"l{i}" for i in range(len(LIVING_INDEXES))))
+    + " DELETE c, r, a, b, " + ", ".join(f"l{i}" for i in range(len(LIVING_INDEXES))))
 _WRITTEN_LABELS = frozenset({NODE_LABEL, *(label for label, _ in LIVING_INDEXES)})
 
 

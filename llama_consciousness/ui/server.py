@@ -169,7 +169,7 @@ def _existing_graph(memory: ConsciousnessMemory, level: str, citizen: str | None
 
 
 def api_overview(memory: ConsciousnessMemory, params: dict[str, list[str]]) -> dict[str, Any]:
-    from llama_consciousness.cli import DEMO_QUERY
+    from llama_consciousness.ingestion.loader import DEMO_QUERY
     from llama_consciousness.inspection import overview
     from llama_consciousness.temporal import TEMPORAL_MODES
 

@@ -79,3 +79,10 @@ def test_bad_settings_are_refused() -> None:
     for bad in ({"decay": 0}, {"decay": 1.5}, {"threshold": 0}, {"budget": -1}, {"fanout": 0}):
         with pytest.raises(ValueError):
             SpreadSettings(**bad)
+
+
+def test_no_echo_back_to_a_memory_on_the_trail() -> None:
+    there_and_back = {"a": [("b", link("ab"))], "b": [("a", link("ba")), ("c", link("bc"))]}
+    state, _ = run([("a", 1.0)], there_and_back, SpreadSettings(threshold=0.01, budget=100))
+    assert state["a"].received == 0.0 and state["a"].activation == 1.0  # B's link back is not walked
+    assert state["c"].received > 0 and state["c"].trail == ("a", "b", "c")

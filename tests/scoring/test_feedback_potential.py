@@ -49,3 +49,9 @@ def test_memories_count_with_the_default_coefficient_and_values_stay_in_range() 
     assert item_feedback(memory) == pytest.approx(1.5 * (1.0 * 0.5 * 2.0 / 0.25 - 1.0))  # emotion capped at 2
     assert 0.5 < feedback_potential([memory]) <= 1.0
     assert 0.0 <= feedback_potential([item(energy=0.0, coefficient=0.0, state="blocked")]) < 0.5
+
+
+def test_a_feeling_never_turns_an_energising_memory_into_a_draining_one() -> None:
+    plain = item(energy=0.9, coefficient=0.5)
+    felt = item(energy=0.9, coefficient=0.5, emotions={"joy": 0.3})
+    assert feedback_potential([plain]) > 0.5 and feedback_potential([felt]) >= feedback_potential([plain])
