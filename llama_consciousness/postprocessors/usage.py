@@ -84,22 +84,32 @@ class UsageReinforcement(StreamPostprocessor):
             level, node_id = meta.get("level"), meta.get("node_id")
             if level in ("N1", "N2", "N3") and node_id and (level != "N1" or meta.get("citizen_id")):
                 groups.setdefault((level, meta.get("citizen_id") if level == "N1" else None), []).append(node_id)
-        jobs, keys = [], []
-        for (level, citizen), ids in groups.items():
-            plans = self.memory.plans(level, citizen)
-            jobs += [(plans.graph, usage.access_stats(ids)), (plans.graph, usage.co_activation(ids))]
-            keys.append((level, citizen))
-        if not jobs:
+        keys = list(groups)
+        if not keys:
             return {}
-        results = run_interleaved(self.memory.db, jobs, int(self.timeout_s * 1000))
-        out = {}
-        for i, key in enumerate(keys):
-            stats, co = results[2 * i], results[2 * i + 1]
-            if isinstance(stats, BaseException) or isinstance(co, BaseException):
-                failed = stats if isinstance(stats, BaseException) else co
-                logger.warning("usage of %s %s unavailable: %s", key[0], key[1] or "", failed)
+        timeout_ms = int(self.timeout_s * 1000)
+        plans = {key: self.memory.plans(*key) for key in keys}
+        # co-activation only among memories used at least once (it is counted between used memories): with
+        # nothing used, as in most retrievals, one small indexed read per level is all this step costs
+        stats = run_interleaved(self.memory.db, [(plans[k].graph, usage.access_stats(groups[k])) for k in keys],
+                                timeout_ms)
+        out: dict[tuple[str, str | None], tuple[dict, dict]] = {}
+        co_keys = []
+        for key, found in zip(keys, stats):
+            if isinstance(found, BaseException):
+                logger.warning("usage of %s %s unavailable: %s", key[0], key[1] or "", found)
                 continue
-            out[key] = (stats, co)
+            out[key] = (found, {})
+            if len(found) > 1:
+                co_keys.append(key)
+        if co_keys:
+            co = run_interleaved(self.memory.db, [(plans[k].graph, usage.co_activation(sorted(out[k][0])))
+                                                  for k in co_keys], timeout_ms)
+            for key, found in zip(co_keys, co):
+                if isinstance(found, BaseException):
+                    logger.warning("co-activation of %s %s unavailable: %s", key[0], key[1] or "", found)
+                    continue
+                out[key] = (out[key][0], found)
         return out
 
     def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,
