@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
@@ -109,6 +110,11 @@ def _by_graph(members: Iterable[Member]) -> dict[str, tuple[str, str | None, lis
 # -- use, written in the background ----------------------------------------------------------------------
 
 
+USE_RETENTION = timedelta(days=30)
+"""How long a recorded use is kept (and ``record_use`` idempotent for it); its counts stay for good."""
+PRUNE_EVERY_S = 3600.0
+
+
 @dataclass
 class _Pending:
     use_id: str
@@ -137,9 +143,12 @@ class UseRecorder:
     started is not written; one failing use (its graph down) fails alone.
     """
 
-    def __init__(self, memory: ConsciousnessMemory, max_batch: int = 64) -> None:
+    def __init__(self, memory: ConsciousnessMemory, max_batch: int = 64,
+                 retention: timedelta = USE_RETENTION) -> None:
         self.memory = memory
         self.max_batch = max_batch
+        self.retention = retention
+        self._pruned: dict[str, float] = {}  # graph -> when its old uses were last pruned (monotonic)
         self._waiting: deque[_Pending] = deque()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -242,6 +251,22 @@ class UseRecorder:
             if report.skipped or report.errors:
                 logger.info("record_use: %s", report.message)
             _settle(p.future, report)
+        for graph, (level, citizen, _) in graphs.items():  # after the answers: nobody waits for this
+            self._prune(graph, level, citizen)
+
+    def _prune(self, graph: str, level: str, citizen: str | None) -> None:
+        """Delete a graph's uses older than the retention, at most once per ``PRUNE_EVERY_S`` per graph."""
+        now = time.monotonic()
+        if now - self._pruned.get(graph, float("-inf")) < PRUNE_EVERY_S:
+            return
+        self._pruned[graph] = now
+        try:
+            before = citizen_states.micros(utcnow() - self.retention)
+            deleted = self.memory.writable(level, citizen).run(usage.prune_uses(before))
+            if deleted:
+                logger.info("record_use: %d uses older than %s pruned from %s", deleted, self.retention, graph)
+        except Exception as exc:  # the next batch tries again later; nothing recorded depends on it
+            logger.warning("pruning old uses of %s failed: %s", graph, exc)
 
 
 # -- feedback ---------------------------------------------------------------------------------------------

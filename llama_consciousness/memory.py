@@ -28,7 +28,7 @@ from redis.retry import Retry
 
 from llama_consciousness.embeddings import embedding_dimension, resolve_embed_model
 from llama_consciousness.errors import LevelError
-from llama_consciousness.levels import LEVELS, check_level, graph_name
+from llama_consciousness.levels import LEVELS, SHARED_GRAPHS, check_level, graph_name
 from llama_consciousness.nodes import memory_text
 from llama_consciousness import living
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, ConsciousnessStream, MemoryNode
@@ -676,6 +676,25 @@ class ConsciousnessMemory:
     async def arecord_use(self, used: Any, *, use_id: str | None = None) -> UseReport:
         """``record_use``, awaited until written (on any event loop)."""
         return await asyncio.wrap_future(self.record_use(used, use_id=use_id))
+
+    def prune_uses(self, older_than: Any = None) -> int:
+        """Delete the records of uses older than ``older_than`` (a ``timedelta``, default
+        ``living.USE_RETENTION``, 30 days) from every graph; their access counts and co-activation stay.
+        The use recorder does this by itself, once an hour per graph it writes to.  Returns how many."""
+        from datetime import timedelta
+
+        older_than = living.USE_RETENTION if older_than is None else older_than
+        if not isinstance(older_than, timedelta) or older_than.total_seconds() < 0:
+            raise ValueError(f"older_than must be a non-negative timedelta, got {older_than!r}")
+        before = citizen_states.micros(utcnow() - older_than)
+        total = 0
+        for name in self.graphs():
+            level, citizen = ("N1", name.removeprefix("citizen_")) if name.startswith("citizen_") else (
+                {graph: lv for lv, graph in SHARED_GRAPHS.items()}.get(name), None)
+            if level is None:
+                continue
+            total += self.writable(level, citizen).run(usage.prune_uses(before))
+        return total
 
     def flush_uses(self, timeout: float | None = None) -> bool:
         """Wait until every use recorded so far is written (False on timeout)."""

@@ -359,3 +359,34 @@ def test_usage_lifts_used_memories_and_recomputes_authority(memory, lived) -> No
     from llama_consciousness.postprocessors import default_postprocessors
     assert [type(p).__name__ for p in default_postprocessors(memory)][:3] == [
         "MetadataQualityPostprocessor", "UsageReinforcement", "ConsciousnessRanker"]
+
+
+def test_old_uses_are_pruned_and_their_counts_stay(memory, lived) -> None:
+    import time as clock
+    from datetime import timedelta as td
+
+    from llama_consciousness.inspection import memory_history
+    from llama_consciousness.living import UseRecorder
+
+    def uses() -> set[str]:
+        return {u["use_id"] for u in memory_history(memory, "launch", "N1", lived)["uses"]}
+
+    members = [("N1", lived, "launch"), ("N1", lived, "benchmarks")]
+    long_ago = datetime.now(UTC) - td(days=40)
+    held = UseRecorder(memory)
+    held._pruned[f"citizen_{lived}"] = clock.monotonic()  # pruned a moment ago: not again within the hour
+    assert held.submit("old-1", members, at=long_ago).result(timeout=30).counted
+    held.close()
+    assert "old-1" in uses()
+    assert memory.prune_uses() >= 1 and "old-1" not in uses()
+    assert memory.access_stats("N1", ["launch"], lived)["launch"][0] == 1  # counts stay
+    auto = UseRecorder(memory)  # first write to the graph: it prunes what is past the retention itself
+    assert auto.submit("old-2", members, at=long_ago).result(timeout=30).counted
+    auto.close()
+    assert "old-2" not in uses() and memory.access_stats("N1", ["launch"], lived)["launch"][0] == 2
+    stream = _stream(memory, lived)
+    memory.record_use(stream, use_id="fresh").result(timeout=30)
+    assert memory.record_use(stream, use_id="fresh").result(timeout=30).counted == []  # kept: once
+    assert "fresh" in uses()
+    with pytest.raises(ValueError):
+        memory.prune_uses(older_than=-1)

@@ -56,7 +56,7 @@ EDGE_RANGE_INDEXES = ("edge_id", "relation_type", "valid_at", "invalid_at", "cre
 # a memory itself, since any property set on a node with a vector re-inserts its vector (an orphan each time).
 ACCESS_LABEL, USE_LABEL, CITIZEN_STATE_LABEL = "Access", "Use", "CitizenState"
 COUNTED_TYPE = "COUNTED"  # (:Use)-[:COUNTED]->(:Access): which uses counted a memory
-LIVING_INDEXES = ((ACCESS_LABEL, ("node_id",)), (USE_LABEL, ("use_id",)),
+LIVING_INDEXES = ((ACCESS_LABEL, ("node_id",)), (USE_LABEL, ("use_id", "at")),
                   (CITIZEN_STATE_LABEL, ("valid_at", "stream_id")))
 LIVING_PROPERTIES = ("access_count", "last_accessed_at", "use_id", "at", "node_ids", "co_activation", "co_done",
                      "version_id", "energy", "emotion_names", "emotion_values", "goal", "mindstate", "valid_at",

@@ -100,3 +100,23 @@ def uses_of(node_id: str, limit: int = 50) -> Plan:
                        "RETURN x.use_id, x.at ORDER BY x.at DESC LIMIT $limit", {"id": node_id, "limit": int(limit)},
                        read_only=True)
     return [(r[0], r[1]) for r in rows]
+
+
+PRUNE_PAGE = 10_000
+"""Uses deleted per query when pruning (a long-idle graph catches up in several)."""
+
+
+def prune_uses(before_micros: int) -> Plan:
+    """Delete the uses recorded before ``before_micros`` (with their COUNTED links); the number deleted.
+
+    Only the bookkeeping goes: access counts and co-activation stay.  A retrieval recorded again after its
+    use was pruned counts again, so the retention is also how long ``record_use`` stays idempotent.
+    """
+    total = 0
+    while True:
+        rows = yield Query(f"MATCH (x:{USE_LABEL}) WHERE x.at < $before WITH x LIMIT $page DETACH DELETE x "
+                           "RETURN count(x)", {"before": int(before_micros), "page": PRUNE_PAGE})
+        deleted = int(rows[0][0]) if rows else 0
+        total += deleted
+        if deleted < PRUNE_PAGE:
+            return total
