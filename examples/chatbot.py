@@ -7,6 +7,10 @@ The retriever is an ordinary LlamaIndex ``BaseRetriever``: the query engine,
 its response synthesizer and any postprocessor work with it unchanged, and
 every source node carries the memory's consciousness metadata (energy,
 emotions, goal, resolution state, validity) for the LLM to weigh.
+``ConsciousnessQueryEngine`` is LlamaIndex's ``RetrieverQueryEngine`` that also
+marks each answer's memories as used (access counts, co-activation of their
+links), on a background thread; at the end the example shows what use taught
+the memory.
 """
 
 from __future__ import annotations
@@ -18,11 +22,10 @@ from typing import Any
 from llama_index.core import Settings
 from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
-from llama_index.core.query_engine import RetrieverQueryEngine
 
 from _llm import openai_or
 
-from llama_consciousness import ConsciousnessMemory
+from llama_consciousness import ConsciousnessMemory, ConsciousnessQueryEngine
 from llama_consciousness.ingestion import demo_memory_file
 from llama_consciousness.retrievers import SEVEN_WAY_CONCATENATION, SixWayHybridRetriever
 
@@ -68,7 +71,7 @@ def main() -> None:
             memory.ingest(demo_memory_file())
             retriever = SixWayHybridRetriever(memory, citizen_id="ada", config=SEVEN_WAY_CONCATENATION,
                                               intention_defaults={"max_results_per_level": 5})
-            engine = RetrieverQueryEngine.from_args(retriever, llm=Settings.llm)
+            engine = ConsciousnessQueryEngine.from_args(retriever, llm=Settings.llm)
             for question in questions:
                 response = engine.query(question)
                 print(f"\nQ: {question}\nA: {response}\n   sources:")
@@ -76,6 +79,12 @@ def main() -> None:
                     meta = source.node.metadata
                     print(f"   {source.score:.3f} {meta['retrieval_sources']} {meta['name']}"
                           f" (energy {meta['energy']}, {meta['resolution_state']})")
+            memory.flush_uses(30)
+            used = {m: n for m, (n, _) in memory.access_stats("N1", [
+                s.node.metadata["node_id"] for s in response.source_nodes
+                if s.node.metadata["level"] == "N1"], "ada").items()}
+            print("\nN1 memories the answers were given from, and how often:",
+                  ", ".join(f"{m} x{n}" for m, n in sorted(used.items(), key=lambda kv: -kv[1])) or "-")
 
 
 if __name__ == "__main__":
