@@ -31,6 +31,7 @@ from uuid import uuid4
 from llama_index.core.schema import NodeWithScore
 
 from llama_consciousness.levels import graph_name
+from llama_consciousness.postprocessors.base import memory_key
 from llama_consciousness.schema import ConsciousnessStream
 from llama_consciousness.schema._time import to_utc, utcnow
 from llama_consciousness.schema.citizen import CitizenState, FeedbackReport, SkippedMemory, UseReport
@@ -87,17 +88,15 @@ def used_members(used: Any, use_id: str | None = None) -> tuple[str, list[Member
     if not isinstance(nodes, (list, tuple)) or not all(isinstance(n, NodeWithScore) for n in nodes):
         raise TypeError("record_use/apply_feedback take a ConsciousnessStream, a list of NodeWithScore or a "
                         f"response with source_nodes, not {type(used).__name__}")
-    metas = [n.node.metadata for n in nodes]
-    if any("activation_tier" in m for m in metas):
-        metas = [m for m in metas if m.get("activation_tier") == "focus"]
-    metas = [m for m in metas if m.get("level") in LEVEL_KEYS and m.get("node_id")]
-    ids = {m.get("retrieval_id") for m in metas} - {None}
+    if any("activation_tier" in n.node.metadata for n in nodes):
+        nodes = [n for n in nodes if n.node.metadata.get("activation_tier") == "focus"]
+    nodes = [n for n in nodes if n.node.metadata.get("level") in LEVEL_KEYS and n.node.metadata.get("node_id")]
+    ids = {n.node.metadata.get("retrieval_id") for n in nodes} - {None}
     if use_id is None:
         if len(ids) != 1:
             raise ValueError("these nodes do not name one retrieval (metadata 'retrieval_id'): pass use_id=...")
         use_id = ids.pop()
-    members = [(m["level"], m.get("citizen_id") if m["level"] == "N1" else None, m["node_id"]) for m in metas]
-    return str(use_id), list(dict.fromkeys(members))
+    return str(use_id), list(dict.fromkeys(memory_key(n) for n in nodes))
 
 
 def _by_graph(members: Iterable[Member]) -> dict[str, tuple[str, str | None, list[str]]]:

@@ -9,7 +9,6 @@ replaced by a guessed one.  The scoring itself lives in
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -22,7 +21,7 @@ from llama_consciousness.nodes import is_relationship
 from llama_consciousness.schema._time import to_utc, utcnow
 from llama_consciousness.scoring.cognitive import (
     DEFAULT_TECHNICAL_TERMS,
-    compute_authority_score,
+    authority_from_metadata,
     extract_concepts,
     infer_surfaces_when,
 )
@@ -119,28 +118,6 @@ class SurfacesWhenInferrer(MemoryTransform):
         return nodes
 
 
-def _parse_time(value: Any) -> Optional[datetime]:
-    """An aware UTC datetime, or None: a bad timestamp is the validator's business, not authority's."""
-    if isinstance(value, datetime):
-        return to_utc(value)
-    if isinstance(value, str) and value:
-        try:
-            return to_utc(datetime.fromisoformat(value.strip()))
-        except ValueError:
-            return None
-    return None
-
-
-def _number(value: Any) -> Optional[float]:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 COMPUTED_KEY = "lc_computed"
 
 
@@ -160,17 +137,7 @@ class AuthorityScorer(MemoryTransform):
 
     def score(self, metadata: dict[str, Any], now: datetime) -> float:
         """The authority of the memory whose metadata is given, as of ``now``."""
-        extra = metadata.get("extra")
-        extra = extra if isinstance(extra, dict) else {}
-        access = _number(extra.get("access_count"))
-        created = _parse_time(metadata.get("created_at")) or now
-        accessed = _parse_time(extra.get("last_accessed_at"))
-        return compute_authority_score(
-            _number(extra.get("importance")),
-            int(access) if access is not None else 0,
-            (now - created).total_seconds() / 86_400.0,
-            (now - accessed).total_seconds() / 86_400.0 if accessed is not None else None,
-        )
+        return authority_from_metadata(metadata, now)
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         now = to_utc(self.now) if self.now is not None else utcnow()

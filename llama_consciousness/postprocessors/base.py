@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Optional
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_consciousness.levels import LEVELS
 from llama_consciousness.schema import ConsciousnessNode, MemoryNode
 from llama_consciousness.schema.memory import retrieved_node
 
@@ -22,6 +23,19 @@ __all__ = ["StepResult", "StreamPostprocessor", "consciousness_node_of", "hide_f
            "query_text"]
 
 _MEMORY_FIELDS = tuple(name for name in MemoryNode.model_fields if name != "embedding")
+
+
+MemoryKey = tuple[Optional[str], Optional[str], str]
+"""Where a retrieved memory is stored: (level, citizen for N1, node_id)."""
+
+
+def memory_key(node: NodeWithScore) -> MemoryKey:
+    """The level (None when the metadata names none), the citizen (N1 only) and the node id of a
+    retrieved memory, from its metadata."""
+    meta = node.node.metadata
+    level = meta.get("level") if meta.get("level") in LEVELS else None
+    citizen = meta.get("citizen_id") if level == "N1" else None
+    return (level, citizen, str(meta.get("node_id") or node.node.node_id))
 
 
 def memory_of(node: NodeWithScore) -> MemoryNode:

@@ -16,8 +16,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import SkipValidation
 
 from llama_consciousness.errors import LevelError, StorageError
-from llama_consciousness.levels import LEVELS
-from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor
+from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor, memory_key
 from llama_consciousness.schema.constellation import ConstellationMember, MemoryConstellation
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import Plan
@@ -30,7 +29,6 @@ __all__ = ["ROLE_KEY", "ConstellationPostprocessor", "synthesize"]
 logger = logging.getLogger(__name__)
 
 ROLE_KEY = "constellation_role"
-_Key = tuple[Optional[str], Optional[str], str]  # (level, citizen for N1, node_id)
 
 
 def synthesize(constellation: MemoryConstellation) -> str:
@@ -45,15 +43,8 @@ def synthesize(constellation: MemoryConstellation) -> str:
     return " | ".join(parts)
 
 
-def _key_of(node: NodeWithScore) -> _Key:
-    meta = node.node.metadata
-    level = meta.get("level") if meta.get("level") in LEVELS else None
-    citizen = meta.get("citizen_id") if level == "N1" else None
-    return (level, citizen, str(meta.get("node_id") or node.node.node_id))
-
-
 def _member(node: NodeWithScore, role: str, link: Optional[LinkedMemory] = None) -> ConstellationMember:
-    level, _citizen, node_id = _key_of(node)
+    level, _citizen, node_id = memory_key(node)
     return ConstellationMember(node_id=node_id, level=level, name=str(node.node.metadata.get("name") or node_id),
                                score=node.score, role=role, retrieved=True,
                                link_energy=link.relationship.energy if link else None,
@@ -81,12 +72,12 @@ class ConstellationPostprocessor(StreamPostprocessor):
 
     def _plan(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow]) -> Optional[Plan]:
         """The graph lookup for the primary's links (None when there is nothing to look up)."""
-        level, citizen, node_id = _key_of(nodes[0])
+        level, citizen, node_id = memory_key(nodes[0])
         if level is None or (level == "N1" and not citizen):
             return None
         among = None
         if not self.fetch_linked:
-            among = [k[2] for k in map(_key_of, nodes[1:]) if k[:2] == (level, citizen)]
+            among = [k[2] for k in map(memory_key, nodes[1:]) if k[:2] == (level, citizen)]
             if not among:
                 return None
         limit = max(self.max_supporting, self.max_contradicting)
@@ -100,10 +91,10 @@ class ConstellationPostprocessor(StreamPostprocessor):
         )
 
     def _assemble(self, nodes: list[NodeWithScore], linked: dict[str, list[LinkedMemory]]) -> MemoryConstellation:
-        level, citizen, _ = _key_of(nodes[0])
+        level, citizen, _ = memory_key(nodes[0])
         retrieved = {}
         for node in nodes:
-            retrieved.setdefault(_key_of(node), node)
+            retrieved.setdefault(memory_key(node), node)
 
         def members(links: list[LinkedMemory], role: str, exclude: set[str]) -> list[ConstellationMember]:
             out = []
@@ -131,7 +122,7 @@ class ConstellationPostprocessor(StreamPostprocessor):
 
         roles = {(level, citizen, m.node_id): m.role for m in (primary, *supporting, *contradicting)}
         for node in nodes:
-            role = roles.get(_key_of(node)) if node is retrieved.get(_key_of(node)) else None
+            role = roles.get(memory_key(node)) if node is retrieved.get(memory_key(node)) else None
             if role is None:
                 node.node.metadata.pop(ROLE_KEY, None)
             else:
@@ -145,7 +136,7 @@ class ConstellationPostprocessor(StreamPostprocessor):
         linked: dict[str, list[LinkedMemory]] = {}
         plan = self._plan(nodes, window)
         if plan is not None:
-            level, citizen, _ = _key_of(nodes[0])
+            level, citizen, _ = memory_key(nodes[0])
             try:
                 linked = self.memory.level(level, citizen).run(plan)
             except (StorageError, LevelError) as exc:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Mapping
 from typing import Any, Literal, Optional
 
@@ -27,6 +26,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor, hide_from_text, query_text
 from llama_consciousness.postprocessors.quality import validate_retrieved_node
 from llama_consciousness.scoring.emotional_intent import BASE_INTENSITY, extract_emotional_intent
+from llama_consciousness.scoring.cognitive import finite_number
 from llama_consciousness.scoring.emotions import canonical_vector
 from llama_consciousness.scoring.ranking import (
     calculate_emotional_similarity,
@@ -52,20 +52,9 @@ DEFAULT_EMOTION_PROMPT = (
 )
 
 
-def _number(value: Any) -> Optional[float]:
-    """``value`` as a float; None when it is not a finite number."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _unit(value: Any) -> Optional[float]:
     """``value`` as a float clamped to [0, 1]; None when it is not a finite number."""
-    number = _number(value)
+    number = finite_number(value)
     return None if number is None else max(0.0, min(1.0, number))
 
 
@@ -180,7 +169,7 @@ class ConsciousnessRanker(StreamPostprocessor):
             base = meta["ranking_base_score"]
         if base is None:
             base = meta.get("relevance_score")
-        base = _number(base) or 0.0
+        base = finite_number(base) or 0.0
         energy = _unit(meta.get("energy")) or 0.0
         confidence = _unit(meta.get("confidence")) or 0.0
         resonance = calculate_emotional_similarity(query_emotions, _clean_vector(meta.get("emotion_vector")))

@@ -19,9 +19,7 @@ LoCoMo questions are never marked used, so their rankings are unchanged).
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, Optional
 
 from llama_index.core.bridge.pydantic import Field
@@ -29,11 +27,10 @@ from pydantic import SkipValidation
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_consciousness.errors import LevelError, StorageError
-from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor
-from llama_consciousness.schema._time import to_utc, utcnow
+from llama_consciousness.postprocessors.base import StepResult, StreamPostprocessor, memory_key
+from llama_consciousness.schema._time import utcnow
 from llama_consciousness.scoring.cognitive import (
-    AUTHORITY_ACCESS_DECAY, AUTHORITY_ACCESS_WEIGHT, AUTHORITY_USAGE_SATURATION, AUTHORITY_USAGE_WEIGHT,
-    compute_authority_score,
+    AUTHORITY_ACCESS_WEIGHT, AUTHORITY_USAGE_WEIGHT, authority_from_metadata, recency_share, usage_share,
 )
 from llama_consciousness.storage import run_interleaved, usage
 from llama_consciousness.storage.citizen_states import from_micros
@@ -51,18 +48,8 @@ def usage_credit(access_count: int, days_since_accessed: float | None) -> float:
     """The part of spec 004's authority score that use earns, in [0, 0.45]; 0 for a memory never used."""
     if not access_count or days_since_accessed is None:
         return 0.0
-    count = (min(1.0, math.log(access_count) / math.log(AUTHORITY_USAGE_SATURATION))
-             if access_count > 1 else 0.0)
-    return AUTHORITY_USAGE_WEIGHT * count + AUTHORITY_ACCESS_WEIGHT * math.exp(
-        -AUTHORITY_ACCESS_DECAY * max(0.0, days_since_accessed))
-
-
-def _days(later: datetime, earlier: Any) -> float | None:
-    if earlier is None:
-        return None
-    if isinstance(earlier, str):
-        earlier = datetime.fromisoformat(earlier.replace("Z", "+00:00"))
-    return (later - to_utc(earlier)).total_seconds() / 86400.0
+    return AUTHORITY_USAGE_WEIGHT * usage_share(access_count) + AUTHORITY_ACCESS_WEIGHT * recency_share(
+        days_since_accessed)
 
 
 class UsageReinforcement(StreamPostprocessor):
@@ -80,10 +67,9 @@ class UsageReinforcement(StreamPostprocessor):
     def _read(self, nodes: Sequence[NodeWithScore]) -> dict[tuple[str, str | None], tuple[dict, dict]]:
         groups: dict[tuple[str, str | None], list[str]] = {}
         for n in nodes:
-            meta = n.node.metadata
-            level, node_id = meta.get("level"), meta.get("node_id")
-            if level in ("N1", "N2", "N3") and node_id and (level != "N1" or meta.get("citizen_id")):
-                groups.setdefault((level, meta.get("citizen_id") if level == "N1" else None), []).append(node_id)
+            level, citizen, node_id = memory_key(n)
+            if level is not None and n.node.metadata.get("node_id") and (level != "N1" or citizen):
+                groups.setdefault((level, citizen), []).append(node_id)
         keys = list(groups)
         if not keys:
             return {}
@@ -125,24 +111,21 @@ class UsageReinforcement(StreamPostprocessor):
         out, moved = [], False
         for n in nodes:
             meta = n.node.metadata
-            level = meta.get("level")
-            key = (level, meta.get("citizen_id") if level == "N1" else None)
-            if key not in read:
+            level, citizen, node_id = memory_key(n)
+            if (level, citizen) not in read:
                 out.append(n)
                 continue
-            stats, co = read[key]
-            count, at = stats.get(meta.get("node_id"), (0, None))
+            stats, co = read[(level, citizen)]
+            count, at = stats.get(node_id, (0, None))
             last = from_micros(at)
-            co_count = co.get(meta.get("node_id"), 0)
+            co_count = co.get(node_id, 0)
             meta.update(access_count=count, last_accessed_at=last.isoformat() if last else None,
                         co_activation=co_count)
             if count:  # a memory never used keeps the authority it was written with
-                extra = meta.get("extra") if isinstance(meta.get("extra"), dict) else {}
-                importance = extra.get("importance")
-                meta["authority_score"] = round(compute_authority_score(
-                    importance if isinstance(importance, (int, float)) and not isinstance(importance, bool)
-                    else None, count, _days(now, meta.get("created_at")) or 0.0, _days(now, last)), 6)
-            boost = (1.0 + self.authority_weight * usage_credit(count, _days(now, last))
+                meta["authority_score"] = round(authority_from_metadata(
+                    meta, now, access_count=count, last_accessed_at=last), 6)
+            days = None if last is None else (now - last).total_seconds() / 86_400.0
+            boost = (1.0 + self.authority_weight * usage_credit(count, days)
                      + self.co_activation_weight * min(1.0, co_count / CO_ACTIVATION_SCALE))
             moved = moved or (boost != 1.0 and n.score is not None)
             out.append(NodeWithScore(node=n.node, score=None if n.score is None else n.score * boost))

@@ -13,9 +13,12 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from datetime import datetime
+from typing import Any, NamedTuple, Optional
+
+from llama_consciousness.schema._time import to_utc
 
 __all__ = [
     "CONCEPT_FREQUENCY_WEIGHT",
@@ -25,7 +28,12 @@ __all__ = [
     "DEFAULT_TECHNICAL_TERMS",
     "STOP_WORDS",
     "SURFACE_CATEGORIES",
+    "authority_from_metadata",
     "compute_authority_score",
+    "finite_number",
+    "parse_time",
+    "recency_share",
+    "usage_share",
     "extract_concepts",
     "infer_surfaces_when",
     "tokenize",
@@ -335,14 +343,66 @@ def compute_authority_score(
     importance_value = min(10.0, max(0.0, _finite_or(importance, NEUTRAL_IMPORTANCE)))
     created = max(0.0, _finite_or(days_since_created, 0.0))
     accessed = created if days_since_accessed is None else max(0.0, _finite_or(days_since_accessed, created))
-    count = int(access_count or 0)
-    usage = 0.0
-    if count > 1:
-        usage = min(1.0, math.log(count) / math.log(AUTHORITY_USAGE_SATURATION))
     score = (
         AUTHORITY_IMPORTANCE_WEIGHT * (importance_value / 10.0)
-        + AUTHORITY_USAGE_WEIGHT * usage
+        + AUTHORITY_USAGE_WEIGHT * usage_share(access_count)
         + AUTHORITY_CREATION_WEIGHT * math.exp(-AUTHORITY_CREATION_DECAY * created)
-        + AUTHORITY_ACCESS_WEIGHT * math.exp(-AUTHORITY_ACCESS_DECAY * accessed)
+        + AUTHORITY_ACCESS_WEIGHT * recency_share(accessed)
     )
     return min(1.0, max(0.0, score))
+
+
+def usage_share(access_count: int) -> float:
+    """The usage term of the authority score: log(n)/log(50), in [0, 1]; 0 or 1 accesses earn nothing."""
+    count = int(access_count or 0)
+    return min(1.0, math.log(count) / math.log(AUTHORITY_USAGE_SATURATION)) if count > 1 else 0.0
+
+
+def recency_share(days_since_accessed: float) -> float:
+    """The access-recency term of the authority score: exp(-0.05 x days), 1 for now (negative days: now)."""
+    return math.exp(-AUTHORITY_ACCESS_DECAY * max(0.0, days_since_accessed))
+
+
+def finite_number(value: Any) -> Optional[float]:
+    """``value`` as a float; None when it is not a finite number (booleans are not numbers here)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def parse_time(value: Any) -> Optional[datetime]:
+    """An aware UTC datetime from a datetime or ISO-8601 text, or None: a bad timestamp is the validator's
+    business, not authority's."""
+    if isinstance(value, datetime):
+        return to_utc(value)
+    if isinstance(value, str) and value:
+        try:
+            return to_utc(datetime.fromisoformat(value.strip()))
+        except ValueError:
+            return None
+    return None
+
+
+def authority_from_metadata(metadata: Mapping[str, Any], now: datetime, *, access_count: Any = None,
+                            last_accessed_at: Any = None) -> float:
+    """The authority of the memory whose metadata is given, as of ``now``.
+
+    Reads ``extra["importance"]`` (missing: neutral 5) and ``created_at`` (missing: ``now``); the use,
+    from ``access_count`` and ``last_accessed_at`` when given (what the store recorded), else from
+    ``extra`` (what a record brought; missing: 0 accesses, as recent as the creation).
+    """
+    extra = metadata.get("extra")
+    extra = extra if isinstance(extra, dict) else {}
+    access = finite_number(extra.get("access_count") if access_count is None else access_count)
+    created = parse_time(metadata.get("created_at")) or now
+    accessed = parse_time(extra.get("last_accessed_at") if last_accessed_at is None else last_accessed_at)
+    return compute_authority_score(
+        finite_number(extra.get("importance")),
+        int(access) if access is not None else 0,
+        (now - created).total_seconds() / 86_400.0,
+        (now - accessed).total_seconds() / 86_400.0 if accessed is not None else None,
+    )
