@@ -38,6 +38,15 @@ def graph_name(level: str, citizen_id: str | None = None) -> str:
     return SHARED_GRAPHS[level]
 
 
+def graph_level(name: str) -> tuple[str, str | None] | None:
+    """``(level, citizen_id)`` of a level graph's name (the inverse of :func:`graph_name`); None for a graph
+    that is not a level's."""
+    if name.startswith("citizen_"):
+        return "N1", name.removeprefix("citizen_")
+    level = next((lv for lv, graph in SHARED_GRAPHS.items() if graph == name), None)
+    return None if level is None else (level, None)
+
+
 def home_key(level: str, citizen_id: str | None) -> tuple[str, str | None]:
     """``(level, citizen)`` naming a record's level graph: the citizen counts in N1 only.
 

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,10 +36,8 @@ from llama_consciousness.schema import ConsciousnessStream
 from llama_consciousness.schema._time import to_utc, utcnow
 from llama_consciousness.schema.citizen import CitizenState, FeedbackReport, SkippedMemory, UseReport
 from llama_consciousness.schema.stream import LEVEL_KEYS
-from llama_consciousness.scoring.energy import feedback_potential
+from llama_consciousness.scoring.energy import energy_feedback_delta, feedback_potential
 from llama_consciousness.storage import citizen_states, usage
-from llama_consciousness.storage.level_store import NODE_LABEL, Query
-from llama_consciousness.storage.params import Ids
 
 if TYPE_CHECKING:
     from llama_consciousness.memory import ConsciousnessMemory
@@ -271,28 +269,13 @@ class UseRecorder:
 # -- feedback ---------------------------------------------------------------------------------------------
 
 
-def _current(memory: ConsciousnessMemory, level: str, citizen: str | None, ids: Sequence[str]) -> dict[str, str]:
-    """``{node_id: "current" | "superseded" | "deleted"}`` now."""
-    rows = memory.level(level, citizen).run(_states_plan(ids))
-    return dict(rows)
-
-
-def _states_plan(ids: Sequence[str]) -> Any:
-    rows = yield Query(f"UNWIND $ids AS id OPTIONAL MATCH (n:{NODE_LABEL} {{node_id: id}}) "
-                       "RETURN id, CASE WHEN n IS NULL THEN 'deleted' WHEN n.expired_at IS NULL THEN 'current' "
-                       "ELSE 'superseded' END", {"ids": Ids(ids)}, read_only=True)
-    return [(r[0], r[1]) for r in rows]
-
-
 def stream_citizen(stream: ConsciousnessStream) -> str | None:
     """The citizen a stream was retrieved for, from its personal (N1) memories."""
-    for results in (stream.levels.get(LEVEL_KEYS["N1"]),):
-        if results is None:
-            continue
-        for node in (*results.vector_results, *results.graph_results, *results.keyword_results):
-            if node.citizen_id:
-                return node.citizen_id
-    return None
+    results = stream.levels.get(LEVEL_KEYS["N1"])
+    if results is None:
+        return None
+    return next((n.citizen_id for n in (*results.vector_results, *results.graph_results, *results.keyword_results)
+                 if n.citizen_id), None)
 
 
 def apply_feedback(memory: ConsciousnessMemory, stream: ConsciousnessStream, citizen_id: str | None,
@@ -315,7 +298,7 @@ def apply_feedback(memory: ConsciousnessMemory, stream: ConsciousnessStream, cit
             wanted.setdefault((lv, citizen if lv == "N1" else None), set()).update((r.source_id, r.target_id))
     state: dict[tuple[str, str], str] = {}
     for (lv, cid), ids in wanted.items():
-        for node_id, what in _current(memory, lv, cid, sorted(ids)).items():
+        for node_id, what in memory.level(lv, cid).run(usage.memory_states(sorted(ids))).items():
             state[(lv, node_id)] = what
     skipped = [SkippedMemory(level=lv, node_id=n.node_id, reason=state[(lv, n.node_id)])
                for lv, n in nodes if state.get((lv, n.node_id), "deleted") != "current"]
@@ -334,7 +317,7 @@ def apply_feedback(memory: ConsciousnessMemory, stream: ConsciousnessStream, cit
                               message="nothing to feed back: every retrieved memory was superseded or deleted "
                                       "since the retrieval" if skipped else "nothing to feed back: the stream "
                                       "holds no memory")
-    delta = (potential - 0.5) * feedback_weight  # apply_energy_feedback's delta, added inside the write
+    delta = energy_feedback_delta(potential, feedback_weight)  # added, and clamped, inside the write
     reason = f"feedback of retrieval {stream.intention_id}: potential {potential:.3f} from {len(live)} items"
     applied, before, after, fresh = memory.writable("N1", citizen).run(citizen_states.apply_delta(
         citizen, "cs_" + uuid4().hex, stream.intention_id, delta, now, reason))

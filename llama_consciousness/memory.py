@@ -28,7 +28,7 @@ from redis.retry import Retry
 
 from llama_consciousness.embeddings import embedding_dimension, resolve_embed_model
 from llama_consciousness.errors import LevelError
-from llama_consciousness.levels import LEVELS, SHARED_GRAPHS, check_level, graph_name
+from llama_consciousness.levels import LEVELS, check_level, graph_level, graph_name
 from llama_consciousness.nodes import memory_text
 from llama_consciousness import living
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, ConsciousnessStream, MemoryNode
@@ -374,7 +374,7 @@ class ConsciousnessMemory:
 
     def citizens(self) -> list[str]:
         """The citizens that have an N1 memory (on a cluster: across every master)."""
-        return [name.removeprefix("citizen_") for name in self.graphs() if name.startswith("citizen_")]
+        return [key[1] for key in map(graph_level, self.graphs()) if key and key[0] == "N1"]
 
     def server_of(self, level: str, citizen_id: str | None = None) -> str:
         """Where a level graph lives: ``host:port`` of its cluster master, else the one server's address."""
@@ -687,14 +687,8 @@ class ConsciousnessMemory:
         if not isinstance(older_than, timedelta) or older_than.total_seconds() < 0:
             raise ValueError(f"older_than must be a non-negative timedelta, got {older_than!r}")
         before = citizen_states.micros(utcnow() - older_than)
-        total = 0
-        for name in self.graphs():
-            level, citizen = ("N1", name.removeprefix("citizen_")) if name.startswith("citizen_") else (
-                {graph: lv for lv, graph in SHARED_GRAPHS.items()}.get(name), None)
-            if level is None:
-                continue
-            total += self.writable(level, citizen).run(usage.prune_uses(before))
-        return total
+        return sum(self.writable(*key).run(usage.prune_uses(before))
+                   for key in map(graph_level, self.graphs()) if key is not None)
 
     def flush_uses(self, timeout: float | None = None) -> bool:
         """Wait until every use recorded so far is written (False on timeout)."""

@@ -43,7 +43,7 @@ from llama_consciousness.storage import run_interleaved
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import LevelPlans, Plan, VectorHit
 from llama_consciousness.storage.spreading import spread
-from llama_consciousness.scoring.activation import SpreadSettings
+from llama_consciousness.scoring.activation import SpreadSettings, scaled_to_best
 from llama_consciousness.scoring.traversal import calculate_traversal_probability
 from llama_consciousness.storage.reader import MemoryReader
 from llama_consciousness.stream import assemble_stream, dedupe_relationships
@@ -363,17 +363,17 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
             hits = yield from self.memory.vectors(level).search(plans, embedding, k, memory_filter, deadline)
             found.append(hits)
             results["vector"] = hits
-            seeds += _scaled([(h.node.node_id, h.similarity) for h in hits])
+            seeds += scaled_to_best([(h.node.node_id, h.similarity) for h in hits])
         if "keyword" in owned:
             hits = yield from ch.keyword_search(plans, self.memory.keyword_indexes.get(plans.graph),
                                                 intention.query_text, k, memory_filter)
             results["keyword"] = hits
-            seeds += _scaled([(h.node.node_id, h.score) for h in hits])
+            seeds += scaled_to_best([(h.node.node_id, h.score) for h in hits])
         if not seeds and self.config.fallback_start:
             # nothing named and no other channel here: the nearest memories start it, as they start a walk
             hits = yield from self.memory.vectors(level).search(plans, embedding, self.config.fallback_start,
                                                                 memory_filter, deadline)
-            seeds = _scaled([(h.node.node_id, h.similarity) for h in hits])
+            seeds = scaled_to_best([(h.node.node_id, h.similarity) for h in hits])
         emotions = {e: 1.0 for e in intention.required_emotions or []}
         c = self.config
         settings = SpreadSettings(decay=c.spread_decay, threshold=c.spread_threshold, budget=c.spread_budget,
@@ -474,10 +474,3 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                 inserted.append((near_key, floor))
         if inserted:
             ranked[:] = ranked[:keep] + inserted + [(key, score) for key, score in ranked[keep:] if key not in seen]
-
-
-def _scaled(scored: list[tuple[str, float]]) -> list[tuple[str, float]]:
-    """A channel's scores over its best (its top hit starts at full activation): channels score on
-    different scales (cosine, BM25)."""
-    top = max((s for _, s in scored), default=0.0)
-    return [(i, max(0.0, s) / top) for i, s in scored] if top > 0 else []

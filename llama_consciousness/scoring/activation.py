@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Activated", "SpreadSettings", "next_frontier", "seed_activations", "spread_hop"]
+__all__ = ["Activated", "SpreadSettings", "next_frontier", "scaled_to_best", "seed_activations", "spread_hop"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,13 @@ class Activated:
     fired: bool = False
     received: float = 0.0  # what links brought (the activation less its own seed score)
     trail: tuple[str, ...] = ()  # the memories the strongest share passed through, the seed first
+
+
+def scaled_to_best(scored: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """One channel's ``(id, score)`` over its best score (its top hit starts at full activation): channels
+    score on different scales (cosine, BM25).  Nothing positive: nothing."""
+    top = max((s for _, s in scored), default=0.0)
+    return [(i, max(0.0, s) / top) for i, s in scored] if top > 0 else []
 
 
 def seed_activations(scored: Iterable[tuple[str, float]]) -> dict[str, Activated]:

@@ -42,8 +42,14 @@ def apply_energy_feedback(
     citizen_current_energy: float, stream_feedback_potential: float, feedback_weight: float = 0.3
 ) -> float:
     """The citizen's energy after feedback: up when potential > 0.5, down below, clamped."""
-    energy_delta = (stream_feedback_potential - 0.5) * feedback_weight
-    return max(0.0, min(1.0, citizen_current_energy + energy_delta))
+    return max(0.0, min(1.0, citizen_current_energy + energy_feedback_delta(stream_feedback_potential,
+                                                                            feedback_weight)))
+
+
+def energy_feedback_delta(stream_feedback_potential: float, feedback_weight: float = 0.3) -> float:
+    """What ``apply_energy_feedback`` adds to the energy before clamping (for a store that adds it in its
+    own write, so that concurrent feedback all counts)."""
+    return (stream_feedback_potential - 0.5) * feedback_weight
 
 
 # ---------------------------------------------------------------------------

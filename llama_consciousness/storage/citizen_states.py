@@ -56,15 +56,16 @@ def _state(citizen_id: str, row: Sequence[Any], invalid_at: int | None) -> Citiz
 
 # Believed at record time $known (written by then, not yet corrected), in force at valid time $at.
 _BELIEVED = "s.created_at <= $known AND (s.expired_at IS NULL OR s.expired_at > $known)"
-_AS_OF = (f"MATCH (s:{LABEL}) WHERE s.valid_at <= $at AND {_BELIEVED} "
-          "WITH s ORDER BY s.valid_at DESC, s.created_at DESC LIMIT 1 ")
+# ``s``: the version in force at $at as believed at $known (prefixed by MATCH, or OPTIONAL MATCH for none)
+_IN_FORCE = (f"(s:{LABEL}) WHERE s.valid_at <= $at AND {_BELIEVED} "
+             "WITH s ORDER BY s.valid_at DESC, s.created_at DESC LIMIT 1 ")
 _NEXT = (f"OPTIONAL MATCH (n:{LABEL}) WHERE n.valid_at > s.valid_at AND n.created_at <= $known "
          "AND (n.expired_at IS NULL OR n.expired_at > $known) ")
 
 
 def state_as_of(citizen_id: str, at: datetime, known: datetime) -> Plan:
     """The version in force at ``at`` as recorded by ``known``; None when there is none."""
-    rows = yield Query(_AS_OF + _NEXT + f"RETURN {_projection('s')}, min(n.valid_at)",
+    rows = yield Query("MATCH " + _IN_FORCE + _NEXT + f"RETURN {_projection('s')}, min(n.valid_at)",
                        {"at": micros(at), "known": micros(known)}, read_only=True)
     return _state(citizen_id, rows[0][0], rows[0][1]) if rows else None
 
@@ -105,8 +106,7 @@ def record(state: CitizenState, carry: dict[str, bool]) -> Plan:
         **{f"carry_{k}": bool(carry.get(k)) for k in ("energy", "emotions", "goal", "mindstate")},
     }
     cypher = (
-        f"OPTIONAL MATCH (s:{LABEL}) WHERE s.valid_at <= $at AND {_BELIEVED} "
-        "WITH s ORDER BY s.valid_at DESC, s.created_at DESC LIMIT 1 "
+        "OPTIONAL MATCH " + _IN_FORCE +
         # a carried energy needs a version to carry it from: none, nothing is written (the caller says so)
         "WITH s WHERE s IS NOT NULL OR NOT $carry_energy "
         f"CREATE (v:{LABEL} {{version_id: $vid, valid_at: $at, created_at: $now, source: $source}}) "

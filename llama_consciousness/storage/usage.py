@@ -75,6 +75,14 @@ def record_uses(uses: Sequence[tuple[str, int, Sequence[str]]]) -> Plan:
     return outcome, linked
 
 
+def memory_states(node_ids: Sequence[str]) -> Plan:
+    """``{node_id: "current" | "superseded" | "deleted"}`` now (what feedback and use may count)."""
+    rows = yield Query(f"UNWIND $ids AS id OPTIONAL MATCH (n:{NODE_LABEL} {{node_id: id}}) "
+                       "RETURN id, CASE WHEN n IS NULL THEN 'deleted' WHEN n.expired_at IS NULL THEN 'current' "
+                       "ELSE 'superseded' END", {"ids": Ids(node_ids)}, read_only=True)
+    return {r[0]: r[1] for r in rows}
+
+
 def access_stats(node_ids: Sequence[str]) -> Plan:
     """``{node_id: (access_count, last_accessed_at micros)}`` of the memories used at least once."""
     rows = yield Query(f"UNWIND $ids AS id MATCH (a:{ACCESS_LABEL} {{node_id: id}}) "
