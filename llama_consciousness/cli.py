@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from llama_consciousness.schema._time import to_utc
+from llama_consciousness.schema._time import parse_time
 from llama_consciousness.temporal import TEMPORAL_MODES, TemporalWindow
 
 from llama_consciousness.ingestion.loader import DEMO_QUERY  # noqa: E402 - re-exported: the demo's question
@@ -25,10 +25,10 @@ LEVEL_TITLES = {"N1": "N1 personal", "N2": "N2 collective", "N3": "N3 ecosystem"
 
 
 def _time_arg(text: str) -> datetime:
-    try:
-        return to_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except ValueError:
+    at = parse_time(text)
+    if at is None:
         raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {text!r} (e.g. 2025-09-01 or 2025-09-01T12:00:00Z)")
+    return at
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], max_width: int = 60) -> str:

@@ -7,11 +7,11 @@ every datetime that enters the schema is normalised to aware UTC once, at the bo
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
-__all__ = ["UTCDateTime", "to_utc", "utcnow"]
+__all__ = ["UTCDateTime", "parse_time", "to_utc", "utcnow"]
 
 
 def utcnow() -> datetime:
@@ -26,6 +26,19 @@ def to_utc(value: datetime) -> datetime:
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
         return value.replace(tzinfo=timezone.utc)
     return value.astimezone(timezone.utc)
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An aware UTC datetime from a datetime or ISO-8601 text (``2025-09-10``, ``...T12:00:00Z``); None when
+    it is neither, for the caller to refuse in its own words."""
+    if isinstance(value, datetime):
+        return to_utc(value)
+    if isinstance(value, str) and value:
+        try:
+            return to_utc(datetime.fromisoformat(value.strip()))
+        except ValueError:
+            return None
+    return None
 
 
 UTCDateTime = Annotated[datetime, AfterValidator(to_utc)]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple, Optional
 
-from llama_consciousness.schema._time import to_utc
+from llama_consciousness.schema._time import parse_time
 
 __all__ = [
     "CONCEPT_FREQUENCY_WEIGHT",
@@ -372,19 +372,6 @@ def finite_number(value: Any) -> Optional[float]:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
-
-
-def parse_time(value: Any) -> Optional[datetime]:
-    """An aware UTC datetime from a datetime or ISO-8601 text, or None: a bad timestamp is the validator's
-    business, not authority's."""
-    if isinstance(value, datetime):
-        return to_utc(value)
-    if isinstance(value, str) and value:
-        try:
-            return to_utc(datetime.fromisoformat(value.strip()))
-        except ValueError:
-            return None
-    return None
 
 
 def authority_from_metadata(metadata: Mapping[str, Any], now: datetime, *, access_count: Any = None,

@@ -108,16 +108,16 @@ def _int(params: dict[str, list[str]], name: str, default: int | None, low: int,
 
 
 def _time(params: dict[str, list[str]], name: str) -> datetime | None:
-    from llama_consciousness.schema._time import to_utc
+    from llama_consciousness.schema._time import parse_time
 
     text = _one(params, name)
     if text is None:
         return None
-    try:
-        return to_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except ValueError:
+    at = parse_time(text)
+    if at is None:
         raise BadRequest(f"parameter {name!r} is not an ISO-8601 time: {text!r} (e.g. 2025-09-10 or "
-                         "2025-09-10T12:00:00Z)") from None
+                         "2025-09-10T12:00:00Z)")
+    return at
 
 
 def _level(params: dict[str, list[str]], name: str = "level") -> str:
