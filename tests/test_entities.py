@@ -12,11 +12,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
 from llama_index.core.ingestion import IngestionPipeline
-from llama_index.core.llms import CustomLLM
-from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.schema import MetadataMode
+from llm_builders import FixedLLM
 from pydantic import ValidationError
 
 from llama_consciousness.entities import ENTITIES_KEY, Entity, LLMEntityExtractor, OfflineEntityExtractor, parse_entity_list
@@ -234,29 +232,6 @@ def test_transform_needs_an_llm_for_llm_mode() -> None:
 
 # --------------------------------------------------------------------------
 # LLM extraction
-
-
-class FixedLLM(CustomLLM):
-    """A real LlamaIndex LLM that answers every prompt with ``answer`` (or raises)."""
-
-    answer: str = "[]"
-    fail: bool = False
-    prompts: list[str] = []
-
-    @property
-    def metadata(self) -> LLMMetadata:
-        return LLMMetadata(model_name="fixed")
-
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        self.prompts.append(prompt)
-        if self.fail:
-            raise RuntimeError("model unavailable")
-        return CompletionResponse(text=self.answer)
-
-    @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
-        yield self.complete(prompt, formatted=formatted, **kwargs)
 
 
 GOOD_ANSWER = ('[{"name": "person_Luca", "type": "Person"}, {"name": "person_felix", "type": "Person"},'

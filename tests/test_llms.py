@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from typing import Any
 
 import pytest
-from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
-from llama_index.core.llms import CustomLLM
-from llama_index.core.llms.callbacks import llm_completion_callback
+from llm_builders import FixedLLM
 
 from llama_consciousness.cli import main
 from llama_consciousness.ingestion.llm_judge import LLMUpdateJudge, UpdateJudgeError
@@ -23,30 +20,15 @@ except ModuleNotFoundError:  # not even llama_index.llms
     HAS_OPENAI = False
 
 
-class ScriptedLLM(CustomLLM):
-    """A real LlamaIndex LLM answering entity prompts from a script: a text about quokkas names Quokka Labs."""
-
-    prompts: list[str] = []
-
-    @property
-    def metadata(self) -> LLMMetadata:
-        return LLMMetadata(model_name="scripted")
-
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        self.prompts.append(prompt)
-        text = prompt.split("Answer with")[0]  # the memory's text, not the prompt's example
-        return CompletionResponse(text=json.dumps([{"name": "Quokka Labs", "type": "Organization"}]
-                                                  if "quokka" in text.lower() else []))
-
-    @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
-        yield self.complete(prompt, formatted=formatted, **kwargs)
+def _entities(prompt: str) -> str:
+    """A text about quokkas names Quokka Labs (the memory's text, not the prompt's example)."""
+    text = prompt.split("Answer with")[0]
+    return json.dumps([{"name": "Quokka Labs", "type": "Organization"}] if "quokka" in text.lower() else [])
 
 
 def test_resolve_llm_without_a_key_stays_offline(monkeypatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    scripted = ScriptedLLM()
+    scripted = FixedLLM()
     assert resolve_llm(None) is None and resolve_llm(scripted) is scripted
     assert resolve_llm("auto") is None
     with pytest.raises(LLMUnavailableError, match="OPENAI_API_KEY"):
@@ -72,7 +54,7 @@ def test_with_a_key_openai_is_used_or_the_missing_extra_is_named(monkeypatch) ->
 
 
 def test_ingestion_extracts_entities_with_the_llm(memory, citizen, tmp_path) -> None:
-    llm = ScriptedLLM(prompts=[])
+    llm = FixedLLM(script=_entities, prompts=[])
     memory.ingest([MemoryNode(node_id="q1", level="N1", citizen_id=citizen, name="Partner call",
                               description="we signed the contract with the quokka team", energy=0.6,
                               confidence=0.8)], entity_llm=llm)
