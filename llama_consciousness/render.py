@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 from pathlib import Path
 
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessStream, TemporalDissonance
@@ -52,8 +53,8 @@ def _emotions(node: ConsciousnessNode, top: int = 3) -> str:
     return ", ".join(f"{name} {value:.1f}" for name, value in items)
 
 
-def _span(node: ConsciousnessNode) -> str:
-    day = "%Y-%m-%d"
+def _span(node: ConsciousnessNode, precise: bool = False) -> str:
+    day = "%Y-%m-%d %H:%M:%S" if precise else "%Y-%m-%d"
     valid = node.valid_at.strftime(day) + "→" + (node.invalid_at.strftime(day) if node.invalid_at else "")
     if node.expired_at:
         valid += f", believed until {node.expired_at.strftime(day)}"
@@ -70,7 +71,14 @@ POSSIBLY_OUTDATED_MARK = "[possibly outdated: a later memory may replace it]"
 CURRENT_MARK = "[current]"
 
 
-def memory_line(node: ConsciousnessNode, replaces_another: bool = False, shared: frozenset[str] = frozenset()) -> str:
+def outdated_mark(later: Any) -> str:
+    """The read-time mark: a memory retrieved with this one, of ``later``'s date, gives the same thing another
+    value (``retrievers.base.later_versions_first``)."""
+    return f"[possibly outdated: a later memory ({later.strftime('%Y-%m-%d')}) gives it another value]"
+
+
+def memory_line(node: ConsciousnessNode, replaces_another: bool = False, shared: frozenset[str] = frozenset(),
+                precise: bool = False) -> str:
     """One memory, compact: what it is (marked untrusted when flagged), then how it felt and when it held.
     A replaced version is marked past, one a later memory may replace possibly outdated, and the one
     that replaces another memory of the context (``replaces_another``) current."""
@@ -85,24 +93,27 @@ def memory_line(node: ConsciousnessNode, replaces_another: bool = False, shared:
     replaced = _replaced(node)
     if replaced == 2:
         body = f"{PAST_MARK} {body}"
+    elif replaced == 1 and node.possibly_superseded_by is None and node.possibly_outdated_since is not None:
+        body = f"{outdated_mark(node.possibly_outdated_since)} {body}"
     elif replaced == 1:
         body = f"{POSSIBLY_OUTDATED_MARK} {body}"
     elif replaces_another and node.expired_at is None:
         body = f"{CURRENT_MARK} {body}"
     head = f"- [{level} {node.node_type}] {body}"
-    meta = [m for m in memory_meta(node) if m not in shared]
+    meta = [m for m in memory_meta(node, precise) if m not in shared]
     return f"{head} ({'; '.join(meta)})" if meta else head
 
 
-def memory_meta(node: ConsciousnessNode) -> list[str]:
-    """A memory's felt metadata as the parts of its line: energy, confidence, state, feelings, goal, validity."""
+def memory_meta(node: ConsciousnessNode, precise: bool = False) -> list[str]:
+    """A memory's felt metadata as the parts of its line: energy, confidence, state, feelings, goal, validity
+    (to the second with ``precise``: two memories of one day are then still told apart in time)."""
     meta = [f"energy {node.energy:.2f}", f"confidence {node.confidence:.2f}", node.resolution_state]
     feelings = _emotions(node)
     if feelings:
         meta.append(f"feels {feelings}")
     if node.goal:
         meta.append(f"goal {node.goal}")
-    meta.append(f"valid {_span(node)}")
+    meta.append(f"valid {_span(node, precise)}")
     return meta
 
 
@@ -117,7 +128,7 @@ def _replaced(node: ConsciousnessNode) -> int:
     """0: believed now; 1: a later memory may replace it; 2: a later memory replaced it."""
     if node.expired_at is not None and node.superseded_by:
         return 2
-    return 1 if node.possibly_superseded_by else 0
+    return 1 if node.possibly_superseded_by or getattr(node, "possibly_outdated_by", None) else 0
 
 
 def _tiers(stream: ConsciousnessStream) -> list[tuple[str, list[ConsciousnessNode]]]:
@@ -175,7 +186,11 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
         if shared and not add(f"(every memory below: {'; '.join(m for m in memory_meta(everyone[0]) if m in shared)})"):
             shared = frozenset()  # said on each line, then, or not at all
     successors = {later for _, nodes in tiers for n in nodes
-                  for later in (n.superseded_by, n.possibly_superseded_by) if later}
+                  for later in (n.superseded_by, n.possibly_superseded_by, getattr(n, "possibly_outdated_by", None))
+                  if later}
+    days: dict[Any, set[Any]] = {}  # a day two memories of other times share: their times are said
+    for n in everyone:
+        days.setdefault(n.valid_at.date(), set()).add(n.valid_at)
     for tier, nodes in tiers:
         if not nodes:
             continue
@@ -183,7 +198,8 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
             left_out += [n.node_id for n in nodes]
             continue
         for node in nodes:
-            (included if add(memory_line(node, node.node_id in successors, shared)) else left_out).append(node.node_id)
+            line = memory_line(node, node.node_id in successors, shared, len(days[node.valid_at.date()]) > 1)
+            (included if add(line) else left_out).append(node.node_id)
     moments = [dissonance_line(d) for d in stream.temporal_dissonances]
     if moments and used + count("## Learning moments\n" + moments[0] + "\n") <= token_budget:
         add("## Learning moments")  # only with at least one moment under it

@@ -78,7 +78,8 @@ def _store_steps(
         steps.append(NearDuplicateFilter(memory=memory, action=o.duplicates, threshold=o.duplicate_threshold,
                                          memo=memo, plan=plan))
     if o.updates != "off":
-        steps.append(KnowledgeUpdateDetector(memory=memory, llm_judge=o.update_judge, memo=memo))
+        steps.append(KnowledgeUpdateDetector(memory=memory, llm_judge=o.update_judge, memo=memo,
+                                             max_chars=o.update_max_chars))
     steps.append(ConsciousnessGraphWriter(
         memory=memory, batch_size=o.batch_size, link_entities=o.entities, on_error=o.on_invalid,
         prepared=prepared or {}, memo=memo, dropped=dropped, plan=plan))

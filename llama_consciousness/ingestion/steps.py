@@ -46,6 +46,8 @@ class IngestOptions:
     chunk_size: int = 1000
     worker: Literal["auto", "on", "off"] = "auto"
     updates: Literal["offline", "off"] = "offline"
+    # the longest memory the offline update judge reads (None: any; ingestion.updates.UPDATE_MAX_CHARS)
+    update_max_chars: int | None = 600
     update_judge: Any = None  # an LLMUpdateJudge confirming the offline judge's pairs (not sent to the worker)
     # An LLM extracting entities instead of the offline extractor (offline on any failure of a call): any
     # LlamaIndex LLM, "openai[:model]" or "auto" (OpenAI when OPENAI_API_KEY is set; llms.resolve_llm).  With
@@ -57,6 +59,8 @@ class IngestOptions:
         for name, choices in _CHOICES.items():
             if (value := getattr(self, name)) not in choices:
                 raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, not {value!r}")
+        if self.update_max_chars is not None and self.update_max_chars < 1:
+            raise ValueError("update_max_chars must be at least 1 (or None for any length)")
         if self.chunk_size < 1 or self.batch_size < 1:
             raise ValueError("chunk_size and batch_size must be at least 1")
 

@@ -17,6 +17,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_consciousness.levels import LEVELS
 from llama_consciousness.schema import ConsciousnessNode, MemoryNode
+from llama_consciousness.schema._time import parse_time
 from llama_consciousness.schema.memory import retrieved_node
 
 __all__ = ["StepResult", "StreamPostprocessor", "consciousness_node_of", "hide_from_text", "memory_of",
@@ -51,8 +52,11 @@ def memory_of(node: NodeWithScore) -> MemoryNode:
 def consciousness_node_of(node: NodeWithScore) -> ConsciousnessNode:
     """The spec's retrieved node: the memory plus source and relevance."""
     meta = node.node.metadata
+    since = meta.get("possibly_outdated_since")
     return retrieved_node(memory_of(node), str(meta.get("retrieval_source", "unknown")),
-                          float(node.score if node.score is not None else meta.get("relevance_score", 0.0)))
+                          float(node.score if node.score is not None else meta.get("relevance_score", 0.0)),
+                          outdated_by=meta.get("possibly_outdated_by") or None,
+                          outdated_since=parse_time(since))
 
 
 def hide_from_text(node: NodeWithScore, keys: Sequence[str]) -> None:

@@ -29,6 +29,7 @@ from llama_consciousness.postprocessors.pipeline import complete_stream
 from llama_consciousness.schema import ConsciousnessStream
 from llama_consciousness.errors import StorageError
 from llama_consciousness.scoring.fusion import later_first
+from llama_consciousness.scoring.recency import Candidate, later_versions, latest_first
 from llama_consciousness.storage import graph_states
 from llama_consciousness.storage.level_store import GRAPH_REGISTRY
 from llama_consciousness.storage.reader import MemoryReader
@@ -41,7 +42,7 @@ R = TypeVar("R")  # the request a retriever answers (RetrievalIntention or State
 LLM_HIDDEN = ("node_id", "citizen_id", "extra", "sensory_details", "metadata_completeness", "supersedes",
               "superseded_by", "correction_pattern_id", "retrieval_sources", "start_id", "quarantined",
               "temporal_mode", "supersession_source", "supersession_confidence", "possibly_superseded_by",
-              "possibly_outdated_by", "unsuperseded_from", "unsupersede_reason", "retrieval_id")
+              "possibly_outdated_by", "possibly_outdated_since", "unsuperseded_from", "unsupersede_reason", "retrieval_id")
 # Shown to the LLM only when set: a flagged memory reads "injection_suspected: True" before its text, one that
 # a later memory may replace "possibly_outdated: True".
 LLM_HIDDEN_UNLESS_SET = ("injection_suspected", "possibly_outdated")
@@ -139,6 +140,37 @@ def later_statements_first(ranked: list[tuple[str, float]], found: dict[str, dic
             entry["details"].update(possibly_outdated_by=later, possibly_outdated=True)
             successors[key] = f"{entry['level']}:{later}"
     return later_first(ranked, successors.get) if successors else ranked
+
+
+READ_TIME_MODES = ("current", "evolution")
+"""The temporal modes in which retrieved memories giving the same thing other values are put later first."""
+
+
+def later_versions_first(ranked: list[tuple[str, float]], found: dict[str, dict[str, Any]], question: str,
+                         temporal_mode: str) -> list[tuple[str, float]]:
+    """Read-time knowledge updates (``scoring.recency``): in current and evolution mode, found memories of one
+    level that give what ``question`` asks about different values take the places they hold latest first, and
+    each but the latest is marked ``possibly_outdated_by`` it (with ``possibly_outdated_since``, its date).
+    Nothing is written: the mark holds for this answer only."""
+    if temporal_mode not in READ_TIME_MODES or len(ranked) < 2 or not question:
+        return ranked
+    by_level: dict[str, list[Candidate]] = {}
+    for key, _ in ranked:
+        entry = found[key]
+        node = entry["node"]
+        if node.expired_at is None and not entry["details"].get("possibly_outdated_by"):
+            by_level.setdefault(entry["level"], []).append(
+                Candidate(key, node.description or node.name, node.valid_at))
+    successors: dict[str, str] = {}
+    for candidates in by_level.values():
+        successors.update(later_versions(question, candidates))
+    for earlier, later in successors.items():
+        later_node = found[later]["node"]
+        found[earlier]["details"].update(possibly_outdated_by=later_node.node_id, possibly_outdated=True,
+                                         possibly_outdated_since=later_node.valid_at.isoformat())
+    if not successors:
+        return ranked
+    return latest_first(ranked, successors, {key: found[key]["node"].valid_at for key, _ in ranked})
 
 
 def result_node(entry: dict[str, Any], score: float, temporal_mode: str,

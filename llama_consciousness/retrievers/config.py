@@ -69,9 +69,20 @@ class RetrievalConfig(BaseModel):
     neighbour_expansion: int = Field(
         default=5, ge=0, le=100,
         description="the top fused memories whose linked neighbours join the answer (0: off; needs 'graph')")
+    neighbour_max_chars: int | None = Field(
+        default=600, ge=1,
+        description="neighbours join only between memories of at most this many characters (None: any): a "
+                    "short chat turn needs the turns around it, a long message carries its own context and a "
+                    "long neighbour takes a place the question's own memories need (chosen on the tune halves "
+                    "of LoCoMo and BEAM)")
     neighbours_after: int = Field(default=7, ge=0, le=1000,
                                   description="rank after which the neighbours are inserted")
     neighbours_per_memory: int = Field(default=2, ge=1, le=20, description="strongest links followed per memory")
+    later_versions_first: bool = Field(
+        default=True,
+        description="current and evolution mode: of two found memories that give what the question asks about "
+                    "different values, the later first and the earlier marked possibly outdated (read time, "
+                    "nothing written; scoring.recency)")
     rrf_k: int = Field(default=60, ge=0, le=10_000)
     final_top_k: int | None = Field(
         default=None, ge=1,

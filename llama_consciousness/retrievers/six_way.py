@@ -27,6 +27,7 @@ from llama_consciousness.retrievers.base import (
     existing_graphs,
     graph_problem,
     later_statements_first,
+    later_versions_first,
     remaining_ms,
     remember,
     result_node,
@@ -401,6 +402,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         if self.config.fusion != "concatenate":  # the spec's six ways keep every channel's results
             ranked = per_level_cap(ranked, found, intention.max_results_per_level)
         ranked = later_statements_first(ranked, found)  # a later statement may replace it: never ranked above
+        if self.config.later_versions_first:
+            ranked = later_versions_first(ranked, found, intention.query_text, intention.temporal_mode)
         if self.config.final_top_k is not None:
             ranked = ranked[: self.config.final_top_k]
         nodes = [result_node(found[key], score, intention.temporal_mode, retrieval_id=intention.intention_id)
@@ -443,10 +446,12 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         found, ranked = fused
         targets: dict[str, list[str]] = {}
         failed = {out.level for out in outcomes if out.errors}
+        longest = self.config.neighbour_max_chars
         for key, _ in ranked[: self.config.neighbour_expansion]:
             entry = found[key]
-            if entry["level"] not in failed:
-                targets.setdefault(entry["level"], []).append(entry["node"].node_id)
+            node = entry["node"]
+            if entry["level"] not in failed and (longest is None or len(node.description or node.name) <= longest):
+                targets.setdefault(entry["level"], []).append(node.node_id)
         return targets
 
     def _add_neighbours(self, fused: _Fused, near: dict[str, dict[str, list[MemoryNode]]]) -> None:
@@ -458,11 +463,12 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         inserted: list[tuple[str, float]] = []
         seen = {key for key, _ in ranked[:keep]}
         floor = ranked[min(keep, len(ranked)) - 1][1] if ranked else 0.0
+        longest = self.config.neighbour_max_chars
         for key, _ in ranked[: self.config.neighbour_expansion]:
             entry = found[key]
             for node in near.get(entry["level"], {}).get(entry["node"].node_id, []):
                 near_key = f"{entry['level']}:{node.node_id}"
-                if near_key in seen:
+                if near_key in seen or (longest is not None and len(node.description or node.name) > longest):
                     continue
                 seen.add(near_key)
                 source = f"{entry['level']}_neighbour"

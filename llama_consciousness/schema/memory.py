@@ -4,6 +4,7 @@ source and relevance), one class so that the read path cannot drift from the wri
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated, Any, Optional
 
 from pydantic import (BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator,
@@ -138,16 +139,24 @@ class ConsciousnessNode(MemoryNode):
 
     retrieval_source: str
     relevance_score: float
+    # Read time: a later memory retrieved with it gives what the question asks about another value
+    # (``retrievers.base.later_versions_first``); nothing stored says so.
+    possibly_outdated_by: Optional[str] = None
+    possibly_outdated_since: Optional[UTCDateTime] = None
 
 
 _RETRIEVED_FIELDS = frozenset(ConsciousnessNode.model_fields)
 
 
-def retrieved_node(node: MemoryNode, source: str, score: float) -> ConsciousnessNode:
+def retrieved_node(node: MemoryNode, source: str, score: float, outdated_by: str | None = None,
+                   outdated_since: datetime | None = None) -> ConsciousnessNode:
     """A stored memory as the spec's retrieved node (without its embedding), not validated a second time:
-    ``ConsciousnessNode`` is the valid ``MemoryNode`` plus the two fields set here."""
+    ``ConsciousnessNode`` is the valid ``MemoryNode`` plus the fields set here."""
     data = dict(node.__dict__)
     data["embedding"] = None
+    if outdated_by is not None or "possibly_outdated_by" not in data:
+        data["possibly_outdated_by"] = outdated_by
+        data["possibly_outdated_since"] = outdated_since
     if type(node) not in (MemoryNode, ConsciousnessNode):  # a subclass may carry more: validate
         data.update(retrieval_source=source, relevance_score=score)
         return ConsciousnessNode.model_validate({k: v for k, v in data.items() if k in _RETRIEVED_FIELDS})

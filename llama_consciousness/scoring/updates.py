@@ -90,6 +90,30 @@ _REPORTED = re.compile(  # what others say ("I said X by mistake" is the speaker
 _NEGATION = re.compile(
     r"\b(?:no longer|not anymore|not any more|(?:don't|do not|doesn't|does not|didn't|isn't|aren't|am not|"
     r"'m not|not)\b[^.;]{0,40}\b(?:anymore|any more))\b", re.IGNORECASE)
+# What a denial is about: the words after "no longer", "not" or "n't" in their own clause.  A sentence that
+# gives the new value and denies the old one in one breath ("I work at Microsoft now, no longer at Google")
+# denies only the old one.
+_NEGATOR = re.compile(r"\b(?:no longer|no more|not)\b|n't\b", re.IGNORECASE)
+_CONTRAST = re.compile(r",\s*not\b", re.IGNORECASE)
+_CLAUSE_BREAK = re.compile(r"[,;:!?]|\b(?:and|but|instead)\b", re.IGNORECASE)
+
+
+def _negated(sentence: str, at: int) -> bool:
+    """Whether the words at ``at`` in a sentence that denies something are what it denies: a negator before
+    them in their clause ("I don't live in Lyon any more, I live in Berlin" denies Lyon, not Berlin; "I live
+    in Berlin now, not in Lyon any more" the same)."""
+    return _NEGATOR.search(_CLAUSE_BREAK.split(sentence[:at])[-1]) is not None
+
+
+def _denied_words(sentence: str, words: Iterable[str]) -> frozenset[str]:
+    """Of ``words`` (lower case: values or the words of names), those ``sentence`` denies (see ``_negated``);
+    empty for a sentence without "no longer", "not ... any more" or ", not" ("it's Dr Moss, not Dr Hale")."""
+    if not (_NEGATION.search(sentence) or _CONTRAST.search(sentence)):
+        return frozenset()
+    lower = sentence.lower()
+    found = ((w, re.search(r"(?<!\w)" + re.escape(w) + r"(?!\w)", lower)) for w in words)
+    return frozenset(w for w, m in found if m is not None and _negated(sentence, m.start()))
+
 
 # -- values ------------------------------------------------------------------------
 
@@ -353,17 +377,42 @@ def _expand(sentence: str) -> str:
 _IM = re.compile(r"\b[Ii]m\b")
 
 
-_SPEAKER_PREFIX = re.compile(r"^\s*([A-Z][\w .'-]{0,40}?):\s+")
+_SPEAKER_PREFIX = re.compile(r"^\s*([^\W\d_][\w .'-]{0,40}?):\s+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_ROLES = frozenset("user assistant system human ai bot model".split())
+# Capitalised words before a colon that head a message, not name who says it ("Update: ...", "Note: ...").
+_NOT_LABEL_WORDS = frozenset("""
+note notes nb ps update updates edit info information summary tldr answer question example output input result
+results step steps todo tip tips hint important reminder warning error caution fyi re subject title description
+reason source context goal status problem solution fix issue response code comment here moved done ok okay
+please key main bottom line action items conclusion overview background details option options pros cons date time
+""".split()) | _FIRST_PERSON | _PRONOUNS | _NOT_NAMES
+_NOT_NAME_WORD = re.compile(r"\d|'(?:s|re|ve|ll|d|m|t)$|\w\w(?:tion|sion|ness)$|\w{4}ment$", re.IGNORECASE)
+
+
+def _label(prefix: str) -> bool:
+    """Whether the words before a message's first colon name who speaks: a role ("user", "assistant") or one
+    to three capitalised words that are not a heading or the start of a sentence.  Chat messages are full of
+    colons ("We moved: I live in Berlin now", "Information Update: ...", "Here's my code:"); a heading read as
+    a speaker would make the message someone else's, and never an update of what its speaker said before."""
+    words = prefix.split()
+    if len(words) == 1 and words[0].lower() in _ROLES:
+        return True
+    return 1 <= len(words) <= 3 and all(w[0].isupper() and w.lower() not in _NOT_LABEL_WORDS
+                                        and not _NOT_NAME_WORD.search(w) for w in words)
 
 
 def speaker_of(text: str, extra: Mapping[str, Any] | None = None) -> tuple[str | None, str]:
-    """Who says ``text`` (``extra["speaker"]``, else a ``"Name: "`` prefix) and the text without the prefix."""
+    """Who says ``text`` (``extra["speaker"]``, else a ``"Name: "`` prefix, see ``_label``) and the text
+    without the prefix (with ``extra["speaker"]``, only a prefix that names that speaker is taken off: any
+    other is part of what is said)."""
     speaker = (extra or {}).get("speaker")
     match = _SPEAKER_PREFIX.match(text)
     if match:
-        speaker = speaker or match.group(1)
-        text = text[match.end():]
+        prefix = match.group(1).strip()
+        if (prefix.lower() == str(speaker).strip().lower()) if speaker else _label(prefix):
+            speaker = speaker or prefix
+            text = text[match.end():]
     return (str(speaker).strip().lower() or None) if speaker else None, text
 
 
@@ -464,11 +513,11 @@ def _facts(text: str, speaker: str | None) -> tuple[Fact, ...]:
                                                                 _NEGATION))
             return cues[i]
 
-        def add(subject: str, slot: str, raw_value: str, tense: str) -> None:
+        def add(subject: str, slot: str, m: re.Match[str], tense: str) -> None:
             if subject == AND:
                 subject = last_subject[0]
             last_subject[0] = subject
-            value = _value(raw_value)
+            value = _value(m.group("v"))
             if slot == "status":
                 value = _STATE_GROUPS.get(value, value)
             if not value or len(value) > 60:
@@ -477,8 +526,8 @@ def _facts(text: str, speaker: str | None) -> tuple[Fact, ...]:
                 subject = AMBIGUOUS
             if cue(1) and tense != "deny":
                 tense = "past"
-            if cue(5) and tense in ("present", "change"):
-                tense = "deny"
+            if cue(5) and tense in ("present", "change") and _negated(sentence, m.start("v")):
+                tense = "deny"  # what the denial is about, not the new value beside it ("X now, no longer Y")
             out.append(Fact(subject, slot, value, tense, cue(0), cue(3), cue(4) or tense == "change", sentence))
 
         for slot, pattern, tense in _PATTERNS:
@@ -491,34 +540,34 @@ def _facts(text: str, speaker: str | None) -> tuple[Fact, ...]:
                     continue  # "I work at home", "we moved into a bigger place", "moved to Friday"
                 if slot == "employer" and tense == "change" and "moved to" in m.group(0).lower():
                     continue  # "moved to" is a residence unless a company is named another way
-                add(_subject(raw_subject, speaker), slot, m.group("v"), tense)
+                add(_subject(raw_subject, speaker), slot, m, tense)
         for m in _FAVOURITE.finditer(sentence) if "favourite" in present else ():
             tense = "past" if m.group("verb").lower() in ("was", "used to be") else "present"
             subj = _subject(m.group("subj"), speaker)
-            add(subj, "favourite:" + m.group("attr").strip().lower(), m.group("v"), tense)
+            add(subj, "favourite:" + m.group("attr").strip().lower(), m, tense)
         for m in _STATUS.finditer(sentence) if "status" in present else ():
             raw = _before(sentence, m.start())
             thing = _thing(raw, speaker)
             if not thing or thing.split()[-1] in _FIRST_PERSON | _PRONOUNS | _NOT_NAMES:
                 continue
-            add(thing, "status", m.group("v"), "change" if cue(4) else "present")
+            add(thing, "status", m, "change" if cue(4) else "present")
         if "status" in present and not any(f.slot == "status" and f.sentence == sentence for f in out):
             for m in (_STATUS_BARE.match(sentence), _STATUS_DONE_TO.search(sentence)):
                 thing = _thing(m.group("thing"), speaker) if m else ""
                 if thing and thing.split()[-1] not in _FIRST_PERSON | _PRONOUNS | _NOT_NAMES | _STATE_WORDS:
-                    add(thing, "status", m.group("v"), "change")
+                    add(thing, "status", m, "change")
         for m in _SCHEDULE.finditer(sentence) if "schedule" in present else ():
             raw = " ".join((_before(sentence, m.start()).split() + [""])[-2:]).strip() + " " + m.group("ev")
             moved = (m.group("verb") or "").lower() in ("moved", "rescheduled", "postponed", "pushed", "pushed back",
                                                         "changed")
             if not (_specific(raw) or moved or cue(4)):
                 continue  # "the party is on Friday", months after another party
-            add(_thing(raw, speaker), "schedule", m.group("v"), "change" if moved else "present")
+            add(_thing(raw, speaker), "schedule", m, "change" if moved else "present")
         for m in _COPULA.finditer(sentence) if "copula" in present else ():
             if not _valuelike(m.group("v")):
                 continue
             subj = _subject(m.group("subj"), speaker) if m.group("subj").lower() != "the" else "the"
-            add(subj, "attr:" + m.group("attr").lower(), m.group("v"), "present")
+            add(subj, "attr:" + m.group("attr").lower(), m, "present")
     return tuple(out)
 
 
@@ -748,6 +797,12 @@ class _Clause:
                          if len(w) >= 4 and w not in _CUE_WORDS and w not in _TIME_WORDS) - named
 
     @cached_property
+    def denied(self) -> frozenset[str]:
+        """The values the sentence denies ("google" in "I work at Microsoft now, no longer at Google"): not
+        new values, and the only ones it ends; empty for most sentences."""
+        return _denied_words(self.sentence, (v for v in self.values if not v.startswith("state:")))
+
+    @cached_property
     def first_person(self) -> bool:
         return bool(_MINE_OR_ME.search(self.sentence))
 
@@ -974,7 +1029,7 @@ def judge_frames(older: Statement, newer: Statement) -> UpdateJudgement:
         if not clause.owned(known):
             continue
         sentence, values = clause.sentence, clause.values_with(known)
-        change, correction = clause.change, clause.correction
+        change, correction, denied = clause.change, clause.correction, clause.denied
         for old in old_clauses:
             if clause.anchors and old.anchors and _groups(clause.anchors).isdisjoint(_groups(old.anchors)):
                 continue  # two different things, even with a name in common (my accountant, my landlord)
@@ -990,11 +1045,11 @@ def judge_frames(older: Statement, newer: Statement) -> UpdateJudgement:
             if ids and not ids <= shared:
                 continue  # another ticket
             shared = shared or frozenset({"value"})
-            new_values = values - old.values
+            new_values = values - old.values - denied  # "no longer at Google" gives no new value
             if new_values and (change or correction) and _replaces(old.values, new_values):
                 what = f"{'/'.join(sorted(shared))}: {sorted(old.values - values) or sorted(kept)} -> " \
                        f"{sorted(new_values)}"
-            elif not new_values and kept and _FRAME_DENY.search(sentence):
+            elif not new_values and kept and _FRAME_DENY.search(sentence) and (not denied or kept & denied):
                 what = f"{'/'.join(sorted(shared))}: {sorted(kept)} denied"
             elif (new_values and not kept and shared != {"value"} and old.anchors == clause.anchors
                   and not shared <= _EVENT_ANCHORS  # two trips, two parties: both may be
@@ -1131,7 +1186,7 @@ def _said_briefly(text: str, sentences: Sequence[tuple[str, frozenset[str], froz
 
 _CHANGE_VERB = re.compile(
     r"\b(?:moved|moving|relocated|switched|changed|became|started|quit|left|joined|got promoted|promoted|"
-    r"rescheduled|postponed|pushed|got married|got engaged|broke up|divorced|turned|no longer|anymore)\b",
+    r"rescheduled|postponed|pushed|got married|got engaged|broke up|divorced|turned|no longer|any ?more)\b",
     re.IGNORECASE)
 
 
@@ -1221,8 +1276,11 @@ def judge_named(older: Statement, newer: Statement) -> UpdateJudgement:
             continue
         things = _groups(frozenset(_TOKEN.findall(sentence.lower())) & _ANCHORS)
         subject = _NAMED_SUBJECT.match(sentence)
+        denied = _denied_words(sentence, names)
         for old_sentence, old_names, old_words in olds:
             common = (names & (old_names | old_words)) | (old_names & words) | (_ended_things(sentence) & old_words)
+            if denied:  # "I work at Microsoft now, no longer at Google": Google ended, not Microsoft
+                common = {w for w in common if w in denied or w not in names}
             if not common or _STILL.search(sentence):
                 continue  # nothing named in common, or it goes on ("still at Revolut")
             if subject and subject.group(1).lower() not in old_names | _COMMON_START \

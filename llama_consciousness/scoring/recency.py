@@ -1,0 +1,174 @@
+"""Read-time knowledge updates: among the memories one question retrieved, the later of two that give the same
+thing different values comes first, and the earlier is marked possibly outdated.
+
+Why at read time: judging every stored pair at write time marked a third of all messages of long real
+conversations (BEAM) as possibly outdated and found almost none of the originals that really were updated
+(``benchmarks/beam_quality.py``).  The question says what "the same thing" is: two memories speak of it
+when their sentences closest to the question name most of the question's words, and they give it other
+values when those sentences hold different numbers or dates ("login API response time ... 180ms" and,
+later, "... has decreased to 120ms").  mem0 moved the same way (add-only storage, a temporal preference at
+retrieval).
+
+Questions about the past ("what did I use before", "when did I first") are never reordered: the earlier
+memory may be the answer.  Everything here is pure and linear in the text it reads (each memory's first
+``MAX_CHARS`` characters, code blocks left out).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from llama_consciousness.scoring.cognitive import STOP_WORDS
+
+MAX_CHARS = 20_000
+"""Characters of a memory read for its statements (facts sit in the prose; a long paste adds none)."""
+COVERAGE = 0.4
+"""Share of the question's words a memory's closest sentence must name for it to speak of that thing (with
+MIN_TERMS, chosen on BEAM's tune half with ``benchmarks/beam_recency_tune.py``)."""
+MIN_TERMS = 3
+"""And at least this many of them (a one-word match is not "the same thing")."""
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9_\-']*")
+_CODE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
+          r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
+_VALUE = re.compile(
+    rf"\b{_MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b"  # March 5, 2024
+    r"|\b\d{4}-\d{2}-\d{2}\b"  # 2024-03-05
+    r"|\b\d{1,2}(?::\d{2})+\s*(?:am|pm)?\b"  # 5:30 pm
+    r"|(?<![\w.])\d[\d,]*(?:\.\d+)?(?:%|[a-z]{1,3}\b)?",  # 180ms, 15,000, 2.5, 40% (a unit only attached)
+    re.IGNORECASE)
+_PAST_QUESTION = re.compile(
+    r"\b(?:before|previous(?:ly)?|originally|original|initial(?:ly)?|first|earlier|used to|at first|"
+    r"at the (?:start|beginning)|formerly|prior|history|over time|in (?:what|which) order|order of|in order|"
+    r"timeline|when did|between|how long|how many (?:days|weeks|months|years|hours|minutes)|how much time)\b",
+    re.IGNORECASE)
+
+
+def _terms(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in STOP_WORDS}
+
+
+def _stem(word: str) -> str:
+    """A light plural / verb-form folding, so "requests" meets "request" (no dictionary, no model)."""
+    for suffix in ("ies", "es", "s", "ing", "ed"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def asks_about_the_past(question: str) -> bool:
+    """Whether a question asks what held before, first, in what order or how things changed: then the
+    earlier memory may be the answer, and nothing is reordered or marked."""
+    return bool(_PAST_QUESTION.search(question))
+
+
+@dataclass(frozen=True)
+class Statement:
+    """What a memory says of the question's subject: the question's words its closest sentence names, and
+    the values (numbers, dates) that sentence gives."""
+
+    terms: frozenset[str]
+    values: frozenset[str]
+
+
+def _value(raw: str) -> str:
+    return re.sub(r"[\s,]+", "", raw.lower())
+
+
+def statement_about(question_terms: set[str], text: str, max_chars: int = MAX_CHARS) -> Statement:
+    """The sentence of ``text`` that names most of ``question_terms`` (prose only: code blocks are left out),
+    with its values."""
+    prose = _CODE.sub(" ", text[:max_chars])
+    best_terms: set[str] = set()
+    best_values: set[str] = set()
+    for sentence in _SENTENCE_END.split(prose):
+        if len(sentence) < 8:
+            continue
+        named = question_terms & _terms(sentence)
+        if len(named) > len(best_terms):
+            values = {_value(m.group(0)) for m in _VALUE.finditer(sentence)}
+            best_terms, best_values = named, values
+    return Statement(frozenset(best_terms), frozenset(v for v in best_values if v))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A retrieved memory as this module reads it."""
+
+    key: str
+    text: str
+    valid_at: datetime | None
+
+
+def later_versions(question: str, found: Sequence[Candidate], coverage: float = COVERAGE,
+                   min_terms: int = MIN_TERMS) -> dict[str, str]:
+    """``{earlier key: latest key}`` for the memories of ``found`` that a later one of ``found`` may replace:
+    both speak of what the question asks (their closest sentences name at least ``coverage`` of its words,
+    and ``min_terms``) and give it other values.  Memories linked so, directly or through others, are one
+    group; each but its latest points to the latest.  Nothing for a question about the past
+    (``asks_about_the_past``) or of fewer words than ``min_terms``."""
+    if asks_about_the_past(question):
+        return {}
+    terms = _terms(question)
+    need = max(min_terms, math.ceil(coverage * len(terms)))
+    if len(terms) < min_terms:
+        return {}
+    speaking: list[tuple[Candidate, Statement]] = []
+    for c in found:
+        if c.valid_at is None:
+            continue
+        st = statement_about(terms, c.text)
+        if len(st.terms) >= need and st.values:
+            speaking.append((c, st))
+    group = list(range(len(speaking)))  # union-find over the memories that speak of it
+
+    def root(i: int) -> int:
+        while group[i] != i:
+            group[i] = group[group[i]]
+            i = group[i]
+        return i
+
+    for i, (first, a) in enumerate(speaking):
+        for j in range(i + 1, len(speaking)):
+            second, b = speaking[j]
+            if first.valid_at != second.valid_at and a.values != b.values and len(a.terms & b.terms) >= need:
+                group[root(i)] = root(j)
+    members: dict[int, list[Candidate]] = {}
+    for i, (c, _) in enumerate(speaking):
+        members.setdefault(root(i), []).append(c)
+    out: dict[str, str] = {}
+    for cs in members.values():
+        if len(cs) > 1:
+            latest = max(cs, key=lambda c: c.valid_at)  # type: ignore[arg-type, return-value]
+            out.update((c.key, latest.key) for c in cs if c is not latest)
+    return out
+
+
+def latest_first(ranked: list[tuple[Any, float]], successor: dict[Any, Any],
+                 when: dict[Any, datetime]) -> list[tuple[Any, float]]:
+    """``ranked`` with each group of ``successor`` (memories and the latest one that may replace them) brought
+    together at the place of its best-ranked member, latest first by ``when``, at that member's score; the
+    memories between move down.  So a later version always comes before an earlier one, and one found deep in
+    the list joins the versions the question found first (on BEAM's tune half this also raised recall@10)."""
+    groups: dict[Any, set[Any]] = {}
+    for earlier, latest in successor.items():
+        groups.setdefault(latest, {latest}).add(earlier)
+    group_of = {key: latest for latest, keys in groups.items() for key in keys}
+    present = {key for key, _ in ranked}
+    out: list[tuple[Any, float]] = []
+    placed: set[Any] = set()
+    for key, score in ranked:
+        group = group_of.get(key)
+        if group is None:
+            out.append((key, score))
+        elif group not in placed:
+            placed.add(group)
+            out += [(k, score) for k in sorted(groups[group] & present, key=lambda k: when[k], reverse=True)]
+    return out

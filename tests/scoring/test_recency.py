@@ -1,0 +1,95 @@
+"""Read-time knowledge updates (scoring.recency): which retrieved memories a later one may replace, and the
+order that puts the later one first."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+
+from llama_consciousness.scoring.recency import (
+    Candidate, asks_about_the_past, later_versions, latest_first, statement_about,
+)
+
+T0 = datetime(2024, 3, 1, tzinfo=timezone.utc)
+
+
+def c(key: str, text: str, days: int) -> Candidate:
+    return Candidate(key, text, T0 + timedelta(days=days))
+
+
+LOGIN_OLD = ("user: I've been measuring the login API response time and it's currently at 180ms under 20 "
+             "concurrent requests. Can you review my caching code?\n```js\nconst ttl = 3600;\n```")
+LOGIN_NEW = ("user: I'm trying to optimize the login API response time, which has decreased to 120ms under 20 "
+             "concurrent requests after optimizing the authentication flow. Here is my controller.")
+QUESTION = "What is the login API response time under 20 concurrent requests?"
+
+
+def test_a_later_value_of_the_same_thing_replaces_the_earlier() -> None:
+    found = [c("old", LOGIN_OLD, 0), c("new", LOGIN_NEW, 5)]
+    assert later_versions(QUESTION, found) == {"old": "new"}
+    # the order they were found in does not matter: time decides
+    assert later_versions(QUESTION, list(reversed(found))) == {"old": "new"}
+
+
+def test_the_same_value_again_is_no_update() -> None:
+    again = LOGIN_NEW.replace("has decreased to 120ms", "is still 180ms")
+    assert later_versions(QUESTION, [c("old", LOGIN_OLD, 0), c("new", again, 5)]) == {}
+
+
+def test_a_memory_that_does_not_speak_of_the_question_is_never_marked() -> None:
+    other = "user: The deploy of the chat service takes 12 minutes on 3 nodes, and the login page loads."
+    assert later_versions(QUESTION, [c("a", other, 0), c("b", LOGIN_NEW, 5)]) == {}
+    assert later_versions(QUESTION, [c("a", LOGIN_OLD, 0), c("b", other, 5)]) == {}
+
+
+def test_values_in_code_blocks_do_not_count() -> None:
+    code_only = "user: login API response time under 20 concurrent requests, see:\n```\nlatency = 95\n```"
+    st = statement_about({"login", "respons", "time", "concurrent", "request"}, code_only)
+    assert "95" not in st.values
+
+
+def test_questions_about_the_past_are_never_reordered() -> None:
+    found = [c("old", LOGIN_OLD, 0), c("new", LOGIN_NEW, 5)]
+    for q in ("What was the login API response time before the optimization?",
+              "What was the login API response time at first under 20 concurrent requests?",
+              "How many days passed between the two login API response time measurements?"):
+        assert asks_about_the_past(q)
+        assert later_versions(q, found) == {}
+    assert not asks_about_the_past(QUESTION)
+
+
+def test_dates_are_values() -> None:
+    q = "What is the deadline for the Instagram automation prototype?"
+    old = c("old", "user: I set a sprint deadline of April 1, 2024 for the Instagram automation prototype.", 0)
+    new = c("new", "user: I need to move the deadline for my Instagram automation prototype to April 5, 2024.", 9)
+    assert later_versions(q, [new, old]) == {"old": "new"}
+
+
+def test_memories_without_a_time_are_left_alone() -> None:
+    assert later_versions(QUESTION, [Candidate("old", LOGIN_OLD, None), c("new", LOGIN_NEW, 5)]) == {}
+
+
+def test_latest_first_brings_a_group_together_at_its_best_place_latest_first() -> None:
+    ranked = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)]
+    when = {k: T0 + timedelta(days=i) for i, k in enumerate("abcd")}  # a is the oldest, d the latest
+    out = latest_first(ranked, {"a": "c"}, when)
+    assert out == [("c", 0.9), ("a", 0.9), ("b", 0.8), ("d", 0.6)]
+    assert [s for _, s in out] == sorted((s for _, s in out), reverse=True)  # scores never increase down the list
+    # a group of three, found far apart: together, latest first, where the first of them was
+    assert [k for k, _ in latest_first(ranked, {"a": "d", "b": "d"}, when)] == ["d", "b", "a", "c"]
+    # a successor that was not found changes nothing; nothing is lost or repeated
+    assert latest_first(ranked, {"a": "zz"}, when) == ranked
+    assert sorted(k for k, _ in latest_first(ranked, {"b": "d", "a": "c"}, when)) == list("abcd")
+
+
+def test_a_group_points_every_earlier_memory_to_the_latest() -> None:
+    mid = LOGIN_NEW.replace("120ms", "150ms")
+    found = [c("old", LOGIN_OLD, 0), c("mid", mid, 3), c("new", LOGIN_NEW, 5)]
+    assert later_versions(QUESTION, found) == {"old": "new", "mid": "new"}
+
+
+def test_linear_on_long_messages() -> None:
+    big = ("Note: the login API response time is 180ms. " + "x = 1\n```\ncode: here\n```\n" * 2000) * 10
+    started = time.perf_counter()
+    later_versions(QUESTION, [c(str(i), big, i) for i in range(20)])
+    assert time.perf_counter() - started < 5
