@@ -18,7 +18,8 @@ What it does
    ``llama-index-retrievers-bm25``; ms per question, the first question of each citizen apart (the package
    default runs first, so its first questions carry the per-citizen warm-up).
 4. Per category: recall@5/10/20, hit@10 and all-evidence@10.  Knowledge updates: the updated message in the
-   top 10; updated ranked above the original when both are in the top 20.  Contradictions: both statements
+   top 10; updated ranked above the original when both are in the top 20 (these measures, and those of
+   contradictions, leave out the few questions that name one message as both statements).  Contradictions: both statements
    in the top 10.  Temporal: all evidence in the top 10.
 5. What an LLM is given (``--llm-text``, package only): the complete stream (``memory.retrieve_stream``,
    current mode) rendered by ``render_stream(budget 4000, current_first)`` and the text of a
@@ -147,8 +148,9 @@ def variants() -> dict[str, tuple[str, Callable[[], Ranker]]]:
     return {
         "package default": ("RetrievalConfig(): the package default", lambda: six_way(None)),
         "default no-neighbours": ("the default with neighbour_expansion=0", lambda: six_way(_config(neighbour_expansion=0))),
-        "default neighbours": ("the default with neighbour_expansion=5 whatever the message length",
-                               lambda: six_way(_config(neighbour_expansion=5, neighbour_max_chars=None))),
+        "default short": ("the default as if every memory were short (long_memory_chars=None: neighbours "
+                          "between any, score_weights always)",
+                               lambda: six_way(_config(long_memory_chars=None))),
         "keyword only": ("RetrievalConfig(channels=('keyword',))", lambda: six_way(_only("keyword"))),
         "vector only": ("RetrievalConfig(channels=('vector',))", lambda: six_way(_only("vector"))),
         "graph only": ("RetrievalConfig(channels=('graph',))", lambda: six_way(_only("graph"))),
@@ -207,6 +209,12 @@ def _pct(values: Sequence[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p * (len(ordered) - 1))))]
 
 
+def paired(q: Question) -> bool:
+    """Whether a question names two statements apart (an original and its update, or the two sides of a
+    contradiction); a few name one message as both, and count for recall only."""
+    return bool(q.first and q.second and not set(q.first) & set(q.second))
+
+
 def summary(o: Outcome) -> dict[str, dict[str, float]]:
     """Per category (and 'all'): the mean of each metric, plus the update / contradiction measures."""
     out: dict[str, dict[str, float]] = {}
@@ -216,7 +224,7 @@ def summary(o: Outcome) -> dict[str, dict[str, float]]:
             continue
         metrics = [question_metrics(r, q.gold) for q, r in rows]
         out[category] = {m: _mean([x[m] for x in metrics]) for m in METRICS} | {"n": len(rows)}
-    ku = [(q, r) for q, r in o.rows if q.category == "knowledge_update" and q.first and q.second]
+    ku = [(q, r) for q, r in o.rows if q.category == "knowledge_update" and paired(q)]
     if ku:
         out["knowledge_update"]["updated@10"] = _mean([hit_at_k(r, q.second, 10) for q, r in ku])
         both = [(q, r) for q, r in ku if rank_of(r[:TOP_K], q.first) is not None
@@ -224,7 +232,7 @@ def summary(o: Outcome) -> dict[str, dict[str, float]]:
         out["knowledge_update"]["updated above"] = _mean(
             [float(rank_of(r, q.second) < rank_of(r, q.first)) for q, r in both])
         out["knowledge_update"]["both n"] = len(both)
-    cr = [(q, r) for q, r in o.rows if q.category == "contradiction_resolution" and q.first and q.second]
+    cr = [(q, r) for q, r in o.rows if q.category == "contradiction_resolution" and paired(q)]
     if cr:
         out["contradiction_resolution"]["both@10"] = _mean(
             [hit_at_k(r, q.first, 10) * hit_at_k(r, q.second, 10) for q, r in cr])
@@ -288,7 +296,7 @@ def llm_text_checks(contexts: Sequence[Context], limit: int | None) -> dict[str,
             for n in (n for r in stream.levels.values() for part in (r.vector_results, r.graph_results,
                                                                         r.keyword_results) for n in part):
                 nodes.setdefault(message_of_node_id(n.node_id), n)
-            if q.category == "knowledge_update" and q.first and q.second:
+            if q.category == "knowledge_update" and paired(q):
                 for where, text in texts.items():
                     ok = True
                     for mid in q.first:
@@ -299,7 +307,7 @@ def llm_text_checks(contexts: Sequence[Context], limit: int | None) -> dict[str,
                     rows[f"{where}: updated in text"].append(float(any(
                         nodes.get(m) is not None and _segment(text, _snippet(nodes[m])) is not None
                         for m in q.second)))
-            elif q.category == "contradiction_resolution" and q.first and q.second:
+            elif q.category == "contradiction_resolution" and paired(q):
                 times = {m: ctx.conv.time_of(m) for m in (*q.first, *q.second)}
                 a, b = max(q.first, key=lambda m: times[m]), max(q.second, key=lambda m: times[m])
                 earlier, later = (a, b) if times[a] <= times[b] else (b, a)

@@ -69,12 +69,17 @@ class RetrievalConfig(BaseModel):
     neighbour_expansion: int = Field(
         default=5, ge=0, le=100,
         description="the top fused memories whose linked neighbours join the answer (0: off; needs 'graph')")
-    neighbour_max_chars: int | None = Field(
+    long_memory_chars: int | None = Field(
         default=600, ge=1,
-        description="neighbours join only between memories of at most this many characters (None: any): a "
-                    "short chat turn needs the turns around it, a long message carries its own context and a "
-                    "long neighbour takes a place the question's own memories need (chosen on the tune halves "
-                    "of LoCoMo and BEAM)")
+        description="memories longer than this are long messages (None: none is): neighbours join only between "
+                    "memories no longer than it (a short chat turn needs the turns around it; a long message "
+                    "carries its own context, and a long neighbour takes a place the question's own memories "
+                    "need), and when most of what the channels found is long, score fusion weighs with "
+                    "long_score_weights (chosen on the tune halves of LoCoMo and BEAM)")
+    long_score_weights: dict[str, float] | None = Field(
+        default_factory=lambda: {"keyword": 1.0, "vector": 0.6, "graph": 0.2},
+        description="score fusion's weights when most found memories are long (None: score_weights always); "
+                    "meaning carries further in a long message than in a one-line turn")
     neighbours_after: int = Field(default=7, ge=0, le=1000,
                                   description="rank after which the neighbours are inserted")
     neighbours_per_memory: int = Field(default=2, ge=1, le=20, description="strongest links followed per memory")
@@ -98,10 +103,10 @@ class RetrievalConfig(BaseModel):
             raise ValueError(f"at least one channel is needed, from {CHANNELS}")
         return tuple(dict.fromkeys(value))
 
-    @field_validator("channel_weights", "score_weights")
+    @field_validator("channel_weights", "score_weights", "long_score_weights")
     @classmethod
-    def _weights(cls, value: dict[str, float]) -> dict[str, float]:
-        for name, weight in value.items():
+    def _weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for name, weight in (value or {}).items():
             if name not in CHANNELS:
                 raise ValueError(f"unknown channel {name!r} in channel_weights; expected {CHANNELS}")
             if weight < 0:

@@ -90,6 +90,14 @@ def per_level_cap(ranked: list[tuple[str, float]], found: dict[str, dict[str, An
     return out
 
 
+def mostly_long(found: dict[str, dict[str, Any]], longest: int | None) -> bool:
+    """Whether more than half of the memories found are longer than ``longest`` characters."""
+    if longest is None or not found:
+        return False
+    long = sum(1 for entry in found.values() if len(entry["node"].description or entry["node"].name) > longest)
+    return 2 * long > len(found)
+
+
 class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
     """Parallel vector + graph (+ keyword) retrieval over the three memory levels; a plain query string
     becomes a :class:`RetrievalIntention` with the retriever's ``citizen_id`` and ``intention_defaults``."""
@@ -433,7 +441,10 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
             ranked = weighted_rrf({s: [key for key, _ in items] for s, items in keyed.items()}, weights,
                                   k=self.config.rrf_k)
         elif self.config.fusion == "score":
-            weights = {s: self.config.score_weights.get(s.split("_", 1)[1], 0.0) for s in keyed}
+            chosen = self.config.score_weights
+            if self.config.long_score_weights is not None and mostly_long(found, self.config.long_memory_chars):
+                chosen = self.config.long_score_weights
+            weights = {s: chosen.get(s.split("_", 1)[1], 0.0) for s in keyed}
             ranked = weighted_score_fusion(keyed, weights)
         else:
             ranked = [(key, entry["score"]) for key, entry in found.items()]
@@ -446,7 +457,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         found, ranked = fused
         targets: dict[str, list[str]] = {}
         failed = {out.level for out in outcomes if out.errors}
-        longest = self.config.neighbour_max_chars
+        longest = self.config.long_memory_chars
         for key, _ in ranked[: self.config.neighbour_expansion]:
             entry = found[key]
             node = entry["node"]
@@ -463,7 +474,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         inserted: list[tuple[str, float]] = []
         seen = {key for key, _ in ranked[:keep]}
         floor = ranked[min(keep, len(ranked)) - 1][1] if ranked else 0.0
-        longest = self.config.neighbour_max_chars
+        longest = self.config.long_memory_chars
         for key, _ in ranked[: self.config.neighbour_expansion]:
             entry = found[key]
             for node in near.get(entry["level"], {}).get(entry["node"].node_id, []):

@@ -803,6 +803,44 @@ async def test_neighbours_of_the_top_memories_follow_after_the_kept_ranks(memory
         n1(citizen, "Where did Caroline go hiking with her sister?", max_results_per_level=3)))
 
 
+def test_long_messages_bring_no_neighbours_and_weigh_meaning_more(memory, citizen) -> None:
+    """Memories longer than long_memory_chars (a long assistant answer, a pasted plan) bring no neighbours and
+    are brought by none: a long message carries its own context.  Short turns keep theirs."""
+    filler = " ".join(f"Step {i}: check the queue settings and the retry policy of the worker pool." for i in range(12))
+    turns = [
+        ("l1", "user: Let's plan the deploy. " + filler),
+        ("l2", "user: I went hiking near the lake with my sister last weekend."),
+        ("l3", "assistant: Here is the full checklist. " + filler),
+    ]
+    assert all(len(t) > 600 for i, t in turns if i != "l2")
+    memory.upsert([mem_node(citizen, i, text[:40], text) for i, text in turns],
+                  [link(a, b, 0.3, 0.9, relation_type="FOLLOWS") for (a, _), (b, _) in zip(turns, turns[1:])])
+    config = RetrievalConfig(neighbour_expansion=1, neighbours_after=1)
+    question = n1(citizen, "Where did I go hiking with my sister?", max_results_per_level=3)
+    nodes = SixWayHybridRetriever(memory, citizen, config=config).retrieve_intention(question)
+    assert ids(nodes)[0] == "l2"
+    assert not any("N1_neighbour" in n.node.metadata["retrieval_sources"] for n in nodes)
+    # as if every memory were short: the long ones around it come as neighbours
+    short = config.model_copy(update={"long_memory_chars": None})
+    nodes = SixWayHybridRetriever(memory, citizen, config=short).retrieve_intention(question)
+    assert {n.node.metadata["node_id"] for n in nodes if "N1_neighbour" in n.node.metadata["retrieval_sources"]} \
+        == {"l1", "l3"}
+
+
+def test_most_found_long_chooses_the_long_score_weights() -> None:
+    from llama_consciousness.retrievers.six_way import mostly_long
+
+    def entry(length: int) -> dict:
+        return {"node": mem_node("ada", f"m{length}", "x", "y" * length)}
+
+    assert mostly_long({"a": entry(700), "b": entry(800), "c": entry(10)}, 600)
+    assert not mostly_long({"a": entry(700), "b": entry(10)}, 600)  # half is not most
+    assert not mostly_long({"a": entry(700)}, None) and not mostly_long({}, 600)
+    with pytest.raises(ValueError, match="unknown channel"):
+        RetrievalConfig(long_score_weights={"bogus": 1.0})
+    assert RetrievalConfig(long_score_weights=None).long_score_weights is None
+
+
 def test_the_default_configuration_is_score_fusion_over_three_channels() -> None:
     from llama_consciousness.retrievers.config import SCORE_FUSION
 
