@@ -47,12 +47,18 @@ _VALUE = re.compile(
 _PAST_QUESTION = re.compile(
     r"\b(?:before|previous(?:ly)?|originally|original|initial(?:ly)?|first|earlier|used to|at first|"
     r"at the (?:start|beginning)|formerly|prior|history|over time|in (?:what|which) order|order of|in order|"
-    r"timeline|when did|between|how long|how many (?:days|weeks|months|years|hours|minutes)|how much time)\b",
+    r"timeline|when did|between|how long|how much time)\b",
     re.IGNORECASE)
 
 
+_NOW_WORDS = frozenset("latest recent recently current currently now today newest updated update based".split())
+"""Words a question uses to ask for the present value, which the statements giving it rarely say."""
+
+
 def _terms(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in STOP_WORDS}
+    """The words of a question or sentence that say what it is about (numbers are values, not words)."""
+    return {_stem(w) for w in _WORD.findall(text.lower())
+            if len(w) >= 3 and w not in STOP_WORDS and w not in _NOW_WORDS and not w.isdigit()}
 
 
 def _stem(word: str) -> str:

@@ -353,3 +353,21 @@ def test_an_outdated_hit_answers_with_the_current_version_several_versions_later
     results = memory.retriever(citizen).retrieve("which phone")
     meta = {n.node.metadata["node_id"]: n.node.metadata for n in results}
     assert "p1" not in meta and "p2" not in meta and meta["p3"]["found_via_superseded"] == "p1"
+
+
+def test_the_offline_judge_reads_chat_facts_not_long_messages(memory, citizen) -> None:
+    """A statement longer than update_max_chars (600 by default) is left to read time: its sentences are not
+    judged at write time; with update_max_chars=None they are, as before."""
+    padding = " " + " ".join(f"Here is step {i} of the plan for the garden shed and the paint." for i in range(12))
+    long_move = "We moved to Berlin last week!" + padding
+    assert len(long_move) > 600
+    memory.ingest([said(citizen, "lyon", "I live in Lyon with my partner.", 3)])
+    report = memory.ingest([said(citizen, "berlin", long_move, 9)])
+    assert report.updates == 0 and report.possible_updates == 0
+    assert memory.get_node("lyon", "N1", citizen).expired_at is None
+    other = citizen + "x"
+    memory.ingest([said(other, "lyon", "I live in Lyon with my partner.", 3)])
+    report = memory.ingest([said(other, "berlin", long_move, 9)], update_max_chars=None)
+    assert report.updates == 1 and memory.get_node("lyon", "N1", other).superseded_by == "berlin"
+    with pytest.raises(ValueError, match="update_max_chars"):
+        memory.ingest([said(other, "x", "x", 9)], update_max_chars=0)

@@ -13,10 +13,10 @@ from llama_consciousness.retrievers.config import RetrievalConfig
 from llama_consciousness.schema import MemoryNode, RetrievalIntention
 
 T0 = datetime(2024, 1, 20, 9, 0, tzinfo=timezone.utc)
-OLD = ("I've been measuring the login API response time and it's currently at 180ms under 20 concurrent "
-       "requests. I want to add caching for user data.")
-NEW = ("Good news: the login API response time has decreased to 120ms under 20 concurrent requests after "
-       "optimizing the authentication flow.")
+OLD = ("Login API response time under 20 concurrent requests: the login API response time is 180ms under 20 "
+       "concurrent requests.")
+NEW = ("Good news from this week's work on the authentication flow, the session cache and the database pool: "
+       "the login API response time has decreased to 120ms under 20 concurrent requests.")
 OTHER = "The nightly backup of the Postgres database runs at 2am and takes 14 minutes."
 QUESTION = "What is the login API response time under 20 concurrent requests?"
 
