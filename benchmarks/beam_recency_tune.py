@@ -40,7 +40,8 @@ def replay(rows: list[dict], texts: dict[tuple[int, int], tuple[str, object]], q
         order = [int(k) for k, _ in recency.latest_first([(str(m), 0.0) for m in ranked], successors, when)]
         marked = {int(k) for k in successors}
         out["R@10"].append(recall_at_k(order, row["gold"], 10))
-        if row["category"] == "knowledge_update" and row["first"] and row["second"]:
+        if row["category"] == "knowledge_update" and row["first"] and row["second"] \
+                and not set(row["first"]) & set(row["second"]):
             out["update@10"].append(hit_at_k(order, row["second"], 10))
             a, b = rank_of(order, row["first"]), rank_of(order, row["second"])
             if a is not None and b is not None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from llama_consciousness.scoring.cognitive import STOP_WORDS
 
-MAX_CHARS = 20_000
+MAX_CHARS = 8_000
 """Characters of a memory read for its statements (facts sit in the prose; a long paste adds none)."""
 COVERAGE = 0.4
 """Share of the question's words a memory's closest sentence must name for it to speak of that thing (with
@@ -88,20 +88,38 @@ def _value(raw: str) -> str:
     return re.sub(r"[\s,]+", "", raw.lower())
 
 
-def statement_about(question_terms: set[str], text: str, max_chars: int = MAX_CHARS) -> Statement:
+def statement_about(question_terms: set[str], text: str, max_chars: int = MAX_CHARS, at_least: int = 0) -> Statement:
     """The sentence of ``text`` that names most of ``question_terms`` (prose only: code blocks are left out),
-    with its values."""
+    with its values; empty when the whole text names fewer than ``at_least`` of them (most memories a question
+    finds: then no sentence is read).  A term is named by a word that starts with it ("request" by
+    "requests"): substring tests on the text's words, no tokenizing, since this runs on every answer."""
     prose = _CODE.sub(" ", text[:max_chars])
+    whole = prose.lower()
+    if at_least and sum(1 for t in question_terms if t in whole) < at_least:  # a superset: cheap
+        return Statement(frozenset(), frozenset())
     best_terms: set[str] = set()
-    best_values: set[str] = set()
+    best_sentence = ""
     for sentence in _SENTENCE_END.split(prose):
         if len(sentence) < 8:
             continue
-        named = question_terms & _terms(sentence)
+        lower = sentence.lower()
+        anywhere = [t for t in question_terms if t in lower]  # a superset of what its words name, and cheap
+        if len(anywhere) <= len(best_terms):
+            continue
+        words = _words(sentence)
+        named = {t for t in anywhere if " " + t in words}
         if len(named) > len(best_terms):
-            values = {_value(m.group(0)) for m in _VALUE.finditer(sentence)}
-            best_terms, best_values = named, values
-    return Statement(frozenset(best_terms), frozenset(v for v in best_values if v))
+            best_terms, best_sentence = named, sentence
+    values = {_value(m.group(0)) for m in _VALUE.finditer(best_sentence)} if best_sentence else set()
+    return Statement(frozenset(best_terms), frozenset(v for v in values if v))
+
+
+_NOT_WORD = re.compile(r"[^a-z0-9_\-']+")
+
+
+def _words(text: str) -> str:
+    """``text`` lower-cased as its words with a space before each, for word-start tests (" request")."""
+    return " " + _NOT_WORD.sub(" ", text.lower())
 
 
 @dataclass(frozen=True)
@@ -130,7 +148,7 @@ def later_versions(question: str, found: Sequence[Candidate], coverage: float = 
     for c in found:
         if c.valid_at is None:
             continue
-        st = statement_about(terms, c.text)
+        st = statement_about(terms, c.text, at_least=need)
         if len(st.terms) >= need and st.values:
             speaking.append((c, st))
     group = list(range(len(speaking)))  # union-find over the memories that speak of it
