@@ -23,7 +23,8 @@ What it does
    in the top 10.  Temporal: all evidence in the top 10.
 5. What an LLM is given (``--llm-text``, package only): the complete stream (``memory.retrieve_stream``,
    current mode) rendered by ``render_stream(budget 4000, current_first)`` and the text of a
-   ``ConsciousnessMemoryBlock`` (token_budget 4000): for knowledge updates, the original absent or marked
+   ``ConsciousnessMemoryBlock`` (token_budget 4000), long memories as excerpts of the block's
+   ``memory_chars`` (``--memory-chars``): for knowledge updates, the original absent or marked
    past / possibly outdated; for contradictions, both statements in the text and the later one told apart
    (a later day, or the earlier marked).
 6. Marks: how many stored messages the ingestion marked superseded or possibly superseded, and how many of
@@ -276,10 +277,14 @@ def _snippet(node: Any) -> str:
 
 
 
-def llm_text_checks(contexts: Sequence[Context], limit: int | None) -> dict[str, dict[str, float]]:
-    """For knowledge updates and contradictions, what the rendered stream and the memory block say."""
-    from llama_consciousness.memory_block import ConsciousnessMemoryBlock
+def llm_text_checks(contexts: Sequence[Context], limit: int | None, memory_chars: Any = "default"
+                    ) -> dict[str, dict[str, float]]:
+    """For knowledge updates and contradictions, what the rendered stream and the memory block say (a long
+    memory as an excerpt of at most ``memory_chars``: the block's default unless given)."""
+    from llama_consciousness.memory_block import MEMORY_CHARS, ConsciousnessMemoryBlock
     from llama_consciousness.render import render_stream
+
+    memory_chars = MEMORY_CHARS if memory_chars == "default" else memory_chars
 
     rows: dict[str, list[float]] = {k: [] for k in (
         "stream: original absent or marked", "block: original absent or marked", "stream: updated in text",
@@ -287,10 +292,11 @@ def llm_text_checks(contexts: Sequence[Context], limit: int | None) -> dict[str,
         "block: both statements in text", "block: later told apart", "stream: marks on other questions' gold")}
     for ctx in contexts:
         block = ConsciousnessMemoryBlock(memory=ctx.memory, citizen_id=ctx.citizen, token_budget=LLM_BUDGET,
-                                         max_results_per_level=TOP_K)
+                                         max_results_per_level=TOP_K, memory_chars=memory_chars)
         for q in retrieval_questions(ctx, limit):
             stream = ctx.memory.retrieve_stream(_intention(ctx, q.question))
-            texts = {"stream": render_stream(stream, LLM_BUDGET, current_first=True, shared_once=True).text,
+            texts = {"stream": render_stream(stream, LLM_BUDGET, current_first=True, shared_once=True,
+                                             question=q.question, memory_chars=memory_chars).text,
                      "block": block.get_text(q.question)}
             nodes = {message_of_node_id(n.node_id): n for tier in stream.activation_tiers.values() for n in tier}
             for n in (n for r in stream.levels.values() for part in (r.vector_results, r.graph_results,
@@ -436,6 +442,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ingest-json", default="{}", help="IngestOptions for the ingestion, as JSON")
     parser.add_argument("--no-follows", action="store_true", help="store no FOLLOWS links")
     parser.add_argument("--llm-text", action="store_true", help="check what the stream and memory block give an LLM")
+    parser.add_argument("--memory-chars", default="default",
+                        help="with --llm-text: excerpt memories longer than this, a comma list to compare ('none': "
+                             "whole; default: the memory block's MEMORY_CHARS)")
     parser.add_argument("--marks", action="store_true", help="count stored messages marked (possibly) superseded")
     parser.add_argument("--ingest-steps", action="store_true", help="time ingestion with each optional step off")
     parser.add_argument("--ingest-conversations", type=int, default=3)
@@ -490,7 +499,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 outcomes.append(evaluate(name, known[name][1](), contexts, args.limit_questions))
                 s = summary(outcomes[-1])
                 print(f"  {name}: R@10 {s['all']['R@10']:.3f}", file=sys.stderr)
-            llm = llm_text_checks(contexts, args.limit_questions) if args.llm_text else None
+            llm = {}
+            for part in args.memory_chars.split(",") if args.llm_text else ():
+                chars = part if part == "default" else None if part == "none" else int(part)
+                llm[part] = llm_text_checks(contexts, args.limit_questions, chars)
             marks = stored_marks(contexts) if args.marks else None
             steps = ingest_steps(memory, convs[:args.ingest_conversations], args.citizen_prefix) \
                 if args.ingest_steps else None
@@ -511,11 +523,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     for name in names:
         print(f"- {name}: {known[name][0]}")
-    if llm is not None:
+    for chars, checks in llm.items():
         print(f"\nWhat an LLM is given (complete stream, current mode; render_stream and ConsciousnessMemoryBlock, "
-              f"{LLM_BUDGET} tokens):\n")
+              f"{LLM_BUDGET} tokens; memory_chars {chars}):\n")
         print("| measure | value | n |\n|---|---|---|")
-        for k, v in llm.items():
+        for k, v in checks.items():
             print(f"| {k} | {_fmt(v['value'])} | {v['n']} |")
     if marks is not None:
         print(f"\nStored marks: {marks['marked']} of {marks['messages']} messages marked superseded or possibly "

@@ -67,6 +67,10 @@ class PutReport:
     ingest: Any = None
 
 
+MEMORY_CHARS = 1000
+"""The longest memory the block gives whole (chosen on BEAM 500K's tune half, ``benchmarks/beam_quality.py``)."""
+
+
 class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
     """A ``BaseMemoryBlock`` (``llama_index.core.memory``) that remembers a citizen's conversations in a
     :class:`ConsciousnessMemory` and recalls what matters for the current turn (see the module doc).
@@ -93,6 +97,9 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
         "a StateBasedRetriever with a default_state: recall by the citizen's state, the recent turns as its goal"))
     token_budget: int = Field(default=1000, ge=50, le=200_000, description="tokens of the recalled text (tiktoken)")
     max_results_per_level: int = Field(default=20, ge=1, le=200)
+    memory_chars: int | None = Field(default=MEMORY_CHARS, ge=200, description=(
+        "a recalled memory longer than this is given as an excerpt (its beginning and the passage that speaks "
+        "of the question), so that one long message does not spend the budget of several (None: whole)"))
     shared_once: bool = Field(default=True, description=(
         "metadata all recalled memories share (chat turns: the same energy, goal, feelings) said once, not per "
         "line: more memories fit the budget"))
@@ -290,7 +297,7 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
         else:
             stream = await self.memory.aretrieve_stream(self.intention(question), config=self.config,
                                                         postprocessors=self.postprocessors)
-        return self.render(stream)
+        return self.render(stream, question)
 
     def get_text(self, messages: Sequence[ChatMessage] | str) -> str:
         """``aget`` for synchronous code: what to remember for ``messages`` (or a question), as text."""
@@ -298,9 +305,9 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
         if not question.strip():
             return ""
         if self.state_retriever is not None:
-            return self.render(self.state_retriever.retrieve_stream(question))
+            return self.render(self.state_retriever.retrieve_stream(question), question)
         return self.render(self.memory.retrieve_stream(self.intention(question), config=self.config,
-                                                       postprocessors=self.postprocessors))
+                                                       postprocessors=self.postprocessors), question)
 
     def question(self, messages: Sequence[ChatMessage]) -> str:
         """The recent turns that make the question: the last ``query_turns`` spoken messages, latest last,
@@ -341,11 +348,13 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
             return None  # headings without a memory say nothing
         return "\n".join(lines)
 
-    def render(self, stream: Any) -> str:
-        """The stream as the block's text: within ``token_budget``, current memories before replaced ones."""
+    def render(self, stream: Any, question: str = "") -> str:
+        """The stream as the block's text: within ``token_budget``, current memories before replaced ones, a
+        long memory as the excerpt that speaks of ``question`` (``memory_chars``)."""
         if not stream.consciousness_summary.total_results:
             return ""
-        return render_stream(stream, self.token_budget, current_first=True, shared_once=self.shared_once).text
+        return render_stream(stream, self.token_budget, current_first=True, shared_once=self.shared_once,
+                             question=question, memory_chars=self.memory_chars).text
 
 
 def _when(value: Any) -> datetime | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessStream, TemporalDissonance
 from llama_consciousness.schema.stream import ACTIVATION_TIERS as TIERS
+from llama_consciousness.scoring.recency import excerpt
 
 UNTRUSTED_MARK = "[untrusted text, flagged as a possible prompt injection]"
 UNTRUSTED_END = "[end of untrusted text]"
@@ -78,12 +79,14 @@ def outdated_mark(later: Any) -> str:
 
 
 def memory_line(node: ConsciousnessNode, replaces_another: bool = False, shared: frozenset[str] = frozenset(),
-                precise: bool = False) -> str:
+                precise: bool = False, question: str = "", memory_chars: int | None = None) -> str:
     """One memory, compact: what it is (marked untrusted when flagged), then how it felt and when it held.
     A replaced version is marked past, one a later memory may replace possibly outdated, and the one
     that replaces another memory of the context (``replaces_another``) current."""
     level = node.level or node.retrieval_source.split("_", 1)[0]
     text = node.description.strip() or node.name
+    if memory_chars is not None and len(text) > memory_chars:
+        text = excerpt(text, question, memory_chars)
     body = node.name
     if text and text != node.name:
         # a name that is the text's beginning ("Ada: I moved to…") is not said twice
@@ -149,13 +152,15 @@ def _tiers(stream: ConsciousnessStream) -> list[tuple[str, list[ConsciousnessNod
 
 def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
                   count: Callable[[str], int] | None = None, current_first: bool = False,
-                  shared_once: bool = False) -> RenderedContext:
+                  shared_once: bool = False, question: str = "", memory_chars: int | None = None) -> RenderedContext:
     """The stream as context text of at most ``token_budget`` tokens, in whole lines (a memory that does not
     fit is left out and listed); lower tiers are dropped before higher ones.  With ``current_first``, within
     each tier what is believed now comes before what a later memory replaced (or may replace), so a tight
     budget drops the past first.  With ``shared_once``, metadata every memory of the stream has alike
     (chat turns stored with the same energy, goal and feelings) is said once under the heading instead of
-    on every line, leaving the budget to the memories themselves."""
+    on every line, leaving the budget to the memories themselves.  With ``memory_chars``, a memory longer than
+    that is given as an excerpt: its beginning and the passage that speaks of ``question``
+    (``scoring.recency.excerpt``), so one long message does not spend the budget of several."""
     if token_budget <= 0:
         raise ValueError(f"token_budget must be positive, got {token_budget}")
     count = count or token_counter()
@@ -198,7 +203,8 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
             left_out += [n.node_id for n in nodes]
             continue
         for node in nodes:
-            line = memory_line(node, node.node_id in successors, shared, len(days[node.valid_at.date()]) > 1)
+            line = memory_line(node, node.node_id in successors, shared, len(days[node.valid_at.date()]) > 1,
+                               question, memory_chars)
             (included if add(line) else left_out).append(node.node_id)
     moments = [dissonance_line(d) for d in stream.temporal_dissonances]
     if moments and used + count("## Learning moments\n" + moments[0] + "\n") <= token_budget:

@@ -112,6 +112,22 @@ def test_recall_within_budget_current_first_past_marked_untrusted_marked(memory,
     assert block.get_text([]) == "" and block.question([msg("system", "be nice")]) == ""
 
 
+def test_a_long_message_is_recalled_as_the_excerpt_that_speaks_of_the_question(memory, citizen) -> None:
+    """A long pasted message would spend the budget alone: the block gives its beginning and the passage about
+    the question (memory_chars), so the short memory after it still fits."""
+    block = ConsciousnessMemoryBlock(memory=memory, citizen_id=citizen, user_name="Ada", token_budget=900)
+    paste = ("Here is the deploy log of the ingestion service. " + "worker 7 restarted after a timeout. " * 150
+             + "The ingestion service deploy took 14 minutes in the end. " + "worker 9 idle. " * 150)
+    block.put_messages([msg("user", paste, 3), msg("user", "The ingestion service deploy needs a green build.", 4)])
+    text = block.get_text("How long did the ingestion service deploy take?")
+    assert "took 14 minutes" in text and "[…]" in text and "needs a green build" in text
+    assert len(text) < len(paste)
+    whole = block.model_copy(update={"memory_chars": None}).get_text("How long did the ingestion service deploy take?")
+    assert "[…]" not in whole
+    with pytest.raises(ValueError):
+        ConsciousnessMemoryBlock(memory=memory, citizen_id=citizen, memory_chars=10)
+
+
 def test_the_question_is_the_recent_turns(block) -> None:
     messages = [msg("user", "one"), msg("assistant", "two"), msg("user", "three"), msg("tool", "{}"),
                 msg("user", "four")]

@@ -69,6 +69,42 @@ def _stem(word: str) -> str:
     return word
 
 
+def question_terms(question: str) -> set[str]:
+    """The words that say what a question is about (public name of the rule ``later_versions`` reads by)."""
+    return _terms(question)
+
+
+def excerpt(text: str, question: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters for an LLM's context: its beginning, then (when it lies
+    further on) the passage around the sentence that names most of the question's words, with "[…]" where
+    text was left out.  A long message (a pasted log, a code review) would otherwise fill the budget alone and
+    leave out the memories after it; what it says of the question is kept.  Linear in ``text``."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    terms = _terms(question)
+    best, best_at = 0, -1
+    at = 0
+    for sentence in _SENTENCE_END.split(text[:MAX_CHARS * 4]):
+        start = text.find(sentence, at) if sentence else at
+        at = max(at, start + len(sentence))
+        if start < head or len(sentence) < 8:
+            continue
+        lower = sentence.lower()
+        anywhere = [t for t in terms if t in lower]
+        if len(anywhere) <= best:
+            continue
+        words = _words(sentence)
+        named = sum(1 for t in anywhere if " " + t in words)
+        if named > best:
+            best, best_at = named, start
+    if best_at < 0:
+        return text[:limit].rstrip() + " […]"
+    rest = limit - head
+    start = max(head, best_at - rest // 4)
+    return text[:head].rstrip() + " […] " + text[start:start + rest].strip() + " […]"
+
+
 def asks_about_the_past(question: str) -> bool:
     """Whether a question asks what held before, first, in what order or how things changed: then the
     earlier memory may be the answer, and nothing is reordered or marked."""

@@ -93,3 +93,23 @@ def test_linear_on_long_messages() -> None:
     started = time.perf_counter()
     later_versions(QUESTION, [c(str(i), big, i) for i in range(20)])
     assert time.perf_counter() - started < 5
+
+
+def test_an_excerpt_keeps_the_beginning_and_what_speaks_of_the_question() -> None:
+    from llama_consciousness.scoring.recency import excerpt
+
+    filler = "We refactored the worker and moved the queue settings into a file. " * 60
+    text = "user: Here is where the project stands. " + filler + \
+        "The login API response time is 120ms under 20 concurrent requests now. " + filler
+    out = excerpt(text, QUESTION, 1000)
+    assert len(out) < 1100
+    assert out.startswith("user: Here is where the project stands.")
+    assert "120ms under 20 concurrent requests" in out and out.count("[…]") == 2
+    assert excerpt("short", QUESTION, 1000) == "short"
+    # nothing speaks of the question: the beginning only
+    plain = excerpt(filler * 2, "What colour is the bike shed?", 500)
+    assert plain.endswith("[…]") and len(plain) < 520
+    # linear on a very long message
+    started = time.perf_counter()
+    excerpt(text * 50, QUESTION, 2000)
+    assert time.perf_counter() - started < 5
