@@ -149,9 +149,10 @@ READ_TIME_MODES = ("current", "evolution")
 def later_versions_first(ranked: list[tuple[str, float]], found: dict[str, dict[str, Any]], question: str,
                          temporal_mode: str) -> list[tuple[str, float]]:
     """Read-time knowledge updates (``scoring.recency``): in current and evolution mode, found memories of one
-    level that give what ``question`` asks about different values take the places they hold latest first, and
-    each but the latest is marked ``possibly_outdated_by`` it (with ``possibly_outdated_since``, its date).
-    Nothing is written: the mark holds for this answer only."""
+    level that give what ``question`` asks about different values are brought together at the place of the
+    best-ranked of them, latest first (``latest_first``), and each but the latest is marked
+    ``possibly_outdated_by`` it (with ``possibly_outdated_since``, its date).  Nothing is written: the mark
+    holds for this answer only."""
     if temporal_mode not in READ_TIME_MODES or len(ranked) < 2 or not question:
         return ranked
     by_level: dict[str, list[Candidate]] = {}
