@@ -119,12 +119,13 @@ SCORE_FUSION = RetrievalConfig()
 """Vector, graph and keyword per level, fused by score; neighbours of the top 5 memories after rank 7."""
 
 SIX_WAY_CONCATENATION = RetrievalConfig(channels=("vector", "graph"), fusion="concatenate", neighbour_expansion=0,
-                                        graph_depth=2)
+                                        graph_depth=2, later_versions_first=False)
 """The core document's six ways: vector + graph (walks of depth 2, decision #3) per level, results concatenated
-in its order."""
+in its order (nothing moved by the read-time step)."""
 
-SEVEN_WAY_CONCATENATION = RetrievalConfig(fusion="concatenate", neighbour_expansion=0, graph_depth=2)
-"""The six ways plus the full-text channel, concatenated."""
+SEVEN_WAY_CONCATENATION = RetrievalConfig(fusion="concatenate", neighbour_expansion=0, graph_depth=2,
+                                          later_versions_first=False)
+"""The six ways plus the full-text channel, concatenated in that order."""
 
 SPREADING_ACTIVATION = RetrievalConfig(graph_walk="spreading")
 """The package default with the graph channel spreading activation from the vector and keyword hits instead of
