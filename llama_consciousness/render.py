@@ -163,6 +163,8 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
     (``scoring.recency.excerpt``), so one long message does not spend the budget of several."""
     if token_budget <= 0:
         raise ValueError(f"token_budget must be positive, got {token_budget}")
+    if memory_chars is not None and memory_chars < 1:
+        raise ValueError(f"memory_chars must be positive (or None for whole memories), got {memory_chars}")
     count = count or token_counter()
     lines: list[str] = []
     included: list[str] = []
@@ -186,16 +188,21 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
         tiers = [(tier, sorted(nodes, key=_replaced)) for tier, nodes in tiers]  # stable: rank order kept
     shared: frozenset[str] = frozenset()
     everyone = [n for _, nodes in tiers for n in nodes]
+    days: dict[Any, set[Any]] = {}  # a day two memories of other times share: their times are said
+    for n in everyone:
+        days.setdefault(n.valid_at.date(), set()).add(n.valid_at)
+
+    def precise(n: ConsciousnessNode) -> bool:
+        return len(days[n.valid_at.date()]) > 1
+
     if shared_once and len(everyone) > 1:
-        shared = frozenset.intersection(*(frozenset(memory_meta(n)) for n in everyone))
-        if shared and not add(f"(every memory below: {'; '.join(m for m in memory_meta(everyone[0]) if m in shared)})"):
+        shared = frozenset.intersection(*(frozenset(memory_meta(n, precise(n))) for n in everyone))
+        if shared and not add(f"(every memory below: "
+                              f"{'; '.join(m for m in memory_meta(everyone[0], precise(everyone[0])) if m in shared)})"):
             shared = frozenset()  # said on each line, then, or not at all
     successors = {later for _, nodes in tiers for n in nodes
                   for later in (n.superseded_by, n.possibly_superseded_by, getattr(n, "possibly_outdated_by", None))
                   if later}
-    days: dict[Any, set[Any]] = {}  # a day two memories of other times share: their times are said
-    for n in everyone:
-        days.setdefault(n.valid_at.date(), set()).add(n.valid_at)
     for tier, nodes in tiers:
         if not nodes:
             continue
@@ -203,8 +210,7 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
             left_out += [n.node_id for n in nodes]
             continue
         for node in nodes:
-            line = memory_line(node, node.node_id in successors, shared, len(days[node.valid_at.date()]) > 1,
-                               question, memory_chars)
+            line = memory_line(node, node.node_id in successors, shared, precise(node), question, memory_chars)
             (included if add(line) else left_out).append(node.node_id)
     moments = [dissonance_line(d) for d in stream.temporal_dissonances]
     if moments and used + count("## Learning moments\n" + moments[0] + "\n") <= token_budget:

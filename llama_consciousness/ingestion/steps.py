@@ -15,6 +15,7 @@ from llama_consciousness.ingestion.entities import EntityExtractor
 from llama_consciousness.llms import resolve_llm
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.report import IngestReport
+from llama_consciousness.ingestion.updates import UPDATE_MAX_CHARS
 from llama_consciousness.ingestion.validator import ConsciousnessMetadataValidator
 from llama_consciousness.nodes import embedding_text, is_relationship
 
@@ -47,7 +48,7 @@ class IngestOptions:
     worker: Literal["auto", "on", "off"] = "auto"
     updates: Literal["offline", "off"] = "offline"
     # the longest memory the offline update judge reads (None: any; ingestion.updates.UPDATE_MAX_CHARS)
-    update_max_chars: int | None = 600
+    update_max_chars: int | None = UPDATE_MAX_CHARS
     update_judge: Any = None  # an LLMUpdateJudge confirming the offline judge's pairs (not sent to the worker)
     # An LLM extracting entities instead of the offline extractor (offline on any failure of a call): any
     # LlamaIndex LLM, "openai[:model]" or "auto" (OpenAI when OPENAI_API_KEY is set; llms.resolve_llm).  With
@@ -59,8 +60,9 @@ class IngestOptions:
         for name, choices in _CHOICES.items():
             if (value := getattr(self, name)) not in choices:
                 raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, not {value!r}")
-        if self.update_max_chars is not None and self.update_max_chars < 1:
-            raise ValueError("update_max_chars must be at least 1 (or None for any length)")
+        limit = self.update_max_chars
+        if limit is not None and (type(limit) is not int or limit < 1):
+            raise ValueError(f"update_max_chars must be an integer of at least 1 (or None for any length), not {limit!r}")
         if self.chunk_size < 1 or self.batch_size < 1:
             raise ValueError("chunk_size and batch_size must be at least 1")
 

@@ -131,7 +131,8 @@ class KnowledgeUpdateDetector(ReportingTransform):
         "earlier memories of the same speaker (by keyword) the LLM judge is also asked about; 0: only the "
         "pairs the offline judge finds"))
     max_chars: int | None = Field(default=UPDATE_MAX_CHARS, ge=1, description=(
-        "the longest statement the offline judge reads (None: any); an LLM judge reads every statement"))
+        "the longest memory the offline judge reads, new or stored (None: any); an LLM judge that also reads "
+        "near pairs (llm_near_pairs > 0) reads every length"))
     memo: Any = Field(default=None, exclude=True, description=(
         "the run's DuplicateMemo: the statements of its earlier chunks, per graph, by what they are about; in "
         "a level empty when the run reached it (a bulk load) they are the only candidates, and no index is read"))
@@ -294,8 +295,10 @@ class KnowledgeUpdateDetector(ReportingTransform):
         ids = sorted({node_id for found in wanted for node_id in found} | mine)
         read = store.statements(ids)  # what the judge reads of them, not whole memories
         stored = {row[0] for row in read} & mine
+        longest = None if self._asks_llm else self.max_chars  # the offline judge reads no long memory, either side
         judged = {node_id: _Stored(node_id, name, description, extra, valid_at, created_at)
-                  for node_id, name, description, extra, valid_at, created_at, current in read if current}
+                  for node_id, name, description, extra, valid_at, created_at, current in read
+                  if current and (longest is None or len(description or name or "") <= longest)}
         return [[judged[node_id] for node_id in dict.fromkeys(found) if node_id in judged] for found in wanted], \
             stored
 

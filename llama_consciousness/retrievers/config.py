@@ -7,9 +7,10 @@ lets the configuration be logged, compared and cached on.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from llama_consciousness.storage.channels import MAX_DEPTH
 
@@ -85,9 +86,10 @@ class RetrievalConfig(BaseModel):
     neighbours_per_memory: int = Field(default=2, ge=1, le=20, description="strongest links followed per memory")
     later_versions_first: bool = Field(
         default=True,
-        description="current and evolution mode: of two found memories that give what the question asks about "
-                    "different values, the later first and the earlier marked possibly outdated (read time, "
-                    "nothing written; scoring.recency)")
+        description="current and evolution mode: found memories that give what the question asks about "
+                    "different values come together latest first, the earlier marked possibly outdated (read "
+                    "time, nothing written; scoring.recency); never with fusion='concatenate', which keeps the "
+                    "channels' order")
     rrf_k: int = Field(default=60, ge=0, le=10_000)
     final_top_k: int | None = Field(
         default=None, ge=1,
@@ -105,12 +107,12 @@ class RetrievalConfig(BaseModel):
 
     @field_validator("channel_weights", "score_weights", "long_score_weights")
     @classmethod
-    def _weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+    def _weights(cls, value: dict[str, float] | None, info: ValidationInfo) -> dict[str, float] | None:
         for name, weight in (value or {}).items():
             if name not in CHANNELS:
-                raise ValueError(f"unknown channel {name!r} in channel_weights; expected {CHANNELS}")
-            if weight < 0:
-                raise ValueError(f"channel weight of {name!r} must be >= 0, got {weight}")
+                raise ValueError(f"unknown channel {name!r} in {info.field_name}; expected {CHANNELS}")
+            if not math.isfinite(weight) or weight < 0:
+                raise ValueError(f"{info.field_name} of {name!r} must be a finite number >= 0, got {weight}")
         return value
 
 

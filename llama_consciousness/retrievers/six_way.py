@@ -34,7 +34,7 @@ from llama_consciousness.retrievers.base import (
 )
 from llama_consciousness.retrievers.config import CHANNELS, RetrievalConfig
 from llama_consciousness.schema import ConsciousnessLevelResults, ConsciousnessStream, MemoryNode, RetrievalIntention
-from llama_consciousness.schema._time import utcnow
+from llama_consciousness.schema._time import parse_time, utcnow
 from llama_consciousness.schema.memory import retrieved_node
 from llama_consciousness.schema.stream import LEVEL_KEYS
 from llama_consciousness.scoring.fusion import path_relevance, weighted_rrf, weighted_score_fusion
@@ -397,21 +397,29 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
 
     def _finish(self, intention: RetrievalIntention, outcomes: list[LevelOutcome], retrieved_at: Any,
                 started: float, fused: _Fused | None = None) -> tuple[ConsciousnessStream, list[NodeWithScore]]:
+        found, ranked = fused or self._rank(outcomes)
+        if self.config.fusion != "concatenate":  # the spec's six ways keep every channel's results
+            ranked = per_level_cap(ranked, found, intention.max_results_per_level)
+        ranked = later_statements_first(ranked, found)  # a later statement may replace it: never ranked above
+        if self.config.later_versions_first and self.config.fusion != "concatenate":  # concatenation keeps its order
+            ranked = later_versions_first(ranked, found, intention.query_text, intention.temporal_mode)
+
+        def channel_node(level: str, channel: str, hit: Any) -> Any:
+            """A channel's hit as the stream's node, with this answer's read-time mark when it has one."""
+            details = found.get(f"{level}:{hit.node.node_id}", {}).get("details", {})
+            since = details.get("possibly_outdated_since")
+            return retrieved_node(hit.node, f"{level}_{channel}", self._score(hit),
+                                  outdated_by=details.get("possibly_outdated_by") if since else None,
+                                  outdated_since=parse_time(since))
+
         levels = {
             LEVEL_KEYS[out.level]: ConsciousnessLevelResults(
-                **{f"{c}_results": [retrieved_node(h.node, f"{out.level}_{c}", self._score(h))
-                                    for h in getattr(out, c)] for c in CHANNELS},
+                **{f"{c}_results": [channel_node(out.level, c, h) for h in getattr(out, c)] for c in CHANNELS},
                 relationships=dedupe_relationships([r for hit in out.graph for r in hit.path]),
                 error="; ".join(out.errors) or None,
             )
             for out in outcomes
         }
-        found, ranked = fused or self._rank(outcomes)
-        if self.config.fusion != "concatenate":  # the spec's six ways keep every channel's results
-            ranked = per_level_cap(ranked, found, intention.max_results_per_level)
-        ranked = later_statements_first(ranked, found)  # a later statement may replace it: never ranked above
-        if self.config.later_versions_first:
-            ranked = later_versions_first(ranked, found, intention.query_text, intention.temporal_mode)
         if self.config.final_top_k is not None:
             ranked = ranked[: self.config.final_top_k]
         nodes = [result_node(found[key], score, intention.temporal_mode, retrieval_id=intention.intention_id)

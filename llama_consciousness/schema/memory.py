@@ -139,8 +139,10 @@ class ConsciousnessNode(MemoryNode):
 
     retrieval_source: str
     relevance_score: float
-    # Read time: a later memory retrieved with it gives what the question asks about another value
-    # (``retrievers.base.later_versions_first``); nothing stored says so.
+    # A later memory may replace it: the stored ``possibly_superseded_by`` of a write-time judgement, or, with
+    # ``possibly_outdated_since`` (the later memory's time), a read-time one (``retrievers.base.
+    # later_versions_first``: a memory retrieved with it gives what the question asks another value; nothing
+    # stored says so).
     possibly_outdated_by: Optional[str] = None
     possibly_outdated_since: Optional[UTCDateTime] = None
 

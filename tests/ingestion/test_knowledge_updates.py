@@ -371,3 +371,14 @@ def test_the_offline_judge_reads_chat_facts_not_long_messages(memory, citizen) -
     assert report.updates == 1 and memory.get_node("lyon", "N1", other).superseded_by == "berlin"
     with pytest.raises(ValueError, match="update_max_chars"):
         memory.ingest([said(other, "x", "x", 9)], update_max_chars=0)
+
+
+def test_a_long_stored_memory_is_never_the_older_side_of_the_offline_judge(memory, citizen) -> None:
+    padding = " " + " ".join(f"Here is step {i} of the plan for the garden shed and the paint." for i in range(12))
+    memory.ingest([said(citizen, "berlin", "We moved to Berlin last week!" + padding, 3)])
+    report = memory.ingest([said(citizen, "lyon", "I live in Lyon now, we moved again.", 9)])
+    assert report.updates == 0 and report.possible_updates == 0
+    stored = memory.get_node("berlin", "N1", citizen)
+    assert stored.expired_at is None and stored.possibly_superseded_by is None
+    with pytest.raises(ValueError, match="update_max_chars"):
+        memory.ingest([said(citizen, "x", "x", 9)], update_max_chars="600")

@@ -83,3 +83,22 @@ def test_a_question_about_the_past_is_not_reordered(memory, stored) -> None:
 def test_switched_off_by_the_config(memory, stored) -> None:
     found = _ask(memory, stored, config=RetrievalConfig(later_versions_first=False))
     assert not any(m.get("possibly_outdated_by") for m in found)
+
+
+def test_a_bare_stream_carries_the_marks_too(memory, stored) -> None:
+    """Without postprocessors the stream's channel results carry this answer's read-time marks."""
+    stream = memory.retrieve_stream(RetrievalIntention(query_text=QUESTION, citizen_id=stored, query_levels=["N1"]),
+                                    postprocessors=None)
+    nodes = [n for r in stream.levels.values() for part in (r.vector_results, r.keyword_results) for n in part]
+    old = [n for n in nodes if n.node_id == "old"]
+    assert old and all(n.possibly_outdated_by == "new" and n.possibly_outdated_since is not None for n in old)
+    assert "[possibly outdated: a later memory (2024-02-03)" in render_stream(stream, 4000).text
+
+
+def test_the_concatenation_recipes_keep_their_order(memory, stored) -> None:
+    from llama_consciousness.retrievers.config import SEVEN_WAY_CONCATENATION
+
+    found = _ask(memory, stored, config=SEVEN_WAY_CONCATENATION)
+    assert not any(m.get("possibly_outdated_by") for m in found)
+    hand_made = RetrievalConfig(fusion="concatenate")  # any concatenation, not only the named recipes
+    assert not any(m.get("possibly_outdated_by") for m in _ask(memory, stored, config=hand_made))

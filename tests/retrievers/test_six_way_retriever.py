@@ -670,7 +670,7 @@ def test_invalid_levels_limits_and_configs_are_rejected(memory, citizen) -> None
         RetrievalConfig(channels=("vector", "telepathy"))
     with pytest.raises(ValidationError, match="unknown channel 'vectr'"):
         RetrievalConfig(channel_weights={"vectr": 1.0})
-    with pytest.raises(ValidationError, match="must be >= 0"):
+    with pytest.raises(ValidationError, match="must be a finite number >= 0"):
         RetrievalConfig(channel_weights={"vector": -1.0})
     with pytest.raises(ValidationError):
         RetrievalConfig(graph_depth=5)

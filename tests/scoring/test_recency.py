@@ -113,3 +113,27 @@ def test_an_excerpt_keeps_the_beginning_and_what_speaks_of_the_question() -> Non
     started = time.perf_counter()
     excerpt(text * 50, QUESTION, 2000)
     assert time.perf_counter() - started < 5
+
+
+def test_review_edge_cases() -> None:
+    """A memory of the latest's own time is not 'earlier'; chains given by a caller are followed, nothing
+    repeated; questions about change are about the past; a nonsensical excerpt length is refused."""
+    import pytest
+
+    from llama_consciousness.scoring.recency import excerpt
+
+    same = LOGIN_NEW.replace("120ms", "130ms")
+    found = [c("old", LOGIN_OLD, 0), c("new", LOGIN_NEW, 30), c("same", same, 30)]
+    out = later_versions(QUESTION, found)
+    assert out.get("old") in ("new", "same") and "new" not in out and "same" not in out
+    ranked = [("a", 0.9), ("b", 0.8), ("c", 0.7)]
+    when = {k: T0 + timedelta(days=i) for i, k in enumerate("abc")}
+    assert [k for k, _ in latest_first(ranked, {"a": "b", "b": "c"}, when)] == ["c", "b", "a"]
+    assert asks_about_the_past("How has the login API response time changed?")
+    assert asks_about_the_past("How did my salary evolve over the year?")
+    with pytest.raises(ValueError):
+        excerpt("x" * 50, QUESTION, 0)
+    from llama_consciousness.retrievers.config import RetrievalConfig
+
+    with pytest.raises(ValueError, match="finite"):
+        RetrievalConfig(long_score_weights={"vector": float("nan")})
