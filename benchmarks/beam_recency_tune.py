@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from beam_data import DATA_HELP, DEFAULT_DATA, hit_at_k, load, rank_of, recall_at_k  # noqa: E402
 
 
-def replay(rows: list[dict], texts: dict[tuple[int, int], tuple[str, object]], questions: dict, coverage: float,
+def replay(rows: list[dict], texts: dict[tuple[int, int], tuple[str, object]], coverage: float,
            min_terms: int) -> dict[str, float]:
     from llama_consciousness.scoring.recency import Candidate, later_versions
     from llama_consciousness.scoring import recency
@@ -33,7 +33,7 @@ def replay(rows: list[dict], texts: dict[tuple[int, int], tuple[str, object]], q
                                                    "contra earlier marked", "false marks", "R@10")}
     for row in rows:
         conv, ranked = row["conv"], row["ranked"][:20]
-        question = row.get("question") or questions[(conv, row["i"])]
+        question = row["question"]
         found = [Candidate(str(m), *texts[(conv, m)]) for m in ranked]
         successors = later_versions(question, found, coverage, min_terms)
         when = {str(m): texts[(conv, m)][1] for m in ranked}
@@ -70,22 +70,14 @@ def main() -> int:
     rows = json.loads(args.ranks.read_text())[args.system]
     convs, temp = load(args.data, sorted({r["conv"] for r in rows}))
     texts = {(c.conv, m.id): (m.text, m.valid_at) for c in convs for m in c.messages}
-    questions = {}
-    for c in convs:
-        for i, q in enumerate(q for q in c.questions if q.gold):
-            questions[(c.conv, i)] = q.question
-    seen: dict[int, int] = {}
-    for row in rows:  # the i-th question with evidence of its conversation, in the order beam_quality asks them
-        row["i"] = seen.get(row["conv"], 0)
-        seen[row["conv"]] = row["i"] + 1
     print("| coverage | min terms | update@10 | updated above (n) | original marked | contra earlier marked | "
           "false marks | R@10 |\n|---|---|---|---|---|---|---|---|")
-    base = replay(rows, texts, questions, 2.0, 99)  # nothing found: the order as retrieved
+    base = replay(rows, texts, 2.0, 99)  # nothing found: the order as retrieved
     print(f"| off | - | {base['update@10']:.3f} | {base['updated above']:.3f} ({base['n updated above']}) | - | - | "
           f"- | {base['R@10']:.3f} |")
     for coverage in (float(x) for x in args.coverage.split(",")):
         for min_terms in (int(x) for x in args.min_terms.split(",")):
-            r = replay(rows, texts, questions, coverage, min_terms)
+            r = replay(rows, texts, coverage, min_terms)
             print(f"| {coverage} | {min_terms} | {r['update@10']:.3f} | {r['updated above']:.3f} "
                   f"({r['n updated above']}) | {r['original marked']:.3f} | {r['contra earlier marked']:.3f} | "
                   f"{r['false marks']:.3f} | {r['R@10']:.3f} |")

@@ -131,7 +131,7 @@ def _replaced(node: ConsciousnessNode) -> int:
     """0: believed now; 1: a later memory may replace it; 2: a later memory replaced it."""
     if node.expired_at is not None and node.superseded_by:
         return 2
-    return 1 if node.possibly_superseded_by or getattr(node, "possibly_outdated_by", None) else 0
+    return 1 if node.possibly_superseded_by or node.possibly_outdated_by else 0
 
 
 def _tiers(stream: ConsciousnessStream) -> list[tuple[str, list[ConsciousnessNode]]]:
@@ -201,8 +201,7 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
                               f"{'; '.join(m for m in memory_meta(everyone[0], precise(everyone[0])) if m in shared)})"):
             shared = frozenset()  # said on each line, then, or not at all
     successors = {later for _, nodes in tiers for n in nodes
-                  for later in (n.superseded_by, n.possibly_superseded_by, getattr(n, "possibly_outdated_by", None))
-                  if later}
+                  for later in (n.superseded_by, n.possibly_superseded_by, n.possibly_outdated_by) if later}
     for tier, nodes in tiers:
         if not nodes:
             continue

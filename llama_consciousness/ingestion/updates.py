@@ -172,7 +172,7 @@ class KnowledgeUpdateDetector(ReportingTransform):
                 # a text flagged as a possible injection must not retire what the citizen believes
                 continue
             statement = statement_of(memory)
-            if not self._asks_llm and self.max_chars is not None and len(statement.text) > self.max_chars:
+            if self._too_long(statement.text):
                 continue  # the offline judge reads chat facts, not long messages (UPDATE_MAX_CHARS)
             facts = extract_facts(statement.text, statement.speaker)
             if checked or facts or self._asks_llm or states_something(statement.text, statement.speaker):
@@ -184,6 +184,11 @@ class KnowledgeUpdateDetector(ReportingTransform):
         report.updates += sum(1 for d in out if d.confirmed)
         report.possible_updates += sum(1 for d in out if not d.confirmed)
         return out
+
+    def _too_long(self, text: str) -> bool:
+        """Whether ``text`` is longer than the offline judge reads (an LLM judge that reads near pairs reads
+        every length)."""
+        return not self._asks_llm and self.max_chars is not None and len(text) > self.max_chars
 
     @property
     def _asks_llm(self) -> bool:
@@ -295,10 +300,9 @@ class KnowledgeUpdateDetector(ReportingTransform):
         ids = sorted({node_id for found in wanted for node_id in found} | mine)
         read = store.statements(ids)  # what the judge reads of them, not whole memories
         stored = {row[0] for row in read} & mine
-        longest = None if self._asks_llm else self.max_chars  # the offline judge reads no long memory, either side
         judged = {node_id: _Stored(node_id, name, description, extra, valid_at, created_at)
                   for node_id, name, description, extra, valid_at, created_at, current in read
-                  if current and (longest is None or len(description or name or "") <= longest)}
+                  if current and not self._too_long(description or name or "")}  # either side of a pair
         return [[judged[node_id] for node_id in dict.fromkeys(found) if node_id in judged] for found in wanted], \
             stored
 

@@ -90,12 +90,15 @@ def per_level_cap(ranked: list[tuple[str, float]], found: dict[str, dict[str, An
     return out
 
 
+def is_long(node: MemoryNode, longest: int | None) -> bool:
+    """Whether a memory is longer than ``longest`` characters (``RetrievalConfig.long_memory_chars``; None:
+    none is)."""
+    return longest is not None and len(node.description or node.name) > longest
+
+
 def mostly_long(found: dict[str, dict[str, Any]], longest: int | None) -> bool:
     """Whether more than half of the memories found are longer than ``longest`` characters."""
-    if longest is None or not found:
-        return False
-    long = sum(1 for entry in found.values() if len(entry["node"].description or entry["node"].name) > longest)
-    return 2 * long > len(found)
+    return 2 * sum(1 for entry in found.values() if is_long(entry["node"], longest)) > len(found) > 0
 
 
 class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
@@ -469,7 +472,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         for key, _ in ranked[: self.config.neighbour_expansion]:
             entry = found[key]
             node = entry["node"]
-            if entry["level"] not in failed and (longest is None or len(node.description or node.name) <= longest):
+            if entry["level"] not in failed and not is_long(node, longest):
                 targets.setdefault(entry["level"], []).append(node.node_id)
         return targets
 
@@ -487,7 +490,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
             entry = found[key]
             for node in near.get(entry["level"], {}).get(entry["node"].node_id, []):
                 near_key = f"{entry['level']}:{node.node_id}"
-                if near_key in seen or (longest is not None and len(node.description or node.name) > longest):
+                if near_key in seen or is_long(node, longest):
                     continue
                 seen.add(near_key)
                 source = f"{entry['level']}_neighbour"

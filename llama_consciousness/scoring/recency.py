@@ -69,11 +69,6 @@ def _stem(word: str) -> str:
     return word
 
 
-def question_terms(question: str) -> set[str]:
-    """The words that say what a question is about (public name of the rule ``later_versions`` reads by)."""
-    return _terms(question)
-
-
 def excerpt(text: str, question: str, limit: int) -> str:
     """``text`` cut to about ``limit`` characters for an LLM's context: its beginning, then (when it lies
     further on) the passage around the sentence that names most of the question's words, with "[…]" where
@@ -84,22 +79,7 @@ def excerpt(text: str, question: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     head = limit // 2
-    terms = _terms(question)
-    best, best_at = 0, -1
-    at = 0
-    for sentence in _SENTENCE_END.split(text[:MAX_CHARS * 4]):
-        start = text.find(sentence, at) if sentence else at
-        at = max(at, start + len(sentence))
-        if start < head or len(sentence) < 8:
-            continue
-        lower = sentence.lower()
-        anywhere = [t for t in terms if t in lower]
-        if len(anywhere) <= best:
-            continue
-        words = _words(sentence)
-        named = sum(1 for t in anywhere if " " + t in words)
-        if named > best:
-            best, best_at = named, start
+    _, _, best_at = _closest_sentence(_terms(question), text[:MAX_CHARS * 4], start_at=head)
     if best_at < 0:
         return text[:limit].rstrip() + " […]"
     rest = limit - head
@@ -135,21 +115,33 @@ def statement_about(question_terms: set[str], text: str, max_chars: int = MAX_CH
     whole = prose.lower()
     if at_least and sum(1 for t in question_terms if t in whole) < at_least:  # a superset: cheap
         return Statement(frozenset(), frozenset())
+    best_terms, best_sentence, _ = _closest_sentence(question_terms, prose)
+    values = {_value(m.group(0)) for m in _VALUE.finditer(best_sentence)} if best_sentence else set()
+    return Statement(frozenset(best_terms), frozenset(v for v in values if v))
+
+
+def _closest_sentence(terms: set[str], text: str, start_at: int = 0) -> tuple[set[str], str, int]:
+    """The sentence of ``text`` (starting at or after ``start_at``) whose words name most of ``terms``: those
+    terms, the sentence and where it starts (``set(), "", -1`` when none names any).  A term is named by a
+    word that starts with it ("request" by "requests"); a cheap substring test first skips the sentences that
+    cannot beat the best so far."""
     best_terms: set[str] = set()
-    best_sentence = ""
-    for sentence in _SENTENCE_END.split(prose):
-        if len(sentence) < 8:
+    best_sentence, best_at = "", -1
+    at = 0
+    for gap in (*_SENTENCE_END.finditer(text), None):  # the sentences between the gaps, with where each starts
+        end, after = (gap.start(), gap.end()) if gap is not None else (len(text), len(text))
+        sentence, start, at = text[at:end], at, after
+        if start < start_at or len(sentence) < 8:
             continue
         lower = sentence.lower()
-        anywhere = [t for t in question_terms if t in lower]  # a superset of what its words name, and cheap
+        anywhere = [t for t in terms if t in lower]  # a superset of what its words name
         if len(anywhere) <= len(best_terms):
             continue
         words = _words(sentence)
         named = {t for t in anywhere if " " + t in words}
         if len(named) > len(best_terms):
-            best_terms, best_sentence = named, sentence
-    values = {_value(m.group(0)) for m in _VALUE.finditer(best_sentence)} if best_sentence else set()
-    return Statement(frozenset(best_terms), frozenset(v for v in values if v))
+            best_terms, best_sentence, best_at = named, sentence, start
+    return best_terms, best_sentence, best_at
 
 
 _NOT_WORD = re.compile(r"[^a-z0-9_\-']+")
