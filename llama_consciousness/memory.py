@@ -191,9 +191,6 @@ class ConsciousnessMemory:
         self._versions_lock = threading.Lock()
         self._use_recorder: living.UseRecorder | None = None
         self._recorder_lock = threading.Lock()
-        # graph name -> (version, built at, EntityIndex of memory names), shared by retrievers; a write
-        # through this object brings it forward (bump_graph), other processes' writes arrive by its TTL
-        self.entity_index_cache: dict[str, Any] = {}
         # BM25 indexes of the keyword channel, beside the embedded server's data (a temporary directory
         # for a server given by URL); rebuilt from the graphs when missing
         self.keyword_indexes = KeywordIndexes(self.data_dir / "keyword" if self.data_dir else None)
@@ -343,17 +340,10 @@ class ConsciousnessMemory:
         """How many writes this process has made to ``graph`` (for cache invalidation)."""
         return self._versions.get(graph, 0)
 
-    def bump_graph(self, graph: str, names: Iterable[tuple[str, str]] | None = None) -> None:
-        """Mark ``graph`` as written.  ``names``, the ``(node_id, name)`` of every memory the write created or
-        changed, are assigned in the graph's cached entity index, which then stands for the new version: the
-        next retrieval does not read every name of the level again.  Without them the index is rebuilt."""
+    def bump_graph(self, graph: str) -> None:
+        """Mark ``graph`` as written (the caches keyed on its version let go of what they hold)."""
         with self._versions_lock:
-            version = self._versions.get(graph, 0)
-            self._versions[graph] = version + 1
-            entry = self.entity_index_cache.get(graph)
-            if names is not None and entry is not None and entry[0] == version:
-                entry[2].assign(names)
-                self.entity_index_cache[graph] = (version + 1, *entry[1:])
+            self._versions[graph] = self._versions.get(graph, 0) + 1
 
     def delete_level(self, level: str, citizen_id: str | None = None) -> None:
         """Delete one level graph (N1: one citizen's memory) with its vectors and keyword index: an explicit
@@ -364,7 +354,6 @@ class ConsciousnessMemory:
             self._pgvector.delete_graph(store.plans.graph)
         self.keyword_indexes.remove(store.plans.graph)
         self._schema_ready.discard(store.plans.graph)
-        self.entity_index_cache.pop(store.plans.graph, None)
         self.bump_graph(store.plans.graph)
 
     def graphs(self) -> list[str]:
@@ -498,8 +487,7 @@ class ConsciousnessMemory:
             result = store.upsert(level_nodes, [*level_rels, *links], changes, base_ids,
                                   derived={link.edge_id for link in links})
             total += result
-            written = set(result.created_ids).union(result.updated_ids)
-            self.bump_graph(store.plans.graph, [(n.node_id, n.name) for n in level_nodes if n.node_id in written])
+            self.bump_graph(store.plans.graph)
             vectors = self.vectors(lvl)
             vectors.write(store.plans, level_nodes)
             expired = [c.old_id for c in changes if c.confirmed]

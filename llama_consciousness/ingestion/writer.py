@@ -446,7 +446,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
         # Memories (with their entities, expiries and derived links) in
         # batches; then the explicit relationships, once all endpoints exist.
         derived = [*supersede_links, *mention_links, *duplicate_links]
-        names = self._write(store, batch.memories, entity_nodes, derived, changes, base_ids, batch.volatile,
+        self._write(store, batch.memories, entity_nodes, derived, changes, base_ids, batch.volatile,
                             check_stored, report)
         size = self.batch_size * RELATIONSHIP_FACTOR
         for start in range(0, len(batch.relationships), size):
@@ -455,20 +455,17 @@ class ConsciousnessGraphWriter(ReportingTransform):
             report.relationships_inserted += result.edges_created
             report.relationships_updated += result.edges_updated
             report.relationships_unchanged += result.edges_unchanged
-        mem.bump_graph(store.plans.graph, names)
+        mem.bump_graph(store.plans.graph)
 
     def _write(
         self, store: LevelGraphStore, memories: list[MemoryNode], entity_nodes: list[MemoryNode],
         links: list[ConsciousnessRelationship | PreparedEdge], changes: list[Supersession],
         base_ids: dict[str, str], volatile: dict[str, tuple[str, ...]], check_stored: bool, report: IngestReport,
-    ) -> list[tuple[str, str]]:
+    ) -> None:
         """Memories in batches of ``batch_size``, one transaction each; an entity node goes with the first
-        memory that mentions it, a link or an expiry with the batch holding the last of its endpoints.
-        Returns ``(node_id, name)`` of the memories and entity nodes created or changed (for the retrievers'
-        entity index to follow the write)."""
-        names: list[tuple[str, str]] = []
+        memory that mentions it, a link or an expiry with the batch holding the last of its endpoints."""
         if not (memories or entity_nodes or links or changes):
-            return names
+            return
         mem, size = self.memory, self.batch_size
         parts = [memories[start : start + size] for start in range(0, len(memories), size)] or [[]]
         slot: dict[str, int] = {}
@@ -502,8 +499,6 @@ class ConsciousnessGraphWriter(ReportingTransform):
             result = store.upsert(to_write, chunk_links, chunk_changes, base_ids,
                                   derived={link.edge_id for link in chunk_links}, volatile=volatile,
                                   check_stored=check_stored)
-            written = set(result.created_ids).union(result.updated_ids)
-            names += [(n.node_id, n.name) for n in to_write if n.node_id in written]
             created, updated = ids.intersection(result.created_ids), ids.intersection(result.updated_ids)
             report.inserted += len(created)  # entity nodes are counted apart
             report.updated += len(updated)
@@ -513,7 +508,6 @@ class ConsciousnessGraphWriter(ReportingTransform):
                 expired = [c.old_id for c in chunk_changes if c.confirmed]
                 if expired and vectors.mirrors_validity:
                     vectors.mirror_validity(store.plans, store.get_nodes(expired))
-        return names
 
     def finish(self, graph: str) -> IngestReport:
         """Settle, at the end of a call, what its memories never written (dropped as invalid, as injections,
@@ -539,8 +533,8 @@ class ConsciousnessGraphWriter(ReportingTransform):
             plan.held.clear()
         mentions = _mentions(found)
         report.entities += len(mentions)
-        names = self._write(store, [], list(created.values()), [*links, *mentions], changes, {}, {}, True, report)
-        self.memory.bump_graph(store.plans.graph, names)
+        self._write(store, [], list(created.values()), [*links, *mentions], changes, {}, {}, True, report)
+        self.memory.bump_graph(store.plans.graph)
         return report
 
 

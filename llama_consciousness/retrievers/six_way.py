@@ -20,16 +20,13 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_consciousness.entities import OfflineEntityExtractor
 from llama_consciousness.retrievers.base import (
-    MISSING,
     StreamRetriever,
-    cached,
     channel_error,
     existing_graphs,
     graph_problem,
     later_statements_first,
     later_versions_first,
     remaining_ms,
-    remember,
     result_node,
 )
 from llama_consciousness.retrievers.config import CHANNELS, RetrievalConfig
@@ -38,7 +35,6 @@ from llama_consciousness.schema._time import parse_time, utcnow
 from llama_consciousness.schema.memory import retrieved_node
 from llama_consciousness.schema.stream import LEVEL_KEYS
 from llama_consciousness.scoring.fusion import path_relevance, weighted_rrf, weighted_score_fusion
-from llama_consciousness.scoring.names import EntityIndex
 from llama_consciousness.storage import channels as ch
 from llama_consciousness.storage import run_interleaved
 from llama_consciousness.storage.filters import MemoryFilter
@@ -51,11 +47,6 @@ from llama_consciousness.stream import assemble_stream, dedupe_relationships
 from llama_consciousness.temporal import TemporalWindow
 
 logger = logging.getLogger(__name__)
-
-# Names written by other processes reach entity matching within this time (the
-# channels see them at once); rebuilding the index of a 50K-memory level reads every
-# name of it.  Writes through the same memory update the index in place (bump_graph).
-ENTITY_INDEX_TTL_S = 600.0
 
 _Fused = tuple[dict[str, dict[str, Any]], list[tuple[str, float]]]
 """Every memory found (by ``level:node_id``) and the fused order of their keys, with scores."""
@@ -124,7 +115,6 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         self.intention_defaults = dict(intention_defaults or {})
         self.entity_extractor = entity_extractor or OfflineEntityExtractor()
         # shared by every retriever of the memory: building it is the costly part
-        self._entity_indexes: dict[str, tuple[int, float, EntityIndex]] = memory.entity_index_cache
         self._cache: dict[str, tuple[float, tuple[int, ...], ConsciousnessStream, list[NodeWithScore]]] = {}
         if self.intention_defaults or citizen_id:
             self.intention_for("probe")  # fail fast on a bad default, not at the first query
@@ -160,21 +150,6 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
 
     def _query_names(self, text: str) -> list[str]:
         return self.entity_extractor.extract_query_entities(text)
-
-    def _index_fresh(self, graph: str) -> EntityIndex | None:
-        index = cached(self._entity_indexes, self.memory, graph, ENTITY_INDEX_TTL_S)
-        return None if index is MISSING else index
-
-    def _remember_index(self, graph: str, names: list[tuple[str, str]], version: int) -> EntityIndex:
-        return remember(self._entity_indexes, graph, EntityIndex(names), version)
-
-    def _start_ids(self, index: EntityIndex, names: Sequence[str]) -> list[str]:
-        """Memories the query names, matched fuzzily against the level's names."""
-        out: dict[str, None] = {}
-        for name in names:
-            for match in index.match(name, threshold=self.config.entity_match_threshold, limit=3):
-                out[match.entity_id] = None
-        return list(out)[: self.config.max_start_entities]
 
     def _window_and_filter(self, intention: RetrievalIntention) -> MemoryFilter:
         return MemoryFilter.from_intention(intention, TemporalWindow.from_intention(intention))
@@ -253,9 +228,6 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
             outcomes.append(out)
             plans = self._plans(level, intention)
             problem = graph_problem(existing, plans.graph)
-            if problem is not None and not isinstance(existing, Exception):
-                # absent or deleted: if it is written again, its names are read afresh, not added to the old ones
-                self._entity_indexes.pop(plans.graph, None)
             if problem is False:  # never written: an empty level
                 continue
             if problem is not None:  # gone, or the graphs could not even be listed
@@ -337,15 +309,16 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         return out
 
     def _start_for(self, plans: LevelPlans, names: list[str], timeout_ms: int) -> list[str]:
-        """The memories the query names in this level (the level's names are read once per TTL)."""
-        index = self._index_fresh(plans.graph)
-        if index is None:
-            version = self.memory.graph_version(plans.graph)
-            (found,) = run_interleaved(self.memory.db, [(plans.graph, plans.named_nodes_all())], timeout_ms)
-            if isinstance(found, BaseException):
-                raise found
-            index = self._remember_index(plans.graph, found, version)
-        return self._start_ids(index, names)
+        """The memories the query names in this level (``channels.named_memories``; nothing to ask without
+        names)."""
+        if not names:
+            return []
+        plan = ch.named_memories(self.memory.keyword_indexes.get(plans.graph), names,
+                                 self.config.entity_match_threshold, 3, self.config.max_start_entities)
+        (found,) = run_interleaved(self.memory.db, [(plans.graph, plan)], timeout_ms)
+        if isinstance(found, BaseException):
+            raise found
+        return found
 
     def _graph_plan(self, plans: LevelPlans, level: str, embedding: list[float], start: list[str], k: int,
                     memory_filter: MemoryFilter, deadline: float,

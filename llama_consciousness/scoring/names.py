@@ -38,9 +38,12 @@ __all__ = [
     "IRREGULAR_PLURALS",
     "TYPE_PREFIXES",
     "compact_key",
+    "fuzzy_bounds",
+    "key_similarity",
     "name_similarity",
     "normalize_entity_name",
     "singularize",
+    "sorted_words_key",
     "split_type_prefix",
     "trigrams",
 ]
@@ -161,7 +164,7 @@ def _dice(a: frozenset[str], b: frozenset[str]) -> float:
     return 2.0 * len(a & b) / (len(a) + len(b))
 
 
-def _score_keys(ka: str, kb: str, tri_a: Optional[frozenset[str]] = None) -> float:
+def key_similarity(ka: str, kb: str, tri_a: Optional[frozenset[str]] = None) -> float:
     if ka == kb:
         return 1.0 if ka else 0.0
     if not ka or not kb:
@@ -182,7 +185,7 @@ def name_similarity(a: str, b: str) -> float:
     multi-word names, ``0.6 * trigram Dice of the sorted words + 0.4 * word
     Jaccard`` (word order), capped at 0.99.
     """
-    return _score_keys(normalize_entity_name(a), normalize_entity_name(b))
+    return key_similarity(normalize_entity_name(a), normalize_entity_name(b))
 
 
 class EntityMatch(NamedTuple):
@@ -283,9 +286,9 @@ class EntityIndex:
         with self._lock:
             exact_id = self._key_ids.get(key)
             scored: dict[int, float] = {} if exact_id is None else {exact_id: 1.0}
-            for key_id in (*self._sorted.get(_sorted_key(key), ()), *self._candidates(query_grams, threshold)):
+            for key_id in (*self._sorted.get(sorted_words_key(key), ()), *self._candidates(query_grams, threshold)):
                 if key_id not in scored:
-                    scored[key_id] = _score_keys(key, self._keys[key_id], query_grams)
+                    scored[key_id] = key_similarity(key, self._keys[key_id], query_grams)
             ids, names = self._ids, self._names
             rows = [EntityMatch(ids[p], names[p], score) for key_id, score in scored.items()
                     if score >= threshold or key_id == exact_id for p in self._entries(key_id)]
@@ -329,7 +332,7 @@ class EntityIndex:
             self._grams.append(gram_ids)
             self._key_ids[key] = key_id
             self._first.append(-1)
-            self._sorted.setdefault(_sorted_key(key), array("I")).append(key_id)
+            self._sorted.setdefault(sorted_words_key(key), array("I")).append(key_id)
         position = len(self._ids)
         self._ids.append(entity_id)
         self._names.append(name)
@@ -375,15 +378,11 @@ class EntityIndex:
 
     def _candidates(self, query_grams: frozenset[str], threshold: float) -> list[int]:
         """Key ids whose trigram Dice with ``query_grams`` reaches ``threshold``."""
-        size = len(query_grams)
-        if size == 0 or threshold > 1.0:
+        bounds = fuzzy_bounds(len(query_grams), threshold)
+        if bounds is None:
             return []
-        t = min(max(threshold, 1e-6), 1.0)
-        # Dice(Q, C) >= t  =>  |C| in [|Q| t / (2 - t), |Q| (2 - t) / t]
-        # and |Q & C| >= t (|Q| + |C|) / 2 >= t (|Q| + min|C|) / 2.
-        min_size = math.ceil(size * t / (2.0 - t) - 1e-9)
-        max_size = math.floor(size * (2.0 - t) / t + 1e-9)
-        min_overlap = max(1, math.ceil(t * (size + min_size) / 2.0 - 1e-9))
+        min_size, max_size, min_overlap = bounds
+        size, t = len(query_grams), min(max(threshold, 1e-6), 1.0)
         probe = size - min_overlap + 1
         postings = self._postings
         gram_ids = self._gram_ids
@@ -410,8 +409,25 @@ class EntityIndex:
         return found
 
 
-def _sorted_key(key: str) -> str:
+def sorted_words_key(key: str) -> str:
+    """A key with its words sorted and each once: "db falkor" for "falkor db" (word order does not matter)."""
     return " ".join(sorted(set(key.split())))
+
+
+def fuzzy_bounds(size: int, threshold: float) -> Optional[tuple[int, int, int]]:
+    """For a query of ``size`` trigrams, the ``(least, most)`` trigrams a stored key may have and the least
+    overlap it needs to reach trigram Dice ``threshold``; None when no key can (no trigrams, threshold > 1).
+
+    Set-similarity joins' size and prefix filters: Dice(Q, C) >= t implies
+    ``|C|`` in ``[|Q| t / (2 - t), |Q| (2 - t) / t]`` and ``|Q & C| >= t (|Q| + min|C|) / 2``, so a
+    match shares one of the query's ``|Q| - overlap + 1`` rarest trigrams: those alone need probing.
+    """
+    if size == 0 or threshold > 1.0:
+        return None
+    t = min(max(threshold, 1e-6), 1.0)
+    min_size = math.ceil(size * t / (2.0 - t) - 1e-9)
+    max_size = math.floor(size * (2.0 - t) / t + 1e-9)
+    return min_size, max_size, max(1, math.ceil(t * (size + min_size) / 2.0 - 1e-9))
 
 
 def _positions(held: int | array | tuple[()]) -> Iterable[int]:

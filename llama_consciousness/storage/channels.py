@@ -198,6 +198,20 @@ def catch_up(index: KeywordIndex) -> Plan:
         after = upto
 
 
+def named_memories(index: KeywordIndex, names: Sequence[str], threshold: float, per_name: int, cap: int) -> Plan:
+    """The memories a question names (``names``, from its entities), at most ``per_name`` each and ``cap`` in
+    all: their names match by ``KeywordIndex.match_name``, whose index is first brought up to the change log,
+    so a memory written a moment ago is named too."""
+    if not names:
+        return []
+    yield from catch_up(index)
+    out: dict[str, None] = {}
+    for name in names:
+        for match in index.match_name(name, threshold, per_name):
+            out[match.entity_id] = None
+    return list(out)[:cap]
+
+
 def keyword_search(plans: LevelPlans, index: KeywordIndex, text: str, k: int, memory_filter: MemoryFilter) -> Plan:
     """The k memories that best match the words of ``text`` by BM25 (name and description) and pass the filter.
 

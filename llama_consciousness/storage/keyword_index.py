@@ -18,6 +18,15 @@ every turn, so what was caught up is held in memory (``_Pending``) and
 scored by the same formula until enough of it has gathered to commit.  The
 committed watermark is kept beside the index, written after each commit: a
 crash between the two replays a few memories, never loses one.
+
+The same documents hold each memory's name for the graph channel, which
+starts its walks from the memories a question names (``match_name``, the
+fuzzy matching of ``scoring.names.EntityIndex``).  Why here rather than an
+``EntityIndex`` built in the process: building one reads every name of the
+level and costs ~50 us per name, so a citizen's first question paid 150-500
+ms at 1,000 long messages (and again after a restart or a TTL), and the
+index's objects lengthened every garbage collection of the process.  On disk
+it is kept current by the same change log and costs a few term lookups.
 """
 
 from __future__ import annotations
@@ -38,6 +47,10 @@ from typing import Any
 
 import tantivy
 
+from llama_consciousness.scoring.names import (
+    EntityIndex, EntityMatch, compact_key, fuzzy_bounds, key_similarity, normalize_entity_name, sorted_words_key,
+    trigrams,
+)
 from llama_consciousness.scoring.updates import about_words, speaker_of
 
 logger = logging.getLogger(__name__)
@@ -65,7 +78,8 @@ ll re ve
 """.split()) | frozenset("abcdefghijklmnopqrstuvwxyz")
 
 _ID, _NID, _BODY = "id", "nid", "body"
-LAYOUT = 3
+_NAME, _KEY, _SORTED, _GRAMS, _SIZE = "name", "key", "sorted", "grams", "gsize"
+LAYOUT = 4
 """The index's own layout (fields); an index of another layout is rebuilt."""
 
 
@@ -116,26 +130,46 @@ def _schema() -> Any:
     builder.add_unsigned_field(_NID, stored=True)
     # the terms are analysed here (``memory_terms``) and joined by spaces: the index only splits them
     builder.add_text_field(_BODY, stored=False, tokenizer_name="whitespace", index_option="freq")
+    # the name, its key (``normalize_entity_name``), the key's words sorted, its trigrams (spaces as "_", which
+    # no key holds) and their number: what ``EntityIndex`` keeps in the process, for ``match_name``
+    builder.add_text_field(_NAME, stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field(_KEY, stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field(_SORTED, stored=False, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field(_GRAMS, stored=False, tokenizer_name="whitespace", index_option="basic")
+    builder.add_unsigned_field(_SIZE, stored=False, indexed=True, fast=True)
     return builder.build()
+
+
+MAX_NAME_CANDIDATES = 1000
+"""Stored names read per name asked: those that share its key or its rarest trigrams (a level whose memories
+share one title, thousands of "Session notes", offers its first thousand)."""
+
+
+def _gram_tokens(grams: Iterable[str]) -> list[str]:
+    return [g.replace(" ", "_") for g in grams]
 
 
 @dataclass
 class _Pending:
     """Memories caught up since the last commit, scored here by the index's own formula."""
 
-    docs: dict[str, tuple[int, Counter[str], int, int]] = field(default_factory=dict)  # id -> (seq, tf, length, nid)
+    # id -> (seq, tf, length, nid, name)
+    docs: dict[str, tuple[int, Counter[str], int, int, str]] = field(default_factory=dict)
     postings: dict[str, set[str]] = field(default_factory=dict)  # term -> ids
     tokens: int = 0
+    names: EntityIndex = field(default_factory=EntityIndex)
 
-    def put(self, node_id: str, nid: int, seq: int, terms: Sequence[str]) -> None:
+    def put(self, node_id: str, nid: int, seq: int, terms: Sequence[str], name: str) -> None:
         self.drop(node_id)
         tf = Counter(terms)
-        self.docs[node_id] = (seq, tf, len(terms), nid)
+        self.docs[node_id] = (seq, tf, len(terms), nid, name)
         self.tokens += len(terms)
         for term in tf:
             self.postings.setdefault(term, set()).add(node_id)
+        self.names.assign([(node_id, name)])
 
     def drop(self, node_id: str) -> None:
+        self.names.assign([(node_id, "")])
         old = self.docs.pop(node_id, None)
         if old is not None:
             self.tokens -= old[2]
@@ -150,6 +184,18 @@ def bm25(tf: int, length: int, df: int, docs: int, avgdl: float) -> float:
     """One term's BM25 score in one memory (Lucene's idf, which never goes negative)."""
     idf = math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
     return idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * length / max(avgdl, 1e-9)))
+
+
+def _document(node_id: str, nid: int, tf: Counter[str], name: str) -> Any:
+    doc = tantivy.Document(**{_ID: node_id, _NID: nid, _BODY: " ".join(tf.elements())})
+    key = normalize_entity_name(name) if name else ""
+    if key:  # a memory without a name (or one of punctuation only) is never named by a question
+        grams = trigrams(compact_key(key))
+        for field_name, value in ((_NAME, name), (_KEY, key), (_SORTED, sorted_words_key(key)),
+                                  (_GRAMS, " ".join(_gram_tokens(grams)))):
+            doc.add_text(field_name, value)
+        doc.add_unsigned(_SIZE, len(grams))
+    return doc
 
 
 class KeywordIndex:
@@ -195,7 +241,7 @@ class KeywordIndex:
                 seq = int(seq)
                 held = self._pending.docs.get(node_id)
                 if held is None or held[0] <= seq:
-                    self._pending.put(node_id, int(nid), seq, memory_terms(name, description))
+                    self._pending.put(node_id, int(nid), seq, memory_terms(name, description), name or "")
             self.seen = max(self.seen, upto)
             if len(self._pending.docs) >= FLUSH_DOCS:
                 self.flush()
@@ -210,9 +256,9 @@ class KeywordIndex:
                 return False
             if self._base_stale:
                 writer.delete_all_documents()
-            for node_id, (_, tf, length, nid) in self._pending.docs.items():
+            for node_id, (_, tf, length, nid, name) in self._pending.docs.items():
                 writer.delete_documents_by_term(_ID, node_id)
-                writer.add_document(tantivy.Document(**{_ID: node_id, _NID: nid, _BODY: " ".join(tf.elements())}))
+                writer.add_document(_document(node_id, nid, tf, name))
                 self._docs_added += 1
                 self._tokens_added += length
             writer.commit()
@@ -261,10 +307,60 @@ class KeywordIndex:
                         continue
                     df = (0 if stale else searcher.doc_freq(_BODY, term)) + len(ids)
                     for node_id in ids:
-                        _, tf, length, nids[node_id] = pending.docs[node_id]
+                        _, tf, length, nids[node_id], _ = pending.docs[node_id]
                         scores[node_id] = scores.get(node_id, 0.0) + bm25(tf[term], length, df, docs, avgdl)
         ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
         return [(node_id, nids[node_id], score) for node_id, score in ranked]
+
+    def match_name(self, name: str, threshold: float = 0.85, limit: int | None = None) -> list[EntityMatch]:
+        """The memories ``name`` may mean, as ``EntityIndex.match`` finds them among the level's names: the
+        same key (score 1.0), then the same words in another order or a trigram Dice of at least
+        ``threshold``; best first, ties by stored name, then node_id."""
+        key = normalize_entity_name(name)
+        if not key:
+            return []
+        grams = trigrams(compact_key(key))
+        with self._lock:
+            pending = self._pending
+            rows = pending.names.match(name, threshold) if pending.docs else []
+            if not self._base_stale:
+                rows += self._committed_matches(key, grams, threshold, pending.docs)
+        best: dict[str, EntityMatch] = {}
+        for row in sorted(rows, key=lambda row: (-row.score, row.name, row.entity_id)):
+            best.setdefault(row.entity_id, row)
+        return list(best.values())[:limit]
+
+    def _committed_matches(self, key: str, grams: frozenset[str], threshold: float,
+                           skip: dict[str, Any]) -> list[EntityMatch]:
+        searcher = self._index.searcher()
+        schema = self._index.schema
+        should = [tantivy.Query.term_query(schema, _KEY, key),
+                  tantivy.Query.term_query(schema, _SORTED, sorted_words_key(key))]
+        bounds = fuzzy_bounds(len(grams), threshold)
+        if bounds is not None:
+            least, most, overlap = bounds
+            known = sorted((searcher.doc_freq(_GRAMS, token), token) for token in _gram_tokens(grams))
+            known = [(df, token) for df, token in known if df > 0]
+            probe = len(grams) - overlap + 1 - (len(grams) - len(known))  # grams no name has count as probed
+            if probe > 0:
+                should.append(tantivy.Query.boolean_query([
+                    (tantivy.Occur.Must, tantivy.Query.range_query(schema, _SIZE, tantivy.FieldType.Unsigned,
+                                                                   least, most)),
+                    (tantivy.Occur.Must, tantivy.Query.term_set_query(schema, _GRAMS,
+                                                                      [t for _, t in known[:probe]])),
+                ]))
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in should])
+        out: list[EntityMatch] = []
+        for _, address in searcher.search(query, MAX_NAME_CANDIDATES).hits:
+            doc = searcher.doc(address)
+            node_id = doc[_ID][0]
+            if node_id in skip:  # pending holds its newer name
+                continue
+            stored = doc[_KEY][0]
+            score = 1.0 if stored == key else key_similarity(key, stored, grams)
+            if score >= threshold or stored == key:
+                out.append(EntityMatch(node_id, doc[_NAME][0], score))
+        return out
 
     # -- files ----------------------------------------------------------------------
 

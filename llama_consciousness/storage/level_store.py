@@ -730,11 +730,6 @@ class LevelPlans:
                            {"types": list(node_types)}, read_only=True)
         return [(r[0], r[1]) for r in rows]
 
-    def named_nodes_all(self) -> Plan:
-        """``(node_id, name)`` of every memory (names a query may refer to)."""
-        rows = yield Query(f"MATCH (n:{NODE_LABEL}) RETURN n.node_id, n.name", read_only=True)
-        return [(r[0], r[1]) for r in rows if r[1]]
-
     def versions(self, base_ids: Sequence[str]) -> Plan:
         """The stored versions of these base identities, oldest first."""
         rows = yield Query(f"UNWIND $bases AS b MATCH (n:{NODE_LABEL} {{base_id: b}}) "

@@ -6,7 +6,7 @@ the memory's module (which imports them); ``ConsciousnessMemory`` satisfies it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from llama_consciousness.schema import MemoryNode
@@ -21,11 +21,9 @@ class MemoryReader(Protocol):
     """The FalkorDB client (``falkordb.FalkorDB``) of the level graphs."""
     embed_model: Any
     """The LlamaIndex ``BaseEmbedding`` memories and questions are embedded with."""
-    entity_index_cache: dict[str, Any]
-    """Per graph, ``(version, built at, EntityIndex)``: the memory names retrievers share (rebuilt when the
-    graph's version moves without the names of the write, or after a TTL)."""
     keyword_indexes: Any
-    """The BM25 indexes of the keyword channel (``KeywordIndexes``), one per level graph."""
+    """The BM25 indexes of the keyword channel (``KeywordIndexes``), one per level graph; they hold the names
+    the graph channel starts from too."""
     retrievals: Any
     """A semaphore: how many retrievals run at once (the others wait their turn before their deadline)."""
 
@@ -61,7 +59,6 @@ class MemoryReader(Protocol):
         """Start the memory's own server again if it died; True when it had to."""
         ...
 
-    def bump_graph(self, graph: str, names: Iterable[tuple[str, str]] | None = None) -> None:
-        """Mark ``graph`` as written (its version moves); ``names``: ``(node_id, name)`` of the memories the
-        write created or changed, for the cached entity index to follow the write."""
+    def bump_graph(self, graph: str) -> None:
+        """Mark ``graph`` as written (its version moves)."""
         ...
