@@ -1,13 +1,16 @@
 """Several read plans at once from one thread, each on its own connection.
 
 Every plan's first query is sent before any reply is read, a reply is read
-as soon as it is ready, and the plan's next query goes out at once.  (Threads
+as soon as it is ready, and the plan's next query goes out at once.  The
+replies are waited for on every connection at once: a server (or graph)
+that stalls holds back its own plans, not the replies of the others.  (Threads
 queue for the GIL behind each other's reply parsing, and a reply arriving
 meanwhile waits up to a switch interval, 5 ms: most of the tail latency.)
 """
 
 from __future__ import annotations
 
+import selectors
 import threading
 import time
 from collections.abc import Sequence
@@ -42,8 +45,17 @@ class _Job:
 # how often replies are polled while a plan awaits work beside the server's queries
 _AWAIT_POLL_S = 0.002
 
+# poll(2) has no limit on descriptor numbers (select's is 1024) and, unlike epoll, needs no descriptor of its own
+_Selector = getattr(selectors, "PollSelector", selectors.SelectSelector)
 
-def _connection(pool: Any) -> Any:
+
+def _connection(pool: Any, deadline: float | None = None) -> Any:
+    """A connection of ``pool``; one it has to make gives up at ``deadline`` where the pool can bound it
+    (``BoundedPool.connection_by``): a host that drops packets costs the caller's deadline, not the
+    connect timeout."""
+    bounded = getattr(pool, "connection_by", None)
+    if bounded is not None and deadline is not None:
+        return bounded(deadline)
     try:
         return pool.get_connection()
     except TypeError:  # redis-py before 6 wants a command name
@@ -110,7 +122,7 @@ def ask(db: Any, commands: Sequence[tuple[Any, ...]], timeout_ms: int | None) ->
     """The replies to ``commands``, pipelined on one connection of the server, each within ``timeout_ms``
     (a stalled server raises ``TimeoutError``, its connection dropped)."""
     pool = db.connection.connection_pool
-    connection = _connection(pool)
+    connection = _connection(pool, None if timeout_ms is None else time.monotonic() + timeout_ms / 1000)
     replies_in: list[Any] = []
     try:
         connection.send_packed_command(connection.pack_commands(commands))
@@ -165,7 +177,7 @@ class Interleaved:
                     return
             for job in self._state:
                 if not job.done:
-                    _advance(self._db, job, None, timeout_ms)
+                    _advance(self._db, job, None, timeout_ms, self._deadline)
         except BaseException:
             self._close()
             raise
@@ -194,14 +206,11 @@ class Interleaved:
                     # one that another thread holds cannot close a cycle.
                     self._send_pending(wait=True, timeout=remaining)
                     continue
-                # the first reply that is ready, else wait for the oldest query (a moment at a
-                # time while other work is awaited: it may finish first)
-                ready = next((j for j in waiting if _can_read(j, 0)), None)
+                # a moment at a time while other work is awaited: it may finish first
                 wait = remaining
                 if awaited:
                     wait = _AWAIT_POLL_S if remaining is None else min(remaining, _AWAIT_POLL_S)
-                if ready is None and _can_read(waiting[0], wait):
-                    ready = waiting[0]
+                ready = _first_ready(waiting, wait)
                 if ready is not None:
                     self._read(ready)
         finally:
@@ -217,7 +226,7 @@ class Interleaved:
                 if exc is not None:
                     _fail(job, exc)
                 else:
-                    _advance(self._db, job, future.result(), self._timeout_ms)
+                    _advance(self._db, job, future.result(), self._timeout_ms, self._deadline)
 
     def _expire(self) -> None:
         for job in self._state:
@@ -257,7 +266,7 @@ class Interleaved:
             job.connection.disconnect()
             _fail(job, exc)
             return
-        _advance(self._db, job, rows, self._timeout_ms)
+        _advance(self._db, job, rows, self._timeout_ms, self._deadline)
 
     def _close(self) -> None:
         self._closed = True
@@ -284,6 +293,37 @@ def _can_read(job: _Job, timeout: float | None) -> bool:
         return job.connection.can_read(timeout=timeout)
     except Exception:  # noqa: BLE001 - the read that follows raises it again, for this job
         return True
+
+
+def _first_ready(jobs: Sequence[_Job], timeout: float | None) -> _Job | None:
+    """The first of ``jobs`` whose reply is ready within ``timeout`` (None: no limit), else None.
+
+    Waiting on one connection (the oldest query's) would leave the replies of the others unread behind a
+    stalled server until the deadline, and fail them with it.
+    """
+    # what redis-py has buffered already (or an SSL layer holds) is no event on the socket: asked first
+    ready = next((j for j in jobs if _can_read(j, 0)), None)
+    if ready is not None or timeout == 0:
+        return ready
+    end = None if timeout is None else time.monotonic() + timeout
+    unwatched: list[_Job] = []  # connections that show no socket: polled a moment at a time
+    with _Selector() as selector:
+        for job in jobs:
+            try:
+                selector.register(job.connection._sock, selectors.EVENT_READ, job)
+            except (AttributeError, TypeError, ValueError, KeyError, OSError):
+                unwatched.append(job)
+        while True:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            step = left if not unwatched else _AWAIT_POLL_S if left is None else min(left, _AWAIT_POLL_S)
+            for key, _ in selector.select(step):
+                if _can_read(key.data, 0):  # readable, though a partial TLS record is no reply yet
+                    return key.data
+            ready = next((j for j in unwatched if _can_read(j, 0)), None)
+            if ready is not None:
+                return ready
 
 
 def _release(job: _Job) -> None:
@@ -314,7 +354,7 @@ def _send(job: _Job, command: list[Any]) -> None:
     job.sent = True
 
 
-def _advance(db: Any, job: _Job, rows: Any, timeout_ms: int | None) -> None:
+def _advance(db: Any, job: _Job, rows: Any, timeout_ms: int | None, deadline: float | None) -> None:
     """Give the plan its rows (None to start it) and send its next query (or record its result)."""
     try:
         step = job.plan.send(rows)
@@ -331,7 +371,11 @@ def _advance(db: Any, job: _Job, rows: Any, timeout_ms: int | None) -> None:
         job.plan.close()
         return
     if job.connection is None:
-        job.connection = _connection(job.pool)
+        try:
+            job.connection = _connection(job.pool, deadline)
+        except Exception as exc:  # the server refuses or does not answer: this job fails, the others go on
+            _fail(job, exc)
+            return
     command = replies.command(job.graph, params_header(step.params) + step.cypher, True, timeout_ms)
     if knn_gate.searches_vectors(step.cypher):
         lock = knn_gate.gate(db, job.graph.name)
