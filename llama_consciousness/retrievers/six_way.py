@@ -222,7 +222,6 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         # each job's level, its channels, and the vector hits a walk-from-them job built before it failed
         owners: list[tuple[LevelOutcome, tuple[str, ...], list[list[VectorHit]]]] = []
         k = intention.max_results_per_level
-        levels: list[tuple[LevelOutcome, LevelPlans, list[str], list[str]]] = []
         for level in intention.query_levels:
             out = LevelOutcome(level)
             outcomes.append(out)
@@ -235,33 +234,21 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                     out.failed(channel, problem)
                 continue
             channels = list(self.config.channels)
-            start: list[str] = []
-            if "graph" in channels:
-                try:
-                    start = self._start_for(plans, names, remaining_ms(deadline))
-                except Exception as exc:
-                    out.failed("graph", exc)
-                    channels.remove("graph")
-            levels.append((out, plans, channels, start))
-        hubs = self._hubs([(plans, start) for _, plans, _, start in levels], deadline)
-        for (out, plans, channels, start), level_hubs in zip(levels, hubs):
-            level = out.level
-            start = [node_id for node_id in start if node_id not in level_hubs]
             if "graph" in channels and self.config.graph_walk == "spreading":
                 # the seeds are the other channels' hits: one job for all of them
                 owned = tuple(c for c in ("vector", "keyword") if c in channels) + ("graph",)
                 for c in owned:
                     channels.remove(c)
                 found = []
-                jobs.append((plans.graph, self._spread_plan(plans, level, embedding, start, k, memory_filter,
+                jobs.append((plans.graph, self._spread_plan(plans, level, embedding, names, k, memory_filter,
                                                            deadline, intention, owned, found)))
                 owners.append((out, owned, found))
-            elif "graph" in channels and not start and self.config.fallback_start and "vector" in channels:
-                # the traversal starts from the vector answers: one job for both
+            elif "graph" in channels and self.config.fallback_start and "vector" in channels:
+                # the walk starts from the vector answers when the question names nothing: one job for both
                 channels.remove("vector")
                 channels.remove("graph")
                 found: list[list[VectorHit]] = []
-                jobs.append((plans.graph, self._graph_plan(plans, level, embedding, start, k, memory_filter, deadline,
+                jobs.append((plans.graph, self._graph_plan(plans, level, embedding, names, k, memory_filter, deadline,
                                                           found)))
                 owners.append((out, ("vector", "graph"), found))
             for channel in channels:
@@ -269,7 +256,7 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                     if channel == "vector":
                         plan = self.memory.vectors(level).search(plans, embedding, k, memory_filter, deadline)
                     elif channel == "graph":
-                        plan = self._graph_plan(plans, level, embedding, start, k, memory_filter, deadline)
+                        plan = self._graph_plan(plans, level, embedding, names, k, memory_filter, deadline)
                     else:
                         plan = ch.keyword_search(plans, self.memory.keyword_indexes.get(plans.graph),
                                                  intention.query_text, k, memory_filter)
@@ -292,57 +279,46 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                 out.queries += 1
         return outcomes
 
-    def _hubs(self, starts: list[tuple[LevelPlans, list[str]]], deadline: float) -> list[set[str]]:
-        """Per level, the named start memories with more than ``max_start_links`` links: a speaker that every
-        turn mentions leads a walk everywhere, so anywhere it leads says nothing about the question."""
+    def _named_start(self, plans: LevelPlans, names: list[str]) -> Plan:
+        """The memories the question names in this level (``channels.named_memories``), less the hubs: those
+        with more than ``max_start_links`` links (a speaker that every turn mentions leads a walk everywhere,
+        so anywhere it leads says nothing about the question).  Part of the level's own plan, so a stalled
+        level holds back nothing but itself."""
+        start = yield from ch.named_memories(self.memory.keyword_indexes.get(plans.graph), names,
+                                             self.config.entity_match_threshold, 3, self.config.max_start_entities)
         limit = self.config.max_start_links
-        asked = [i for i, (_, start) in enumerate(starts) if start and limit is not None]
-        out: list[set[str]] = [set() for _ in starts]
-        if not asked:
-            return out
-        jobs = [(starts[i][0].graph, ch.link_counts(starts[i][0], starts[i][1])) for i in asked]
-        for i, counts in zip(asked, run_interleaved(self.memory.db, jobs, remaining_ms(deadline))):
-            if isinstance(counts, BaseException):  # the walk still runs, from every named memory
-                logger.warning("retrieval: link counts in %s unavailable: %s", starts[i][0].graph, counts)
-                continue
-            out[i] = {node_id for node_id, links in counts.items() if links > limit}
-        return out
+        if start and limit is not None:
+            counts = yield from ch.link_counts(plans, start)
+            start = [node_id for node_id in start if counts.get(node_id, 0) <= limit]
+        return start
 
-    def _start_for(self, plans: LevelPlans, names: list[str], timeout_ms: int) -> list[str]:
-        """The memories the query names in this level (``channels.named_memories``; nothing to ask without
-        names)."""
-        if not names:
-            return []
-        plan = ch.named_memories(self.memory.keyword_indexes.get(plans.graph), names,
-                                 self.config.entity_match_threshold, 3, self.config.max_start_entities)
-        (found,) = run_interleaved(self.memory.db, [(plans.graph, plan)], timeout_ms)
-        if isinstance(found, BaseException):
-            raise found
-        return found
-
-    def _graph_plan(self, plans: LevelPlans, level: str, embedding: list[float], start: list[str], k: int,
+    def _graph_plan(self, plans: LevelPlans, level: str, embedding: list[float], names: list[str], k: int,
                     memory_filter: MemoryFilter, deadline: float,
                     found: list[list[VectorHit]] | None = None) -> Plan:
-        """The walk, from the nearest memories when the question names none of the level's.  With ``found``
-        it is the vector channel too: its hits go there at once, so a walk failing after them keeps them."""
+        """The walk from the memories the question names, or from the nearest memories when it names none of
+        the level's.  With ``found`` it is the vector channel too, asked first: its hits go there at once, so
+        a walk failing after them keeps them."""
         vector: list[VectorHit] = []
+        if found is not None:
+            vector = yield from self.memory.vectors(level).search(plans, embedding, k, memory_filter, deadline)
+            found.append(vector)
+        start = yield from self._named_start(plans, names)
         if not start and self.config.fallback_start:
-            size = k if found is not None else self.config.fallback_start
-            vector = yield from self.memory.vectors(level).search(plans, embedding, size, memory_filter, deadline)
+            if found is None:
+                vector = yield from self.memory.vectors(level).search(plans, embedding, self.config.fallback_start,
+                                                                      memory_filter, deadline)
             start = [h.node.node_id for h in vector[: self.config.fallback_start]]
-            if found is not None:
-                found.append(vector)
         graph = yield from ch.traverse(plans, start, k, memory_filter, depth=self.config.graph_depth,
                                        include_start=True)
         return graph if found is None else (vector, graph)
 
-    def _spread_plan(self, plans: LevelPlans, level: str, embedding: list[float], start: list[str], k: int,
+    def _spread_plan(self, plans: LevelPlans, level: str, embedding: list[float], names: list[str], k: int,
                      memory_filter: MemoryFilter, deadline: float, intention: RetrievalIntention,
                      owned: tuple[str, ...], found: list[Any]) -> Plan:
         """Vector and keyword hits (those of ``owned``), then activation spread from them and from the named
         memories; returns each owned channel's hits in ``owned`` order (``found`` keeps the vector hits
         for when the spreading fails after them)."""
-        seeds: list[tuple[str, float]] = [(node_id, 1.0) for node_id in start]
+        seeds: list[tuple[str, float]] = []
         results: dict[str, Any] = {}
         if "vector" in owned:
             hits = yield from self.memory.vectors(level).search(plans, embedding, k, memory_filter, deadline)
@@ -354,6 +330,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
                                                 intention.query_text, k, memory_filter)
             results["keyword"] = hits
             seeds += scaled_to_best([(h.node.node_id, h.score) for h in hits])
+        start = yield from self._named_start(plans, names)
+        seeds = [(node_id, 1.0) for node_id in start] + seeds
         if not seeds and self.config.fallback_start:
             # nothing named and no other channel here: the nearest memories start it, as they start a walk
             hits = yield from self.memory.vectors(level).search(plans, embedding, self.config.fallback_start,

@@ -173,6 +173,7 @@ def test_a_connect_that_hangs_costs_the_deadline_not_the_connect_timeout(memory,
 # -- end to end: a retriever over a server whose one level graph stalls ---------------------------------
 
 QUESTION = "what do we know about vector search and the retrieval architecture"  # names no memory
+NAMED = "What does Felix think about FalkorDB capabilities?"  # names memories: their lookup is in the level's plan
 LEVEL_GRAPHS = {"N1": "citizen_ada", "N2": "collective_n2", "N3": "ecosystem_n3"}
 
 
@@ -197,13 +198,15 @@ def _levels(stream: Any) -> dict[str, tuple[list[list[str]], str | None]]:
             for level, r in ((level, stream.levels[key]) for level, key in LEVEL_KEYS.items())}
 
 
+@pytest.mark.parametrize("question", [QUESTION, NAMED])
 @pytest.mark.parametrize("run", ["sync", "async"])
 @pytest.mark.parametrize("level", ["N1", "N2", "N3"])
-def test_a_stalled_level_is_an_error_and_the_others_answer_as_alone(proxied, level: str, run: str) -> None:
+def test_a_stalled_level_is_an_error_and_the_others_answer_as_alone(proxied, level: str, run: str,
+                                                                    question: str) -> None:
     memory, proxy = proxied
     retriever = memory.retriever("ada", config=RetrievalConfig(channel_timeout_s=0.8))
-    assert retriever._query_names(QUESTION) == []  # no pre-stage asks the stalled graph for named memories
-    intention = RetrievalIntention(query_text=QUESTION, citizen_id="ada", query_levels=["N1", "N2", "N3"])
+    assert bool(retriever._query_names(question)) == (question == NAMED)
+    intention = RetrievalIntention(query_text=question, citizen_id="ada", query_levels=["N1", "N2", "N3"])
 
     def retrieve():
         if run == "async":
