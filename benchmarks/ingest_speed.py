@@ -108,6 +108,15 @@ How to run
     python benchmarks/ingest_speed.py --memories 2000 --relationships 6000 --profile
                                         # where our time goes: per-step wall time + cProfile
 
+``--beam`` measures long messages instead (issue 40): BEAM 500K conversations
+(``--beam-conversations``, default 1-2; 2,300 characters a message on average), each through
+``memory.ingest`` with the default pipeline and FOLLOWS links between consecutive messages, against
+LlamaIndex's stock ``VectorStoreIndex.insert_nodes`` (one TextNode per message, the same WordLlama
+embedding, its in-memory store) on the same messages, conversation by conversation, side by side in
+one run (``--beam-repeats`` times, alternating which goes first); then ``ConsciousnessMemoryBlock.aput``
+one message at a time (``--beam-aput-messages`` of the first conversation), p50 / p95 per message.
+    python benchmarks/ingest_speed.py --beam --beam-conversations 1-4 --beam-repeats 2
+
 The default run takes about 4 minutes on 2 cores.  With ``--stock-memories N``
 the stock side ingests only the first N memories of the file and the
 relationships among them; the table says so, and the ratio compares
@@ -857,6 +866,85 @@ def warm_up(workdir: Path, fresh: Any, url: str, embed_model: Any, seed: int, st
             FalkorDBPropertyGraphStore(url=url, database=graph, refresh_schema=False).client.delete()
 
 
+def beam_run(args: argparse.Namespace, fresh: Any) -> str:
+    """Long messages (BEAM): ours vs stock ``VectorStoreIndex.insert_nodes``, then ``aput`` per message."""
+    import asyncio
+    import statistics
+
+    from beam_data import citizen_for, load, memories, parse_conversations
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.llms import ChatMessage
+
+    from llama_consciousness.memory_block import ConsciousnessMemoryBlock
+
+    convs, temp = load(args.beam_data, parse_conversations(args.beam_conversations, "tune"))
+    try:
+        memory = fresh("beam")
+        embed = memory.embed_model
+        n = sum(len(c.messages) for c in convs)
+        chars = sum(len(m.text) for c in convs for m in c.messages)
+        log(f"[beam] {len(convs)} conversations, {n} messages, {chars / n:.0f} characters on average")
+        warm = memories(convs[0], "beam-warmup")[:50]  # first queries, first embedding: untimed
+        memory.ingest([r for r in warm if hasattr(r, "node_type")])
+        VectorStoreIndex(nodes=[], embed_model=embed).insert_nodes(
+            [TextNode(text=m.text, id_=m.node_id) for m in convs[0].messages[:50]])
+        ours: list[float] = []
+        stock: list[float] = []
+        for repeat in range(args.beam_repeats):
+            ours.append(0.0)
+            stock.append(0.0)
+            for conv in convs:
+                records = memories(conv, citizen_for(conv.conv, f"beam-r{repeat}"))
+                nodes = [TextNode(text=m.text, id_=m.node_id) for m in conv.messages]
+                index = VectorStoreIndex(nodes=[], embed_model=embed)
+                for which in ((0, 1) if (repeat + conv.conv) % 2 == 0 else (1, 0)):
+                    start = time.perf_counter()
+                    if which == 0:
+                        report = memory.ingest(records)
+                        ours[-1] += time.perf_counter() - start
+                        if report.rejected:
+                            raise RuntimeError(f"conversation {conv.conv}: {report.summary()}")
+                    else:
+                        index.insert_nodes(nodes)
+                        stock[-1] += time.perf_counter() - start
+            log(f"[beam] repeat {repeat}: ours {ours[-1]:.1f} s ({n / ours[-1]:.0f} msg/s), "
+                f"stock {stock[-1]:.1f} s ({n / stock[-1]:.0f} msg/s)")
+
+        block = ConsciousnessMemoryBlock(memory=memory, citizen_id="beam-aput")
+        turns = convs[0].messages[:args.beam_aput_messages]
+
+        async def put_each() -> list[float]:
+            out = []
+            for m in turns:
+                start = time.perf_counter()
+                await block.aput([ChatMessage(role=m.role, content=m.content)])
+                out.append(time.perf_counter() - start)
+            return out
+
+        puts = asyncio.run(put_each()) if turns else []
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+    best_ours, best_stock = min(ours), min(stock)
+    lines = [f"## Long messages: BEAM conversations {args.beam_conversations} ({n:,} messages, "
+             f"{chars / n:,.0f} characters on average)\n",
+             "| system | messages | seconds (best of " + str(args.beam_repeats) + ") | messages/s | x stock |",
+             "|---|---:|---:|---:|---:|",
+             f"| ours: memory.ingest, default pipeline, FOLLOWS links | {n:,} | {best_ours:.2f} | "
+             f"{n / best_ours:,.0f} | {best_stock / best_ours:.2f} |",
+             f"| stock: VectorStoreIndex.insert_nodes, WordLlama | {n:,} | {best_stock:.2f} | "
+             f"{n / best_stock:,.0f} | 1.00 |",
+             f"\nEvery repeat (s, ours / stock): " + ", ".join(f"{a:.2f} / {b:.2f}" for a, b in zip(ours, stock))]
+    if puts:
+        ms = sorted(1000 * t for t in puts)
+        p95 = ms[min(len(ms) - 1, int(0.95 * len(ms)))]
+        lines += ["", "| ConsciousnessMemoryBlock.aput, one message per call | messages | p50 ms | p95 ms | max ms |",
+                  "|---|---:|---:|---:|---:|",
+                  f"| conversation {convs[0].conv}, first messages | {len(ms)} | {statistics.median(ms):.1f} | "
+                  f"{p95:.1f} | {ms[-1]:.1f} |"]
+    return "\n".join(lines)
+
+
 def _load() -> str:
     with contextlib.suppress(OSError):
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -900,6 +988,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-config", choices=("full", "lean"), default="full",
                         help="with --profile: the full default pipeline or the transforms-off one")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (prints its path)")
+    parser.add_argument("--beam", action="store_true",
+                        help="only the long-message rows: BEAM messages, ours vs stock VectorStoreIndex, and aput")
+    parser.add_argument("--beam-data", type=Path,
+                        default=Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "beam"
+                        / "beam500k.tar.xz", help="the beam500k.tar.xz archive or an unpacked beam500k/ folder")
+    parser.add_argument("--beam-conversations", default="1-2", help="e.g. '1-4'")
+    parser.add_argument("--beam-repeats", type=int, default=2)
+    parser.add_argument("--beam-aput-messages", type=int, default=200)
     args = parser.parse_args(argv)
     if args.memories < 2 or args.relationships < 0:
         parser.error("--memories must be >= 2 and --relationships >= 0")
@@ -918,6 +1014,13 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     stocks: list[Row] = []
     try:
+        if args.beam:
+            print(beam_run(args, fresh))
+            print(f"\nMachine: {machine()}")
+            print(f"Load average (1/5/15 min) at start: {load_start}; at end: {_load()}")
+            print(f"Command: {command}")
+            return 0
+
         data = generate(workdir / "memories.jsonl", args.memories, args.relationships, args.seed)
         log(f"generated {data.path} ({data.path.stat().st_size / 1e6:.1f} MB): {data.memories} memories over "
             + ", ".join(f"{g} {n}" for g, n in sorted(data.graphs.items()))

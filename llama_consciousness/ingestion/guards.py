@@ -73,6 +73,18 @@ class _Rule:
     # Whether the match (its "value" group, when the pattern has a "label") is
     # really PII: failed checksum, too short, ... leave it alone.
     valid: Callable[[str], bool] = lambda value: True
+    # A necessary condition of every match that ``valid`` accepts: a substring, or a pattern found
+    # (``search``) in any text where such a match is.  A text without it skips the rule.  Why: most rules
+    # open with a lookbehind, so Python's engine tries them at every position of the text (~0.15 ms per
+    # rule on a 2 KB message); a gate opening with a literal or a character class is scanned in C.
+    gate: str | re.Pattern[str] | None = None
+
+    def may_match(self, text: str) -> bool:
+        """False only when the rule cannot redact anything in ``text`` (its gate is missing)."""
+        gate = self.gate
+        if gate is None:
+            return True
+        return gate in text if isinstance(gate, str) else gate.search(text) is not None
 
     def replace(self, match: re.Match[str]) -> str | None:
         """The match redacted (a labelled value keeps its label, which tells what was there), or None."""
@@ -102,19 +114,24 @@ _SECRET_LABELS = (
 )
 _PASSWORD_LABELS = r"(?:[a-z0-9]+[_\-.])*(?:password|passwd|passphrase|pwd)"
 _ASSIGN = r"[\"']?\s*[:=]\s*[\"']?"
-_VENDOR_KEYS = (
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----",
-    r"(?<![\w-])sk-(?:proj-|ant-|live-|test-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}",  # OpenAI / Anthropic
-    r"(?<!\w)[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe
-    r"(?<!\w)gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub
-    r"(?<!\w)github_pat_[A-Za-z0-9_]{30,}",
-    r"(?<!\w)glpat-[A-Za-z0-9_\-]{20,}",  # GitLab
-    r"(?<![A-Za-z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}(?![A-Za-z0-9])",  # AWS access key id
-    r"(?<!\w)xox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack
-    r"(?<!\w)AIza[0-9A-Za-z_\-]{35}",  # Google
-    r"(?<!\w)hf_[A-Za-z0-9]{30,}",  # Hugging Face
-    r"(?<![\w-])eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JSON Web Token
+_VENDOR_KEYS = (  # (pattern, gate: a literal or pattern every match holds)
+    (r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----",
+     "PRIVATE KEY-----"),
+    (r"(?<![\w-])sk-(?:proj-|ant-|live-|test-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}", "sk-"),  # OpenAI / Anthropic
+    (r"(?<!\w)[rs]k_(?:live|test)_[A-Za-z0-9]{16,}", re.compile(r"k_(?:live|test)_")),  # Stripe
+    (r"(?<!\w)gh[pousr]_[A-Za-z0-9]{30,}", re.compile(r"gh[pousr]_")),  # GitHub
+    (r"(?<!\w)github_pat_[A-Za-z0-9_]{30,}", "github_pat_"),
+    (r"(?<!\w)glpat-[A-Za-z0-9_\-]{20,}", "glpat-"),  # GitLab
+    (r"(?<![A-Za-z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}(?![A-Za-z0-9])",
+     re.compile(r"A(?:KIA|SIA|GPA|IDA|ROA|NPA)")),  # AWS access key id
+    (r"(?<!\w)xox[abposr]-[A-Za-z0-9\-]{10,}", "xox"),  # Slack
+    (r"(?<!\w)AIza[0-9A-Za-z_\-]{35}", "AIza"),  # Google
+    (r"(?<!\w)hf_[A-Za-z0-9]{30,}", "hf_"),  # Hugging Face
+    (r"(?<![\w-])eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", ".eyJ"),  # JSON Web Token
 )
+# A labelled secret is redacted only with a value of 16 characters or more (``_secret``), right after
+# the assignment; the gate is that assignment and value, with the label rule's flags.
+_SECRET_VALUE_GATE = re.compile(r"[:=]\s*[\"']?[A-Za-z0-9_\-+/.=~]{16}", re.IGNORECASE)
 _VENDOR_PREFIXES = (
     "PRIVATE KEY", "sk-", "k_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-",
     "AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "xox", "AIza", "hf_", "eyJ",
@@ -139,14 +156,15 @@ _Plan = tuple[tuple[Callable[[str], bool], tuple[_Rule, ...]], ...]
 # which Python's engine tries position by position (10 us for a sentence).
 _GROUPS: _Plan = (
     (lambda text: any(prefix in text for prefix in _VENDOR_PREFIXES),
-     tuple(_Rule("api_key", re.compile(regex)) for regex in _VENDOR_KEYS)),
+     tuple(_Rule("api_key", re.compile(regex), gate=gate) for regex, gate in _VENDOR_KEYS)),
     (_has_label_word, (
         _Rule("api_key", re.compile(rf"(?P<label>\b{_SECRET_LABELS}{_ASSIGN})(?P<value>[A-Za-z0-9_\-+/.=~]+)",
-                                    re.IGNORECASE), _secret),
+                                    re.IGNORECASE), _secret, _SECRET_VALUE_GATE),
         _Rule("api_key", re.compile(r"(?P<label>\bbearer\s+)(?P<value>[A-Za-z0-9_\-+/.=~]+)", re.IGNORECASE),
-              _secret),
+              _secret, re.compile(r"bearer\s+[A-Za-z0-9_\-+/.=~]{16}", re.IGNORECASE)),
         _Rule("api_key", re.compile(rf"(?P<label>\b{_PASSWORD_LABELS}{_ASSIGN})(?P<value>[^\s\"',;]+)",
-                                    re.IGNORECASE), lambda value: len(value) >= 4),
+                                    re.IGNORECASE), lambda value: len(value) >= 4,
+              re.compile(r"(?:pass(?:word|wd|phrase)|pwd)[\"']?\s*[:=]", re.IGNORECASE)),
     )),
     (lambda text: "@" in text, (_Rule("email", re.compile(
         r"(?<![\w.+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]*@[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?"
@@ -155,25 +173,26 @@ _GROUPS: _Plan = (
     (lambda text: _DIGIT.search(text) is not None, (
         _Rule("iban", re.compile(
             r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"
-        ), lambda value: iban_valid(re.sub(r"\s", "", value))),
+        ), lambda value: iban_valid(re.sub(r"\s", "", value)), re.compile(r"[A-Z]{2}\d{2}")),
         # 13-19 digits, optional space/dash groups
-        _Rule("credit_card", re.compile(r"(?<![\d\-.])(?<!\d )\d(?:[ \-]?\d){12,18}(?![\d\-]|\.\d)"), _card),
+        _Rule("credit_card", re.compile(r"(?<![\d\-.])(?<!\d )\d(?:[ \-]?\d){12,18}(?![\d\-]|\.\d)"), _card,
+              re.compile(r"\d(?:[ \-]?\d){12}")),
         # IPv4, each octet 0-255; not part of a longer dotted run
         _Rule("ip_address", re.compile(
             r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
             r"(?!\d|\.\d|\w)"
-        )),
+        ), gate=re.compile(r"\d\.\d{1,3}\.\d{1,3}\.\d")),
         # International, with '+' or '00' (E.164: at most 15 digits).  Phones never
         # start inside a run of digit groups ("... 3704 0044 0532"), which is how
         # longer numbers that failed their checksum stay intact.
         _Rule("phone", re.compile(
             r"(?<![\w+])(?<!\d[ .\-])(?:\+|\b00)[1-9]\d{0,3}(?:[ .\-]?\(?\d{1,4}\)?){2,6}(?![\w]|[.\-]\d)"
-        ), _digit_count(8, 15)),
+        ), _digit_count(8, 15), re.compile(r"(?:\+|00)[1-9]")),
         # US / NANP  (555) 123-4567, 555-123-4567, 555.123.4567, +1 555 123 4567
         _Rule("phone", re.compile(
             r"(?<![\w.+\-])(?<!\d[ .\-])(?:1[ .\-]?)?(?:\([2-9]\d{2}\) ?|[2-9]\d{2}[ .\-])\d{3}[ .\-]\d{4}"
             r"(?![\w]|[.\-]\d)"
-        ), _digit_count(10, 15)),
+        ), _digit_count(10, 15), re.compile(r"\d{3}[ .\-]\d{4}")),
     )),
 )
 _RULES = tuple(rule for _, rules in _GROUPS for rule in rules)
@@ -202,6 +221,8 @@ def _scrub(text: str, plan: _Plan, counts: dict[str, int] | None = None) -> tupl
         if not hint(text):
             continue
         for rule in rules:
+            if not rule.may_match(text):
+                continue
 
             def substitute(match: re.Match[str], rule: _Rule = rule) -> str:
                 replacement = rule.replace(match)

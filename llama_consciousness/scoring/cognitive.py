@@ -68,23 +68,50 @@ class _Token(NamedTuple):
 _PLACEHOLDER_RE = re.compile(r"\[REDACTED:[a-z_]+\]", re.IGNORECASE)
 
 
-def _tokens(text: str) -> list[_Token]:
-    lowered = _PLACEHOLDER_RE.sub(",", text).lower()
-    tokens: list[_Token] = []
-    previous_end = 0
-    for index, match in enumerate(_TOKEN_RE.finditer(lowered)):
-        gap = lowered[previous_end:match.start()]
+def _lowered(text: str) -> str:
+    return _PLACEHOLDER_RE.sub(",", text).lower()
+
+
+def _words(lowered: str) -> list[str]:
+    words = _TOKEN_RE.findall(lowered)
+    if "\u2019" in lowered:
+        words = [word.replace("\u2019", "'") for word in words]
+    return words
+
+
+class _Words:
+    """The tokens of a text (``tokenize``), with whether token ``i`` opens a clause worked out on demand.
+
+    Why: only an imperative cue reads its clause position, a few tokens of a 2 KB message; building a
+    ``_Token`` (and testing its gap) for each of its ~400 words was most of ``infer_surfaces_when``.
+    """
+
+    __slots__ = ("lowered", "words", "_spans")
+
+    def __init__(self, text: str) -> None:
+        self.lowered = _lowered(text)
+        self.words = _words(self.lowered)
+        self._spans: list[re.Match[str]] | None = None
+
+    def clause_start(self, i: int) -> bool:
+        if i == 0:
+            return True
+        if self._spans is None:
+            self._spans = list(_TOKEN_RE.finditer(self.lowered))
+        gap = self.lowered[self._spans[i - 1].end():self._spans[i].start()]
         # most gaps are one space, which never breaks a clause
-        clause_start = index == 0 or (gap != " " and _CLAUSE_BREAK_RE.search(gap) is not None)
-        tokens.append(_Token(match.group().replace("\u2019", "'"), clause_start))
-        previous_end = match.end()
-    return tokens
+        return gap != " " and _CLAUSE_BREAK_RE.search(gap) is not None
+
+
+def _tokens(text: str) -> list[_Token]:
+    """Every token of ``text`` with whether it opens a clause (``_Words``, spelt out)."""
+    words = _Words(text)
+    return [_Token(word, words.clause_start(i)) for i, word in enumerate(words.words)]
 
 
 def tokenize(text: str) -> list[str]:
     """Lower-case word tokens of ``text``, stop words included; "node.js", "c++" stay whole."""
-    lowered = _PLACEHOLDER_RE.sub(",", text).lower()
-    return [word.replace("\u2019", "'") for word in _TOKEN_RE.findall(lowered)]
+    return _words(_lowered(text))
 
 
 # English stop words, minus those that carry the *polarity of a rule* ("always
@@ -230,14 +257,18 @@ _CUE_ONLY_WORDS = (
 
 # Every word ``_category_triggers`` can fire on.
 _CUE_WORDS = _ERROR_WORDS | _RULE_WORDS | _IMPERATIVE_WORDS | _CONFIG_WORDS | frozenset(("why", "how", "set"))
+# The same words, read by ``_category_triggers`` itself to skip every other token (``_CUE_WORDS`` is the
+# shortcut for a text without any cue, which a test replaces to run the full rules).
+_FIRING_WORDS = _CUE_WORDS
 
 
-def _category_triggers(tokens: Sequence[_Token]) -> dict[str, list[int]]:
+def _category_triggers(tokens: _Words) -> dict[str, list[int]]:
     """Token indexes of the cue words of each category found in ``tokens``."""
     found: dict[str, list[int]] = {category.name: [] for category in SURFACE_CATEGORIES}
-    words = [token.word for token in tokens]
-    for i, token in enumerate(tokens):
-        word = token.word
+    words = tokens.words
+    # Only a cue word can fire: the rest of a long message is skipped in one comprehension.
+    for i in [i for i, word in enumerate(words) if word in _FIRING_WORDS]:
+        word = words[i]
         following = words[i + 1] if i + 1 < len(words) else ""
         if word == "why" or (word == "how" and following in {"to", "do", "does", "can", "should"}):
             found["question"].append(i)
@@ -245,7 +276,7 @@ def _category_triggers(tokens: Sequence[_Token]) -> dict[str, list[int]]:
             found["error"].append(i)
         if word in _RULE_WORDS:
             found["rule"].append(i)
-        elif word in _IMPERATIVE_WORDS and token.clause_start:
+        elif word in _IMPERATIVE_WORDS and tokens.clause_start(i):
             if word != "do" or following == "not":
                 found["rule"].append(i)
         if word in _CONFIG_WORDS or (word == "set" and following == "up"):
@@ -253,9 +284,9 @@ def _category_triggers(tokens: Sequence[_Token]) -> dict[str, list[int]]:
     return found
 
 
-def _question_templates(tokens: Sequence[_Token]) -> tuple[str, ...]:
-    words = {token.word for token in tokens}
-    return tuple(template for template, cue in (("how to {c}", "how"), ("why {c}", "why")) if cue in words)
+def _question_templates(words: Sequence[str]) -> tuple[str, ...]:
+    present = set(words)
+    return tuple(template for template, cue in (("how to {c}", "how"), ("why {c}", "why")) if cue in present)
 
 
 def infer_surfaces_when(
@@ -286,17 +317,19 @@ def infer_surfaces_when(
         return []
     topical = list(dict.fromkeys(c.strip().lower() for c in concepts
                                  if c and c.strip().lower() not in _CUE_ONLY_WORDS))
-    if not topical or _CUE_WORDS.isdisjoint(tokenize(text)):  # three memories in four have no cue
+    if not topical:
         return []
-    tokens = _tokens(text)
+    tokens = _Words(text)
+    if _CUE_WORDS.isdisjoint(tokens.words):  # three short memories in four have no cue
+        return []
     triggers = _category_triggers(tokens)
     queues: list[list[str]] = []
     for category in SURFACE_CATEGORIES:
         positions = triggers[category.name]
         if not positions:
             continue
-        templates = _question_templates(tokens) if category.name == "question" else category.templates
-        before = {tokens[p - 1].word for p in positions if p > 0} if category.noun_cues else set()
+        templates = _question_templates(tokens.words) if category.name == "question" else category.templates
+        before = {tokens.words[p - 1] for p in positions if p > 0} if category.noun_cues else set()
         # in concept order (most important first)
         subjects = sorted({topical[0]} | before.intersection(topical), key=topical.index)
         queues.append([template.format(c=subject) for template in templates for subject in subjects])
