@@ -16,6 +16,7 @@ memory may be the answer.  Everything here is pure and linear in the text it rea
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -55,10 +56,12 @@ _NOW_WORDS = frozenset("latest recent recently current currently now today newes
 """Words a question uses to ask for the present value, which the statements giving it rarely say."""
 
 
-def _terms(text: str) -> set[str]:
-    """The words of a question or sentence that say what it is about (numbers are values, not words)."""
-    return {_stem(w) for w in _WORD.findall(text.lower())
-            if len(w) >= 3 and w not in STOP_WORDS and w not in _NOW_WORDS and not w.isdigit()}
+@functools.lru_cache(maxsize=256)
+def _terms(text: str) -> frozenset[str]:
+    """The words of a question or sentence that say what it is about (numbers are values, not words).  Kept
+    for the last questions: rendering excerpts asks again for every long memory of the answer."""
+    return frozenset({_stem(w) for w in _WORD.findall(text.lower())
+            if len(w) >= 3 and w not in STOP_WORDS and w not in _NOW_WORDS and not w.isdigit()})
 
 
 def _stem(word: str) -> str:
@@ -106,7 +109,7 @@ def _value(raw: str) -> str:
     return re.sub(r"[\s,]+", "", raw.lower())
 
 
-def statement_about(question_terms: set[str], text: str, max_chars: int = MAX_CHARS, at_least: int = 0) -> Statement:
+def statement_about(question_terms: set[str] | frozenset[str], text: str, max_chars: int = MAX_CHARS, at_least: int = 0) -> Statement:
     """The sentence of ``text`` that names most of ``question_terms`` (prose only: code blocks are left out),
     with its values; empty when the whole text names fewer than ``at_least`` of them (most memories a question
     finds: then no sentence is read).  A term is named by a word that starts with it ("request" by
@@ -120,7 +123,7 @@ def statement_about(question_terms: set[str], text: str, max_chars: int = MAX_CH
     return Statement(frozenset(best_terms), frozenset(v for v in values if v))
 
 
-def _closest_sentence(terms: set[str], text: str, start_at: int = 0) -> tuple[set[str], str, int]:
+def _closest_sentence(terms: set[str] | frozenset[str], text: str, start_at: int = 0) -> tuple[set[str], str, int]:
     """The sentence of ``text`` (starting at or after ``start_at``) whose words name most of ``terms``: those
     terms, the sentence and where it starts (``set(), "", -1`` when none names any).  A term is named by a
     word that starts with it ("request" by "requests"); a cheap substring test first skips the sentences that
