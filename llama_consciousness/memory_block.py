@@ -92,7 +92,8 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
     config: SkipValidation[Any] = Field(default=None, exclude=True, description=(
         "a RetrievalConfig for the six-way retrieval (None: the package default)"))
     postprocessors: SkipValidation[Any] = Field(default="default", exclude=True, description=(
-        "the stream postprocessors: 'default' (ranking, tiers, dissonances, traversal, constellation) or a list"))
+        "the stream postprocessors: 'default' (those whose results the text shows: quality, usage, ranking, "
+        "tiers, dissonances; the traversal graph and constellation print nothing) or a list"))
     state_retriever: SkipValidation[Any] = Field(default=None, exclude=True, description=(
         "a StateBasedRetriever with a default_state: recall by the citizen's state, the recent turns as its goal"))
     token_budget: int = Field(default=1000, ge=50, le=200_000, description="tokens of the recalled text (tiktoken)")
@@ -296,7 +297,7 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
             stream = await self.state_retriever.aretrieve_stream(question)
         else:
             stream = await self.memory.aretrieve_stream(self.intention(question), config=self.config,
-                                                        postprocessors=self.postprocessors)
+                                                        postprocessors=self._steps())
         return self.render(stream, question)
 
     def get_text(self, messages: Sequence[ChatMessage] | str) -> str:
@@ -307,7 +308,14 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
         if self.state_retriever is not None:
             return self.render(self.state_retriever.retrieve_stream(question), question)
         return self.render(self.memory.retrieve_stream(self.intention(question), config=self.config,
-                                                       postprocessors=self.postprocessors), question)
+                                                       postprocessors=self._steps()), question)
+
+    def _steps(self) -> Any:
+        if isinstance(self.postprocessors, str) and self.postprocessors == "default":
+            from llama_consciousness.postprocessors.pipeline import text_postprocessors
+
+            return text_postprocessors(self.memory)
+        return self.postprocessors
 
     def question(self, messages: Sequence[ChatMessage]) -> str:
         """The recent turns that make the question: the last ``query_turns`` spoken messages, latest last,

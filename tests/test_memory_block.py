@@ -312,3 +312,20 @@ def test_a_tight_budget_keeps_the_metadata_with_the_memories(memory, citizen, bl
     tight = block.model_copy(update={"token_budget": 60}).get_text("what do I collect")
     for line in (line for line in tight.splitlines() if line.startswith("- [")):
         assert "(every memory below" in tight or "energy" in line  # said once above, or on the line
+
+
+def test_the_default_steps_are_those_the_text_shows_and_give_the_same_text(memory, citizen, block) -> None:
+    """The traversal graph and the constellation print nothing (and read every memory's neighbourhood):
+    the block leaves them out by default, and its text is the one the full pipeline renders."""
+    from llama_consciousness.postprocessors.pipeline import default_postprocessors
+
+    block.put_messages([msg("user", "I live in Lyon with my partner Marguerite.", 3),
+                        msg("assistant", "Lyon is lovely in spring; Marguerite must enjoy the markets.", 3),
+                        msg("user", "We moved to Berlin last week, Marguerite found a job there!", 9)])
+    steps = [step.class_name() for step in block._steps()]
+    assert "TraversalPathPostprocessor" not in steps and "ConstellationPostprocessor" not in steps
+    assert steps[:3] == ["MetadataQualityPostprocessor", "UsageReinforcement", "ConsciousnessRanker"]
+    full = block.model_copy(update={"postprocessors": default_postprocessors(memory)})
+    for question in ("Where do we live now?", "What about Marguerite?", "Tell me about Lyon"):
+        text = block.get_text(question)
+        assert text and text == full.get_text(question)

@@ -44,6 +44,16 @@ def default_postprocessors(memory: MemoryReader) -> list[StreamPostprocessor]:
     ]
 
 
+def text_postprocessors(memory: MemoryReader) -> list[StreamPostprocessor]:
+    """The steps of :func:`default_postprocessors` whose results a rendered text shows (quality, usage,
+    ranking, tiers, dissonances): the traversal graph and the constellation add structure to the stream and
+    marks to the nodes that ``render_stream`` never prints, and cost a read of every memory's neighbourhood."""
+    return [step for step in default_postprocessors(memory) if step.class_name() not in _STRUCTURE_ONLY]
+
+
+_STRUCTURE_ONLY = frozenset({"TraversalPathPostprocessor", "ConstellationPostprocessor"})
+
+
 def complete_stream(
     stream: ConsciousnessStream,
     nodes: list[NodeWithScore],
