@@ -445,17 +445,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    """SIGTERM as SIGINT already is: an exception, so that what was started is stopped on the way out."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    """SIGTERM (or SIGHUP) as SIGINT already is: an exception, so that what was started is stopped on the
+    way out (the memory closed, its server stopped, a temporary directory removed).  Once: a second one
+    ends the process at once, should the way out hang; the server's watcher then stops the server."""
+    for stop in STOP_SIGNALS:
+        signal.signal(stop, signal.SIG_DFL)
     raise SystemExit(128 + signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    # Before anything else: a signal that arrives while a command starts its server (the first moments of
+    # ``demo``) must find the handler, not the default that would end the process on the spot.
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm) if in_main_thread else None
+    previous = {stop: signal.signal(stop, _exit_on_signal) for stop in STOP_SIGNALS} if in_main_thread else {}
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
     except ValueError as exc:  # bad input reaches the user as one clear line
         print(f"llama-consciousness: error: {exc}", file=sys.stderr)
@@ -468,8 +476,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         raise
     finally:
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        for stop, handler in previous.items():
+            signal.signal(stop, signal.SIG_DFL if handler is None else handler)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,18 @@ which client processes hold it.  The last client to leave shuts it down, or,
 with ``idle_timeout_s``, leaves it running that long: an application that
 restarts meanwhile finds its memory loaded instead of waiting for the server
 to read it again (seconds per 10,000 memories).
+
+A client that leaves without ``close()`` (a script without ``with``, a
+``kill -9``, a SIGTERM with the default handler) cannot be relied on to say
+so, so each server has a watcher (:func:`watch`), a small process started
+with it that notices when every listed client is gone and does what the last
+``close()`` would have done.  Why a separate process rather than an
+``atexit`` hook in each client: ``atexit`` runs neither after SIGKILL nor
+after a default-handled signal, and it would make every script's exit wait
+for the log compaction; a watcher covers all of these the same way, and the
+exiting process leaves at once.  Why not the server itself: Redis has no
+"stop when the last client disconnects" setting, and a client's connections
+close (and reopen, pools) for reasons other than its exit.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ import json
 import logging
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,8 +116,6 @@ def compact_aof(client: redis.Redis, timeout_s: float = COMPACT_TIMEOUT_S) -> bo
 def _spawn_watchdog(root: Path, since: float, at: float, pid: int) -> None:
     """A detached process that stops the server ``pid`` of ``root``, idle since ``since``, at ``at`` (epoch
     seconds) unless it is in use again."""
-    import sys
-
     subprocess.Popen([sys.executable, "-m", "llama_consciousness.storage.idle_stop", str(root), repr(since), repr(at),
                       str(pid)],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -128,6 +139,150 @@ def pid_alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+WATCH_POLL_S = 1.0
+"""How often a server's watcher looks at its clients; it stops the server on the second look in a row
+that finds none alive, so a server outlives its last client by 1-2 s (and a process restarted at once
+adopts it)."""
+
+# Runs the watcher on a bare interpreter: importing ``llama_consciousness`` itself pulls in LlamaIndex
+# (a second and ~100 MB per server), while the watcher needs this module, ``errors`` and ``paths`` only.
+# The package directories are registered as empty packages so that their ``__init__`` is not run.
+_WATCH_ROOT_ENV = "LLAMA_CONSCIOUSNESS_WATCH_ROOT"  # as spelled in _WATCH_BOOTSTRAP
+_WATCH_BOOTSTRAP = """\
+import sys, types
+for name, path in (("llama_consciousness", sys.argv[1]), ("llama_consciousness.storage", sys.argv[1] + "/storage")):
+    package = types.ModuleType(name)
+    package.__path__ = [path]
+    sys.modules[name] = package
+from llama_consciousness.storage.falkordb_server import watch
+import os
+watch(os.environ["LLAMA_CONSCIOUSNESS_WATCH_ROOT"])
+"""
+
+
+def _spawn_watcher(root: Path) -> int | None:
+    """Start a watcher for ``root``'s server (:func:`watch`), detached (own session: a signal to the client's
+    process group must not take it along); its pid, or None when it could not start."""
+    package = Path(__file__).resolve().parents[1]
+    try:
+        # the directory in the environment, not the command line: tools (and tests) that look for the
+        # processes of a data directory by command line mean its servers
+        proc = subprocess.Popen([sys.executable, "-c", _WATCH_BOOTSTRAP, str(package)],
+                                env={**os.environ, _WATCH_ROOT_ENV: str(root)}, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                close_fds=True)
+    except OSError as exc:
+        logger.warning("could not start the watcher of the FalkorDB server (%s): a client that exits without "
+                       "close() will leave it running", exc)
+        return None
+    return proc.pid
+
+
+FOLD_TAIL_ABOVE_BYTES = 1 << 20
+"""A quiet server whose append-only tail (the writes since the last rewrite) is longer than this gets it
+folded into a snapshot (``BGREWRITEAOF``) by its watcher."""
+
+
+class _TailFolder:
+    """Keeps the append-only file's tail short, so that a crash costs a short replay.
+
+    Why: a start after a crash reads the last rewrite's snapshot quickly but replays the tail query by
+    query, and FalkorDB replays far more slowly than the writes first ran (41 MB of tail after a 10K-per-
+    level load: minutes), while Redis rewrites only when the file has doubled.  So the watcher, which
+    looks at the server every second anyway, folds the tail once the writes pause for a look (a bulk
+    load, a burst of chat turns) and it is over ``FOLD_TAIL_ABOVE_BYTES``: the rewrite costs one
+    snapshot of the data in a forked child, when the writer is done rather than in the middle of its
+    work.  Writes that never pause are bounded by the server's own ``auto-aof-rewrite-percentage``
+    (set low in ``_spawn``).  The bound is absolute, not a share of the data, because the replay's cost
+    is per replayed write: each fold writes the whole data once, at most once per pause after a MB of
+    writes (about 300 memories with their links).
+    """
+
+    def __init__(self, sock: Path) -> None:
+        self.client = _admin_client(sock, timeout=2.0)
+        self.last_size: int | None = None
+
+    def look(self) -> None:
+        try:
+            info = self.client.info("persistence")
+            size = int(info.get("aof_current_size", 0))
+            quiet, self.last_size = size == self.last_size, size
+            if info.get("aof_enabled") and quiet and size - int(info.get("aof_base_size", 0)) > FOLD_TAIL_ABOVE_BYTES \
+                    and not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled") \
+                    and not info.get("rdb_bgsave_in_progress") and not info.get("loading"):
+                self.client.execute_command("BGREWRITEAOF")
+        except (redis.RedisError, OSError):  # stalled, stopping or gone: the next look (or the loop) decides
+            self.last_size = None
+
+
+def _kill_servers_of(directory: Path) -> None:
+    """SIGKILL every redis-server working in ``directory`` (deleted): one whose files are gone refuses
+    SIGTERM (its last save fails) and has nothing left to keep.  Found by command line, since the pid file
+    went with the directory: redis-server retitles itself ``redis-server unixsocket:<path>``."""
+    sock = socket_path_for(directory, SOCKET_NAME)
+    for proc in psutil.process_iter(["cmdline"]):
+        line = " ".join(proc.info["cmdline"] or [])
+        if "redis" in line.split(" ", 1)[0] and str(sock) in line:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+    if sock.parent != directory:
+        with contextlib.suppress(OSError):
+            sock.parent.rmdir()
+
+
+def watch(root: str | os.PathLike[str], poll_s: float = WATCH_POLL_S) -> None:
+    """Stop ``root``'s server once none of its clients is alive; return when it is gone.
+
+    Polls the state file (its clients' pids) rather than anything in the clients, because the case it is
+    for is the client that can no longer say anything: killed with SIGKILL, ended by a default-handled
+    signal, or a script that never called ``close()``.  The stop is the one ``close()`` does
+    (:meth:`EmbeddedFalkorDB.stop_if_abandoned`: under the directory's lock, log compacted, SHUTDOWN
+    saving), or the idle wait when the last client to open the server asked for ``idle_timeout_s``.
+
+    Started *before* the server by the client that starts it, it first waits for the directory's lock,
+    i.e. until that start is over: if the state then does not record a live server, the client died or
+    was interrupted (a SIGTERM, a SIGKILL) between starting the daemon and recording it, and the daemon it
+    left (``redis.pid``), which nobody else knows of, is stopped.  A data directory deleted under the
+    server gets it killed at once, as the idle watchdog does (its last save would fail).
+    """
+    server = EmbeddedFalkorDB(root)
+    me = os.getpid()
+    try:
+        with server._locked():
+            state = server._read_state()
+            pid = state.get("pid")
+            if not (pid and _alive(pid)):
+                server._stop_unrecorded()
+                return
+            watcher = state.get("watcher")
+            if watcher != me:
+                if watcher and pid_alive(watcher):
+                    return  # it has a watcher already
+                server._write_state({**state, "watcher": me})
+    except FileNotFoundError:  # the directory is gone (a temporary one, removed by an interrupted client)
+        _kill_servers_of(server.directory)
+        return
+    abandoned = 0
+    folder = _TailFolder(Path(state["socket"])) if state.get("socket") else None
+    while _alive(pid):
+        time.sleep(poll_s)
+        if not server.directory.exists():
+            _kill_servers_of(server.directory)
+            return
+        state = server._read_state()
+        if state.get("pid") != pid:
+            return  # stopped, or replaced by a server that has its own watcher
+        if folder is not None:
+            folder.look()
+        if state.get("idle_since") is not None or any(pid_alive(c) for c in state.get("clients", [])):
+            abandoned = 0
+            continue
+        abandoned += 1
+        if abandoned >= 2:
+            server.stop_if_abandoned(pid)
+            abandoned = 0
 
 
 class EmbeddedFalkorDB:
@@ -207,6 +362,12 @@ class EmbeddedFalkorDB:
         list this process among its clients (a fresh start forgets the clients of the dead one)."""
         state = self._read_state()
         pid, sock = state.get("pid"), state.get("socket")
+        watcher = state.get("watcher")
+        if not (pid and sock and _alive(pid)) or not (watcher and pid_alive(watcher)):
+            # before the server: it waits for this lock, so it sees what this start recorded, or that it
+            # recorded nothing (interrupted) and that a daemon it started must be stopped (see ``watch``).
+            # A server started by an older version, or whose watcher was killed, gets one too.
+            watcher = _spawn_watcher(self.root)
         if pid and sock and _alive(pid):
             # alive is enough: a server that is busy or stalled still owns the files, and a
             # second one on the same directory would fork its data
@@ -219,7 +380,8 @@ class EmbeddedFalkorDB:
             self._pid, self._socket = self._spawn()
             state = state if reviving else {}
         clients = [c for c in state.get("clients", []) if pid_alive(c) and c != os.getpid()]
-        self._write_state({"pid": self._pid, "socket": str(self._socket), "clients": [*clients, os.getpid()]})
+        self._write_state({"pid": self._pid, "socket": str(self._socket), "clients": [*clients, os.getpid()],
+                           "idle_timeout_s": self.idle_timeout_s, "watcher": watcher})
 
     def stop(self, *, force: bool = False) -> None:
         """Release this process's hold; shut down when nobody else holds it (or with ``force``)."""
@@ -239,19 +401,38 @@ class EmbeddedFalkorDB:
             if clients and not force:
                 self._write_state({**state, "clients": clients})
                 return
-            if self.idle_timeout_s and not force and pid and _alive(pid):
-                # the server outlives its last user by idle_timeout_s: a restarted application finds it
-                # loaded; a watchdog stops it if nobody came back meanwhile
-                since = time.time()
-                self._write_state({**state, "clients": [], "idle_since": since})
-                try:
-                    _spawn_watchdog(self.root, since, since + self.idle_timeout_s, pid)
-                except OSError as exc:  # no watchdog, no idle server: it would never stop
-                    logger.warning("could not start the idle watchdog (%s); stopping the server now", exc)
-                else:
-                    self._pid = None
-                    return
-            self._shut_down(state)
+            self._leave(state, self.idle_timeout_s if not force else 0.0)
+
+    def _leave(self, state: dict, idle_timeout_s: float) -> None:
+        """Under the lock, with no client left: shut the server down, or leave it idle for
+        ``idle_timeout_s``."""
+        pid = state.get("pid")
+        if idle_timeout_s and pid and _alive(pid):
+            # the server outlives its last user by idle_timeout_s: a restarted application finds it
+            # loaded; a watchdog stops it if nobody came back meanwhile
+            since = time.time()
+            self._write_state({**state, "clients": [], "idle_since": since})
+            try:
+                _spawn_watchdog(self.root, since, since + idle_timeout_s, pid)
+            except OSError as exc:  # no watchdog, no idle server: it would never stop
+                logger.warning("could not start the idle watchdog (%s); stopping the server now", exc)
+            else:
+                self._pid = None
+                return
+        self._shut_down(state)
+
+    def stop_if_abandoned(self, pid: int) -> bool:
+        """What the last ``close()`` would have done, for a server ``pid`` whose clients all left without
+        it (:func:`watch`); True when something was done.  The idle timeout is the one the last client to
+        open the server asked for."""
+        with self._locked():
+            state = self._read_state()
+            if state.get("pid") != pid or state.get("idle_since") is not None \
+                    or any(pid_alive(c) for c in state.get("clients", [])):
+                return False
+            logger.info("every client of the FalkorDB server %s left without close(); stopping it", pid)
+            self._leave(state, float(state.get("idle_timeout_s") or 0.0))
+            return True
 
     @staticmethod
     def still_idle(state: dict, since: float) -> bool:
@@ -268,6 +449,30 @@ class EmbeddedFalkorDB:
                 return False
             self._shut_down(state)
             return True
+
+    def _stop_unrecorded(self) -> None:
+        """Under the lock, with no live server recorded: stop a daemon that ``redis.pid`` names all the same
+        (its starter was interrupted before recording it)."""
+        try:
+            pid = int((self.directory / PID_FILE).read_text().strip() or 0)
+        except (OSError, ValueError):
+            return
+        if not _alive(pid):
+            return
+        logger.warning("stopping FalkorDB pid %s, started for %s but never recorded", pid, self.directory)
+        sock = socket_path_for(self.directory, SOCKET_NAME)
+        if self._ping(sock):
+            self._shutdown(pid, sock)
+            return
+        # still starting or loading its files: SIGTERM ends it at once, and nothing was written through it
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc = psutil.Process(pid)
+            proc.terminate()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and pid_alive(pid):
+                time.sleep(0.02)
+            if pid_alive(pid):
+                proc.kill()
 
     def _shut_down(self, state: dict) -> None:
         """Under the lock: stop the server the state records and record that none runs."""
@@ -354,6 +559,12 @@ class EmbeddedFalkorDB:
             "--appendonly", "yes",
             "--appendfsync", self.appendfsync,
             "--save", "900 1 300 10 60 10000",
+            # Crash recovery: a start reads the last rewrite's snapshot (the RDB preamble) fast and replays
+            # the tail after it slowly; the watcher folds the tail when writes pause (_TailFolder), and
+            # these bound it under writes that never pause: a rewrite at +25% instead of Redis's +100%.
+            "--aof-use-rdb-preamble", "yes",
+            "--auto-aof-rewrite-percentage", "25",
+            "--auto-aof-rewrite-min-size", "16mb",
             "--loadmodule", self.module,
         ]
         logger.info("starting FalkorDB: %s", " ".join(args))
