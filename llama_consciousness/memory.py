@@ -33,7 +33,7 @@ from llama_consciousness.nodes import memory_text
 from llama_consciousness import living
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, ConsciousnessStream, MemoryNode
 from llama_consciousness.schema.citizen import CitizenState, FeedbackReport, UseReport
-from llama_consciousness.storage import citizen_states, usage
+from llama_consciousness.storage import citizen_states, run_interleaved, usage
 from llama_consciousness.schema.common import check_vector
 from llama_consciousness.storage.level_store import (
     LevelGraphStore,
@@ -189,6 +189,7 @@ class ConsciousnessMemory:
         # (entity names, cached streams) compare versions to know they are stale.
         self._versions: dict[str, int] = {}
         self._versions_lock = threading.Lock()
+        self._unindexed: set[str] = set()  # graphs written since their keyword indexes last caught up
         self._use_recorder: living.UseRecorder | None = None
         self._recorder_lock = threading.Lock()
         # BM25 indexes of the keyword channel, beside the embedded server's data (a temporary directory
@@ -344,6 +345,22 @@ class ConsciousnessMemory:
         """Mark ``graph`` as written (the caches keyed on its version let go of what they hold)."""
         with self._versions_lock:
             self._versions[graph] = self._versions.get(graph, 0) + 1
+            self._unindexed.add(graph)
+
+    def _index_written(self) -> None:
+        """Bring the keyword indexes of the graphs written since last time up to their change logs (commits
+        included), so that an ingestion, not the next question, reads and indexes what it wrote: a bulk load
+        left a citizen's first question to index a thousand long messages (~800 ms), in every process until
+        one had searched and closed.  A failure is logged: the next search catches up instead."""
+        with self._versions_lock:
+            graphs, self._unindexed = self._unindexed, set()
+        from llama_consciousness.storage.channels import catch_up
+
+        for graph in sorted(graphs):
+            index = self.keyword_indexes.get(graph)
+            (result,) = run_interleaved(self.db, [(graph, catch_up(index))], int(SOCKET_TIMEOUT_S * 1000))
+            if isinstance(result, BaseException):
+                logger.warning("keyword index of %s not caught up after the write: %s", graph, result)
 
     def delete_level(self, level: str, citizen_id: str | None = None) -> None:
         """Delete one level graph (N1: one citizen's memory) with its vectors and keyword index: an explicit
@@ -355,6 +372,8 @@ class ConsciousnessMemory:
         self.keyword_indexes.remove(store.plans.graph)
         self._schema_ready.discard(store.plans.graph)
         self.bump_graph(store.plans.graph)
+        with self._versions_lock:
+            self._unindexed.discard(store.plans.graph)  # nothing left to index
 
     def graphs(self) -> list[str]:
         """The level graphs that exist on the server."""
@@ -521,7 +540,10 @@ class ConsciousnessMemory:
         from llama_consciousness.ingestion.pipeline import ingest
         from llama_consciousness.ingestion.steps import IngestOptions
 
-        return ingest(self, source, IngestOptions(**options), progress=progress)
+        try:
+            return ingest(self, source, IngestOptions(**options), progress=progress)
+        finally:
+            self._index_written()
 
     # -- retrieval --------------------------------------------------------------
 

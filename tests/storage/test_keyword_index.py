@@ -236,3 +236,32 @@ def test_a_statement_is_also_found_by_the_thing_it_is_about() -> None:
     assert {"home", "live"} <= set(ki.memory_terms("x", "We packed up everything and moved to Gothenburg."))
     assert ki.memory_terms("My car", "My car is a Kia Niro.").count("car") == 1
     assert ki.memory_terms("Haha", "Haha, that is so funny!") == ["haha", "funni"]
+
+
+def test_an_ingestion_indexes_what_it_wrote_so_no_question_has_to(data_root) -> None:
+    """A bulk load closed without a single search left every citizen's first question in every later process
+    to read and index all its memories; the ingestion does it now, and close() commits it."""
+    home = data_root / f"kw{uuid.uuid4().hex[:6]}"
+    citizen = "kw" + uuid.uuid4().hex[:8]
+    with ConsciousnessMemory(data_dir=home) as memory:
+        memory.ingest([node(f"n{i}", f"a narwhal sighting number {i}", citizen) for i in range(5)],
+                      duplicates="off")
+        graph = memory.plans("N1", citizen).graph
+        index = memory.keyword_indexes.get(graph)
+        assert index.seen >= 5 and index.epoch is not None  # caught up by the ingestion, before any search
+    with ConsciousnessMemory(data_dir=home) as memory:
+        index = memory.keyword_indexes.get(graph)
+        store = memory.level("N1", citizen)
+        rows = store.run(_head())
+        assert index.behind(*rows) is None  # nothing for a first question to catch up on
+        assert len(keyword_ids(memory, citizen, "narwhal")) == 5
+        memory.delete_level("N1", citizen)
+        memory.ingest([node("other", "an unrelated memory", "kw" + uuid.uuid4().hex[:8])], duplicates="off")
+        assert not memory.keyword_indexes.directory(graph).exists()  # a deleted graph is not indexed again
+
+
+def _head():
+    from llama_consciousness.storage.level_store import CHANGES_LABEL, Query
+
+    rows = yield Query(f"MATCH (m:{CHANGES_LABEL}) RETURN m.epoch, m.seq", read_only=True)
+    return rows[0][0], int(rows[0][1])
