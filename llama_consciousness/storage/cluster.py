@@ -30,6 +30,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import redis
@@ -62,6 +63,25 @@ REFRESH_INTERVAL_S = 0.1
 _REDIRECTS = (AskError, TryAgainError, ClusterDownError)
 # a server that does not answer (Python's own TimeoutError is left out: a deadline of ours is no outage)
 _DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError)
+
+
+_ASKS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lc-cluster-ask")
+"""Masters asked at once: one thread per master (a retrieval reads two or three), shared by every caller."""
+
+
+def _ask_each(asks: Sequence[tuple[Callable[[], Any], Sequence[tuple[Any, ...]]]], timeout_ms: int | None
+              ) -> list[Any]:
+    """``ask(server(), commands, timeout_ms)`` for each ``(server, commands)`` at once; each one's replies or the
+    exception it raised (a master that cannot even be named raises here too)."""
+    def one(server: Callable[[], Any], commands: Sequence[tuple[Any, ...]]) -> Any:
+        try:
+            return ask(server(), commands, timeout_ms)
+        except BaseException as exc:  # noqa: BLE001 - returned: each master's answer is its own
+            return exc
+
+    if len(asks) <= 1:
+        return [one(*a) for a in asks]
+    return [f.result() for f in [_ASKS.submit(one, *a) for a in asks]]
 
 
 class ClusterError(ConsciousnessError, RuntimeError):
@@ -352,22 +372,32 @@ class ClusterDB:
                 by_master.setdefault(self.address_of(name), []).append(name)
             except ClusterError as exc:
                 down[name] = exc
-        for address, owned in by_master.items():  # each master asked about its graphs, in one round trip
-            try:
-                kinds = ask(self.server(address), [("TYPE", n) for n in owned], timeout_ms)
-            except (*_DOWN, TimeoutError, ResponseError) as exc:  # down, stalled, or its slots moved
+        # Each master asked about its graphs in one round trip, and the registry's master about the registry,
+        # all at once: a stalled master costs the timeout once, not once more for every master after it.
+        asks: list[tuple[Any, Sequence[tuple[Any, ...]]]] = [
+            (lambda address=address: self.server(address), [("TYPE", n) for n in owned])
+            for address, owned in by_master.items()]
+        if names:
+            asks.append((lambda: self.node(registry), [("SMISMEMBER", registry, *names)]))
+        answers = _ask_each(asks, timeout_ms)
+        for (address, owned), answer in zip(by_master.items(), answers):
+            if isinstance(answer, (*_DOWN, TimeoutError, ResponseError)):  # down, stalled, or its slots moved
                 for name in owned:
-                    down[name] = self.failed(name, exc if isinstance(exc, (*_DOWN, ResponseError))
-                                             else RedisTimeoutError(str(exc)))
+                    down[name] = self.failed(name, answer if isinstance(answer, (*_DOWN, ResponseError))
+                                             else RedisTimeoutError(str(answer)))
                 continue
-            present.update(n for n, kind in zip(owned, kinds) if str(kind) == GRAPH_TYPE)
+            if isinstance(answer, BaseException):
+                raise answer
+            present.update(n for n, kind in zip(owned, answer) if str(kind) == GRAPH_TYPE)
         written: set[str] = set()
         if names:
-            try:
-                flags = ask(self.node(registry), [("SMISMEMBER", registry, *names)], timeout_ms)[0]
-                written = {n for n, flag in zip(names, flags) if int(flag)}
-            except (ClusterError, *_DOWN, TimeoutError, ResponseError):
+            flags = answers[-1]
+            if isinstance(flags, BaseException):
+                if not isinstance(flags, (ClusterError, *_DOWN, TimeoutError, ResponseError)):
+                    raise flags
                 self._stale = True  # the registry's master is down: nothing is called lost meanwhile
+            else:
+                written = {n for n, flag in zip(names, flags[0]) if int(flag)}
         return present, written, down.get
 
     def _owned_by(self, name: str, address: tuple[str, int]) -> bool:
