@@ -18,8 +18,8 @@ Per size (memories per level, ``--rels-per-memory`` links each), on a fresh data
    (``memory.upsert`` in batches: the write path every ingestion ends in), then ``--turns`` chatbot turns
    (one N1 memory each, written alone, as a chatbot stores a message).  It prints the counts it wrote
    and the append-only file's sizes (base: the last rewrite; tail: the writes since, which a start
-   replays), waits 1.5 s (``appendfsync everysec``: what it was told is written is then on disk), and
-   says it is ready.
+   replays), waits ``--settle`` seconds (1.5 by default; ``appendfsync everysec``: what it was told is
+   written is then on disk), and says it is ready.
 2. **Crash**: the child and its redis-server are killed with SIGKILL at once.
 3. **Reopen** (a fresh child process): ``ConsciousnessMemory`` on the directory, then the package's full
    stream (``retrieve_stream``) for one question on all three levels, until an answer comes back with no
@@ -63,7 +63,7 @@ def _persistence(memory: Any) -> dict[str, Any]:
             "aof_rewrites": info.get("aof_rewrites", 0), "rewriting": info.get("aof_rewrite_in_progress", 0)}
 
 
-def child_load(directory: str, n: int, rels: int, turns: int, seed: int) -> int:
+def child_load(directory: str, n: int, rels: int, turns: int, seed: int, settle: float) -> int:
     """Write, report, then wait to be killed (never closes)."""
     from synthetic import CITIZEN, load_level
 
@@ -83,7 +83,7 @@ def child_load(directory: str, n: int, rels: int, turns: int, seed: int) -> int:
     counts = {level: memory.counts(level, CITIZEN if level == "N1" else None) for level in LEVELS}
     report = {"pid": memory._falkordb_server.pid, "load_s": load_s, "turns_s": turns_s, "counts": counts,
               **_persistence(memory)}
-    time.sleep(1.5)  # appendfsync everysec
+    time.sleep(settle)  # appendfsync everysec: 1 s at least, or what was acknowledged may be lost
     print(json.dumps(report), flush=True)
     time.sleep(3600)
     return 0
@@ -134,7 +134,7 @@ def run_size(root: Path, n: int, args: argparse.Namespace) -> dict[str, Any]:
     me = [sys.executable, str(Path(__file__).resolve())]
     _log(f"== {n:,} memories per level, {args.turns} chat turns: loading")
     load = subprocess.Popen([*me, "--child-load", str(directory), str(n), str(args.rels_per_memory),
-                             str(args.turns), str(args.seed)], stdout=subprocess.PIPE, text=True)
+                             str(args.turns), str(args.seed), str(args.settle)], stdout=subprocess.PIPE, text=True)
     line = load.stdout.readline()
     if not line:
         load.wait()
@@ -163,7 +163,7 @@ def run_size(root: Path, n: int, args: argparse.Namespace) -> dict[str, Any]:
         last = [line for line in reopen.stderr.splitlines() if line.strip()][-1:] or ["?"]
         got = {"open_s": wall, "complete_s": None, "first_errors": {"open": last[0][:160]}}
         lost = "unknown (the reopen failed)"
-    result = {"n": n, "turns": args.turns, "wrote": wrote, "got": got, "lost": lost, "wall_s": wall,
+    result = {"n": n, "turns": args.turns, "settle": args.settle, "wrote": wrote, "got": got, "lost": lost, "wall_s": wall,
               "server_load": _load_times(directory / "falkordb" / "falkordb.log", since)}
     _log(f"   {json.dumps(result)}")
     if not args.keep:
@@ -172,15 +172,15 @@ def run_size(root: Path, n: int, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    lines = ["| memories per level | chat turns | log base / tail at the kill | server: base / tail load | "
+    lines = ["| memories per level | chat turns | kill after the last write | log base / tail at the kill | server: base / tail load | "
              "open | first complete answer | first answer's errors | lost |",
-             "|---:|---:|---|---|---:|---:|---|---|"]
+             "|---:|---:|---:|---|---|---:|---:|---|---|"]
     for r in results:
         w, g, load = r["wrote"], r["got"], r["server_load"]
         complete = "never" if g["complete_s"] is None else f"{g['complete_s']:.1f} s"
         target = "" if g["complete_s"] is not None and g["complete_s"] <= TARGET_S else f" (> {TARGET_S:.0f} s)"
         lines.append(
-            f"| {r['n']:,} | {r['turns']:,} | {w['aof_base'] / 2**20:.0f} MB / "
+            f"| {r['n']:,} | {r['turns']:,} | {r['settle']:.1f} s | {w['aof_base'] / 2**20:.0f} MB / "
             f"{(w['aof_size'] - w['aof_base']) / 2**20:.0f} MB ({w['aof_rewrites']} rewrites) | "
             f"{load.get('base', 0):.1f} s / {load.get('incr', 0):.1f} s | {g['open_s']:.1f} s | {complete}{target} | "
             f"{', '.join(g['first_errors']) or 'none'} | {r['lost'] or 'nothing'} |")
@@ -190,7 +190,7 @@ def table(results: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child-load":
-        return child_load(argv[1], int(argv[2]), int(argv[3]), int(argv[4]), int(argv[5]))
+        return child_load(argv[1], int(argv[2]), int(argv[3]), int(argv[4]), int(argv[5]), float(argv[6]))
     if argv and argv[0] == "--child-reopen":
         return child_reopen(argv[1], float(argv[2]))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -198,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rels-per-memory", type=int, default=5)
     parser.add_argument("--turns", type=int, default=0, help="chatbot writes (one memory each) after the load")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--settle", type=float, default=1.5,
+                        help="seconds between the last write and the kill (>= 1: appendfsync everysec)")
     parser.add_argument("--deadline", type=float, default=900.0, help="give up asking after this many seconds")
     parser.add_argument("--keep", action="store_true", help="keep the data directories")
     args = parser.parse_args(argv)

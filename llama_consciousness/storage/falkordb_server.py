@@ -151,33 +151,45 @@ adopts it)."""
 # The package directories are registered as empty packages so that their ``__init__`` is not run.
 _WATCH_ROOT_ENV = "LLAMA_CONSCIOUSNESS_WATCH_ROOT"  # as spelled in _WATCH_BOOTSTRAP
 _WATCH_BOOTSTRAP = """\
-import sys, types
+import os, sys, types
+child = os.fork()
+if child:
+    print(child, flush=True)
+    os._exit(0)
+os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 for name, path in (("llama_consciousness", sys.argv[1]), ("llama_consciousness.storage", sys.argv[1] + "/storage")):
     package = types.ModuleType(name)
     package.__path__ = [path]
     sys.modules[name] = package
 from llama_consciousness.storage.falkordb_server import watch
-import os
 watch(os.environ["LLAMA_CONSCIOUSNESS_WATCH_ROOT"])
 """
 
 
 def _spawn_watcher(root: Path) -> int | None:
-    """Start a watcher for ``root``'s server (:func:`watch`), detached (own session: a signal to the client's
-    process group must not take it along); its pid, or None when it could not start."""
+    """Start a watcher for ``root``'s server (:func:`watch`), detached: its own session (a signal to the
+    client's process group must not take it along) and forked once more, so that it is not this process's
+    child (one that ended would stay a zombie in a long-lived client); its pid, or None when it could not
+    start."""
     package = Path(__file__).resolve().parents[1]
+    proc = None
     try:
         # the directory in the environment, not the command line: tools (and tests) that look for the
         # processes of a data directory by command line mean its servers
         proc = subprocess.Popen([sys.executable, "-c", _WATCH_BOOTSTRAP, str(package)],
                                 env={**os.environ, _WATCH_ROOT_ENV: str(root)}, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                close_fds=True)
-    except OSError as exc:
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+                                close_fds=True, text=True)
+        out, _ = proc.communicate(timeout=30)
+        return int(out.strip())
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
         logger.warning("could not start the watcher of the FalkorDB server (%s): a client that exits without "
                        "close() will leave it running", exc)
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                proc.kill()
+                proc.wait(timeout=5)
         return None
-    return proc.pid
 
 
 FOLD_TAIL_ABOVE_BYTES = 1 << 20
@@ -281,8 +293,22 @@ def watch(root: str | os.PathLike[str], poll_s: float = WATCH_POLL_S) -> None:
             continue
         abandoned += 1
         if abandoned >= 2:
+            _stop_abandoned_postgres(server.root)
             server.stop_if_abandoned(pid)
             abandoned = 0
+
+
+def _stop_abandoned_postgres(root: Path) -> None:
+    """The embedded Postgres of the same directory, whose clients are the same processes (see
+    ``postgres_server.stop_if_abandoned``)."""
+    if not (root / "postgres" / "postmaster.pid").exists():
+        return
+    try:
+        from llama_consciousness.storage.postgres_server import stop_if_abandoned
+
+        stop_if_abandoned(root)
+    except Exception:  # noqa: BLE001 - the watcher's own work (FalkorDB) goes on
+        logger.exception("could not stop the abandoned embedded Postgres of %s", root)
 
 
 class EmbeddedFalkorDB:

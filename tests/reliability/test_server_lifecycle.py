@@ -1,15 +1,18 @@
-"""The embedded server does not outlive the processes that use it, however they end (issue 40, item 5).
+"""The embedded servers do not outlive the processes that use them, however they end (issue 40, item 5),
+and a crash does not cost a replay of every write since the last log rewrite (item 6).
 
 Reproduced before: a script that opened the memory and exited without ``close()`` (or was killed with
-SIGKILL) left its redis-server running until some later process opened and closed that data directory;
-SIGTERM to ``llama-consciousness demo`` while its server was starting (its ``redis.pid`` written, the
-state file not yet) left that server running with nobody knowing of it.  Each test runs a real client
-process on its own data directory and waits (bounded) for the server to be gone, then reopens the
-directory and finds what was written.
+SIGKILL) left its redis-server (and, killed, its Postgres) running until some later process opened and
+closed that data directory; SIGTERM to ``llama-consciousness demo`` while its server was starting (its
+``redis.pid`` written, the state file not yet) left that server running with nobody knowing of it; and a
+burst of writes stayed in the append-only tail until the file doubled, to be replayed query by query
+after a crash.  Each test runs real client processes on their own data directory and waits (bounded) for
+the server to be gone, then reopens the directory and finds what was written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -71,8 +74,11 @@ def _reopen_finds_the_note(directory: Path) -> None:
 def directory(data_root: Path, request: pytest.FixtureRequest) -> Path:
     path = data_root / f"life_{request.node.name[-12:]}_{os.getpid()}"
     yield path
-    for pid in _servers_of(path):  # whatever the outcome, no server left behind
-        psutil.Process(pid).kill()
+    for proc in psutil.process_iter(["cmdline"]):  # whatever the outcome, no server left behind
+        line = " ".join(proc.info["cmdline"] or [])
+        if ("redis-server" in line or "postgres" in line) and str(path) in line:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
 
 
 def test_a_script_that_exits_without_close_stops_its_server(directory: Path) -> None:
@@ -197,3 +203,27 @@ def test_a_burst_of_writes_is_folded_into_a_snapshot_while_the_server_runs(direc
         assert "DB loaded from base file" in log.split("Ready to accept connections")[-2]
     finally:
         again.stop()
+
+
+def test_a_client_killed_with_sigkill_stops_its_postgres_too(directory: Path) -> None:
+    """The embedded Postgres (N3's vectors in pgvector) is held by the same processes: stopped with them."""
+    script = _CLIENT.replace("ConsciousnessMemory(data_dir=sys.argv[1])",
+                             "ConsciousnessMemory(data_dir=sys.argv[1], vector_backends={'N3': 'pgvector'})")
+    client = subprocess.Popen([sys.executable, "-c", script, str(directory), "wait"], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        pid = int(client.stdout.readline())
+        postmaster = int((directory / "postgres" / "postmaster.pid").read_text().split()[0])
+        time.sleep(1.2)
+    finally:
+        client.kill()
+        client.wait(timeout=30)
+    assert _alive(pid) and psutil.pid_exists(postmaster)
+    _wait_gone(pid)
+    t0 = time.monotonic()
+    while psutil.pid_exists(postmaster) and psutil.Process(postmaster).status() != psutil.STATUS_ZOMBIE:
+        if time.monotonic() - t0 > GONE_WITHIN_S:
+            pytest.fail(f"the embedded Postgres {postmaster} still runs {GONE_WITHIN_S:.0f} s after its client")
+        time.sleep(0.1)
+    with ConsciousnessMemory(data_dir=directory, vector_backends={"N3": "pgvector"}) as memory:
+        assert memory.get_node("kept", "N2") is not None
