@@ -33,7 +33,7 @@ from llama_consciousness.ingestion.updates import UPDATES_KEY, UpdateDecision, d
 from llama_consciousness.levels import graph_name, home_key
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.scoring.identity import base_identity
-from llama_consciousness.scoring.names import EntityIndex, normalize_entity_name
+from llama_consciousness.scoring.names import EntityIndex, EntityMatch, normalize_entity_name
 from llama_consciousness.storage.level_store import LevelGraphStore, Supersession
 from llama_consciousness.storage.records import PreparedEdge, retargeted_edges
 from llama_consciousness.storage.reader import MemoryReader
@@ -141,6 +141,36 @@ def ambiguous_source(source_id: Any, keys: Sequence[GraphKey]) -> str:
 RELATIONSHIP_FACTOR = 4
 """Relationships per transaction or chunk, in memories' units: a relationship's row is a fraction of a
 memory's (no text, no vector), and each transaction and chunk costs a few round trips per graph."""
+
+
+class KnownNames:
+    """The entity names a mention may mean: the level's stored entities, looked up on disk in the keyword
+    index's names (``KeywordIndex.match_name``, brought up to the graph's change log first), with the
+    names of this call (its entity memories, the entity nodes it creates) held here over them.
+
+    Why not an ``EntityIndex`` of the level's entity names: it was built on every ingestion call, from every
+    entity name of the level (~40 ms per chat turn at 2,000 entities, growing with the citizen's history)."""
+
+    def __init__(self, memory: MemoryReader, store: LevelGraphStore) -> None:
+        from llama_consciousness.storage.channels import catch_up
+
+        self._stored = memory.keyword_indexes.get(store.plans.graph)
+        store.run(catch_up(self._stored))
+        self._added = EntityIndex()
+
+    def add(self, entity_id: str, name: str) -> None:
+        self._added.add(entity_id, name)
+
+    def add_many(self, entries: Iterable[tuple[str, str]]) -> None:
+        self._added.add_many(entries)
+
+    def match(self, name: str, threshold: float = 0.85) -> list[EntityMatch]:
+        """As ``EntityIndex.match``: one row per entity, its best name, best first."""
+        rows = self._added.match(name, threshold) + self._stored.match_name(name, threshold, types=ENTITY_TYPES)
+        best: dict[str, EntityMatch] = {}
+        for row in sorted(rows, key=lambda row: (-row.score, row.name, row.entity_id)):
+            best.setdefault(row.entity_id, row)
+        return list(best.values())
 
 
 class ConsciousnessGraphWriter(ReportingTransform):
@@ -321,19 +351,19 @@ class ConsciousnessGraphWriter(ReportingTransform):
             links.append(_derived_link(new, d.old_id, relation, trigger, confidence=d.confidence))
             superseded.add(d.old_id)
 
-    def _entity_index(self, store: LevelGraphStore, plan: GraphPlan | None) -> tuple[EntityIndex, dict[str, str]]:
+    def _entity_index(self, store: LevelGraphStore, plan: GraphPlan | None) -> tuple[KnownNames, dict[str, str]]:
         """The names mentions are matched against, and each name's target so far.  With a plan, one index
-        for the whole call: the level's names when the call first needs them, the call's entity-typed
-        memories (written or not), and the entity nodes the call creates."""
+        for the whole call: the level's names as they are when the call first needs them, the call's
+        entity-typed memories (written or not), and the entity nodes the call creates."""
         if plan is None:
-            return EntityIndex(store.named_nodes(ENTITY_TYPES)), {}
+            return KnownNames(self.memory, store), {}
         if plan.entity_index is None:
-            plan.entity_index = EntityIndex(store.named_nodes(ENTITY_TYPES))
+            plan.entity_index = KnownNames(self.memory, store)
             plan.entity_index.add_many(plan.entities.items())
         return plan.entity_index, plan.matched
 
     def _target(
-        self, index: EntityIndex, matched: dict[str, str], created: dict[str, MemoryNode], source: MemoryNode,
+        self, index: KnownNames, matched: dict[str, str], created: dict[str, MemoryNode], source: MemoryNode,
         home: GraphKey, name: str, key: str, entity: dict[str, Any], preferred: Any, excluded: Any = (),
     ) -> str:
         """The entity ``name`` means, once per name (the same few recur across a batch): the best score; on equal

@@ -192,7 +192,7 @@ def catch_up(index: KeywordIndex) -> Plan:
         upto = min(after + CHANGE_PAGE, head)
         rows = yield Query(
             f"MATCH (c:{NODE_LABEL}) WHERE c.change_seq > $after AND c.change_seq <= $upto "
-            "RETURN c.node_id, id(c), c.name, c.description, c.change_seq",
+            "RETURN c.node_id, id(c), c.name, c.description, c.change_seq, c.node_type",
             {"after": after, "upto": upto}, read_only=True)
         index.apply(epoch, rows, upto)
         after = upto

@@ -78,8 +78,8 @@ ll re ve
 """.split()) | frozenset("abcdefghijklmnopqrstuvwxyz")
 
 _ID, _NID, _BODY = "id", "nid", "body"
-_NAME, _KEY, _SORTED, _GRAMS, _SIZE = "name", "key", "sorted", "grams", "gsize"
-LAYOUT = 4
+_NAME, _KEY, _SORTED, _GRAMS, _SIZE, _TYPE = "name", "key", "sorted", "grams", "gsize", "type"
+LAYOUT = 5
 """The index's own layout (fields); an index of another layout is rebuilt."""
 
 
@@ -137,6 +137,7 @@ def _schema() -> Any:
     builder.add_text_field(_SORTED, stored=False, tokenizer_name="raw", index_option="basic")
     builder.add_text_field(_GRAMS, stored=False, tokenizer_name="whitespace", index_option="basic")
     builder.add_unsigned_field(_SIZE, stored=False, indexed=True, fast=True)
+    builder.add_text_field(_TYPE, stored=True, tokenizer_name="raw", index_option="basic")  # entities: by type
     return builder.build()
 
 
@@ -153,16 +154,16 @@ def _gram_tokens(grams: Iterable[str]) -> list[str]:
 class _Pending:
     """Memories caught up since the last commit, scored here by the index's own formula."""
 
-    # id -> (seq, tf, length, nid, name)
-    docs: dict[str, tuple[int, Counter[str], int, int, str]] = field(default_factory=dict)
+    # id -> (seq, tf, length, nid, name, node type)
+    docs: dict[str, tuple[int, Counter[str], int, int, str, str]] = field(default_factory=dict)
     postings: dict[str, set[str]] = field(default_factory=dict)  # term -> ids
     tokens: int = 0
     names: EntityIndex = field(default_factory=EntityIndex)
 
-    def put(self, node_id: str, nid: int, seq: int, terms: Sequence[str], name: str) -> None:
+    def put(self, node_id: str, nid: int, seq: int, terms: Sequence[str], name: str, node_type: str) -> None:
         self.drop(node_id)
         tf = Counter(terms)
-        self.docs[node_id] = (seq, tf, len(terms), nid, name)
+        self.docs[node_id] = (seq, tf, len(terms), nid, name, node_type)
         self.tokens += len(terms)
         for term in tf:
             self.postings.setdefault(term, set()).add(node_id)
@@ -186,8 +187,10 @@ def bm25(tf: int, length: int, df: int, docs: int, avgdl: float) -> float:
     return idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * length / max(avgdl, 1e-9)))
 
 
-def _document(node_id: str, nid: int, tf: Counter[str], name: str) -> Any:
+def _document(node_id: str, nid: int, tf: Counter[str], name: str, node_type: str) -> Any:
     doc = tantivy.Document(**{_ID: node_id, _NID: nid, _BODY: " ".join(tf.elements())})
+    if node_type:
+        doc.add_text(_TYPE, node_type)
     key = normalize_entity_name(name) if name else ""
     if key:  # a memory without a name (or one of punctuation only) is never named by a question
         grams = trigrams(compact_key(key))
@@ -233,15 +236,17 @@ class KeywordIndex:
             return None if self.seen >= head else self.seen
 
     def apply(self, epoch: str | None, rows: Iterable[Sequence[Any]], upto: int) -> None:
-        """Take ``(node_id, id(node), name, description, change_seq)`` rows read up to log position ``upto``."""
+        """Take ``(node_id, id(node), name, description, change_seq, node_type)`` rows read up to log position
+        ``upto``."""
         with self._lock:
             if epoch != self.epoch:
                 return  # the graph was replaced while this page was read: the next search starts over
-            for node_id, nid, name, description, seq in rows:
+            for node_id, nid, name, description, seq, node_type in rows:
                 seq = int(seq)
                 held = self._pending.docs.get(node_id)
                 if held is None or held[0] <= seq:
-                    self._pending.put(node_id, int(nid), seq, memory_terms(name, description), name or "")
+                    self._pending.put(node_id, int(nid), seq, memory_terms(name, description), name or "",
+                                      node_type or "")
             self.seen = max(self.seen, upto)
             if len(self._pending.docs) >= FLUSH_DOCS:
                 self.flush()
@@ -256,9 +261,9 @@ class KeywordIndex:
                 return False
             if self._base_stale:
                 writer.delete_all_documents()
-            for node_id, (_, tf, length, nid, name) in self._pending.docs.items():
+            for node_id, (_, tf, length, nid, name, node_type) in self._pending.docs.items():
                 writer.delete_documents_by_term(_ID, node_id)
-                writer.add_document(_document(node_id, nid, tf, name))
+                writer.add_document(_document(node_id, nid, tf, name, node_type))
                 self._docs_added += 1
                 self._tokens_added += length
             writer.commit()
@@ -307,31 +312,36 @@ class KeywordIndex:
                         continue
                     df = (0 if stale else searcher.doc_freq(_BODY, term)) + len(ids)
                     for node_id in ids:
-                        _, tf, length, nids[node_id], _ = pending.docs[node_id]
+                        _, tf, length, nids[node_id], _, _ = pending.docs[node_id]
                         scores[node_id] = scores.get(node_id, 0.0) + bm25(tf[term], length, df, docs, avgdl)
         ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
         return [(node_id, nids[node_id], score) for node_id, score in ranked]
 
-    def match_name(self, name: str, threshold: float = 0.85, limit: int | None = None) -> list[EntityMatch]:
+    def match_name(self, name: str, threshold: float = 0.85, limit: int | None = None,
+                   types: Iterable[str] | None = None) -> list[EntityMatch]:
         """The memories ``name`` may mean, as ``EntityIndex.match`` finds them among the level's names: the
         same key (score 1.0), then the same words in another order or a trigram Dice of at least
-        ``threshold``; best first, ties by stored name, then node_id."""
+        ``threshold``; best first, ties by stored name, then node_id.  ``types``: only memories of these
+        node types (the entities a mention may be)."""
         key = normalize_entity_name(name)
         if not key:
             return []
         grams = trigrams(compact_key(key))
+        kinds = None if types is None else sorted(set(types))
         with self._lock:
             pending = self._pending
             rows = pending.names.match(name, threshold) if pending.docs else []
+            if kinds is not None:
+                rows = [row for row in rows if pending.docs[row.entity_id][5] in kinds]
             if not self._base_stale:
-                rows += self._committed_matches(key, grams, threshold, pending.docs)
+                rows += self._committed_matches(key, grams, threshold, pending.docs, kinds)
         best: dict[str, EntityMatch] = {}
         for row in sorted(rows, key=lambda row: (-row.score, row.name, row.entity_id)):
             best.setdefault(row.entity_id, row)
         return list(best.values())[:limit]
 
     def _committed_matches(self, key: str, grams: frozenset[str], threshold: float,
-                           skip: dict[str, Any]) -> list[EntityMatch]:
+                           skip: dict[str, Any], kinds: list[str] | None) -> list[EntityMatch]:
         searcher = self._index.searcher()
         schema = self._index.schema
         should = [tantivy.Query.term_query(schema, _KEY, key),
@@ -350,6 +360,9 @@ class KeywordIndex:
                                                                       [t for _, t in known[:probe]])),
                 ]))
         query = tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in should])
+        if kinds is not None:
+            query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (
+                tantivy.Occur.Must, tantivy.Query.term_set_query(schema, _TYPE, kinds))])
         out: list[EntityMatch] = []
         for _, address in searcher.search(query, MAX_NAME_CANDIDATES).hits:
             doc = searcher.doc(address)

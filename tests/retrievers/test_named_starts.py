@@ -160,10 +160,13 @@ def test_the_on_disk_names_match_as_entity_index_does(tmp_path) -> None:
     names = [(f"m{i}", name()) for i in range(400)]
     index = KeywordIndex(tmp_path / "kw")
     index.behind("epoch", len(names))
-    index.apply("epoch", [(node_id, i, text, "", i + 1) for i, (node_id, text) in enumerate(names[:300])], 300)
+    kinds = ["Person", "Memory", "Tool"]
+    rows = [(node_id, i, text, "", i + 1, kinds[i % 3]) for i, (node_id, text) in enumerate(names)]
+    index.apply("epoch", rows[:300], 300)
     assert index.flush()
-    index.apply("epoch", [(node_id, i, text, "", i + 1) for i, (node_id, text) in enumerate(names)][300:], 400)
+    index.apply("epoch", rows[300:], 400)
     reference = EntityIndex(names)
+    people = EntityIndex((node_id, text) for i, (node_id, text) in enumerate(names) if i % 3 != 1)
     for _ in range(120):
         asked = name()
         for threshold in (0.5, 0.7, 0.85):
@@ -172,6 +175,9 @@ def test_the_on_disk_names_match_as_entity_index_does(tmp_path) -> None:
             assert all(m.score == name_similarity(asked, m.name) >= threshold for m in found)
             assert [m.score for m in found] == sorted((m.score for m in found), reverse=True)
             assert index.match_name(asked, threshold, 2) == found[:2]
+            typed = index.match_name(asked, threshold, types=["Person", "Tool"])  # committed and pending alike
+            assert set(people.match(asked, threshold)) <= set(typed) and set(typed) <= set(found)
+            assert not {m.entity_id for m in typed} & {f"m{i}" for i in range(1, 400, 3)}
 
 
 class CountedId(str):

@@ -66,7 +66,7 @@ def test_pending_memories_score_like_committed_ones(tmp_path) -> None:
     """Memories caught up but not committed are ranked by the same formula as tantivy's committed ones."""
     texts = {f"m{i}": " ".join(["river"] * (i % 3 + 1) + ["stone"] * (i % 5) + [f"filler{j}" for j in range(i % 7)])
              for i in range(60)}
-    rows = [(node_id, seq, "", text, seq) for seq, (node_id, text) in enumerate(texts.items(), start=1)]
+    rows = [(node_id, seq, "", text, seq, "Memory") for seq, (node_id, text) in enumerate(texts.items(), start=1)]
     index = ki.KeywordIndex(tmp_path / "a")
     index.behind("E", len(rows))
     index.apply("E", rows, len(rows))
@@ -82,7 +82,7 @@ def test_pending_memories_score_like_committed_ones(tmp_path) -> None:
 def test_an_index_follows_the_epoch_and_survives_reopening(tmp_path) -> None:
     index = ki.KeywordIndex(tmp_path / "b")
     assert index.behind("E1", 2) == 0
-    index.apply("E1", [("a", 7, "", "alpha words", 1), ("b", 8, "", "beta words", 2)], 2)
+    index.apply("E1", [("a", 7, "", "alpha words", 1, "Memory"), ("b", 8, "", "beta words", 2, "Memory")], 2)
     assert index.flush()
     reopened = ki.KeywordIndex(tmp_path / "b")
     assert reopened.behind("E1", 2) is None  # nothing to catch up on: read from disk
@@ -99,14 +99,14 @@ def test_a_reset_while_another_holder_writes_ignores_the_old_files_until_it_comm
     old graph; they must not answer, and the next commit that can write clears them."""
     first = ki.KeywordIndex(tmp_path / "c")
     first.behind("E1", 1)
-    first.apply("E1", [("old", 7, "", "alpha words", 1)], 1)
+    first.apply("E1", [("old", 7, "", "alpha words", 1, "Memory")], 1)
     assert first.flush()
     second = ki.KeywordIndex(tmp_path / "c")
     held = first._writer()  # another holder of the files
     assert held is not None and second._writer() is None
     assert second.behind("E2", 1) == 0  # replaced: cannot clear the files now
     assert second.search(["alpha"], 5) == []
-    second.apply("E2", [("new", 9, "", "alpha again", 1)], 1)
+    second.apply("E2", [("new", 9, "", "alpha again", 1, "Memory")], 1)
     assert [(i, n) for i, n, _ in second.search(["alpha"], 5)] == [("new", 9)]
     assert not second.flush()  # still busy: stays pending, still the only answer
     assert [i for i, _, _ in second.search(["alpha"], 5)] == ["new"]
@@ -225,7 +225,8 @@ def test_an_index_whose_graph_ids_moved_is_rebuilt(memory, citizen) -> None:
     memory.upsert([node(f"s{i}", f"seal colony {i}", citizen) for i in range(3)])
     assert len(keyword_ids(memory, citizen, "seal colony")) == 3
     index = memory.keyword_indexes.get(memory.plans("N1", citizen).graph)
-    index.apply(index.epoch, [(f"s{i}", 10_000_000 + i, "", f"seal colony {i}", 1) for i in range(3)], index.seen)
+    index.apply(index.epoch, [(f"s{i}", 10_000_000 + i, "", f"seal colony {i}", 1, "Memory") for i in range(3)],
+                index.seen)
     assert len(keyword_ids(memory, citizen, "seal colony")) == 3
 
 
