@@ -18,7 +18,9 @@ What it does
    ``ConsciousnessMemoryBlock.aput_messages`` (the default ingestion: validation, PII, entities, updates,
    FOLLOWS), then the block's ``aget`` recalls for the message (complete stream, rendered within 1,000
    tokens).  The messages are the conversation's next ones, long user and assistant messages (2 KB
-   on average).  Each concurrency has its own citizens, so the first turn of each is cold.
+   on average).  Between two turns of a conversation ``--think-s`` pass on average (the LLM answering,
+   the person reading and typing; 0 makes it a saturation test).  Each concurrency has its own citizens,
+   so the first turn of each is cold.
 4. **Printed:** turn latency p50 / p95 / p99 for cold turns (a citizen's first in the process) and warm
    ones, errors, the garbage collector's pauses during the turns (``gc.callbacks``: count and longest, by
    generation), the client's peak RSS and the server's RSS.
@@ -32,7 +34,7 @@ import argparse
 import asyncio
 import gc
 import json
-import os
+import random
 import resource
 import shutil
 import statistics
@@ -93,12 +95,15 @@ def load_history(args: argparse.Namespace, convs: Sequence[Conversation]) -> Non
 
 
 async def talk(block: Any, conv: Conversation, start: int, turns: int, out: dict[str, list[float]],
-               errors: list[str]) -> None:
+               errors: list[str], think_s: float, rng: random.Random) -> None:
     from llama_index.core.base.llms.types import ChatMessage
 
     messages = conv.messages[start:]
     previous: Any = None
+    await asyncio.sleep(rng.uniform(0, think_s))  # people do not all start at the same moment
     for turn in range(turns):
+        if turn:
+            await asyncio.sleep(rng.uniform(0.5 * think_s, 1.5 * think_s))  # the LLM answers, the person reads
         if len(messages) < 2 * turn + 1:
             break
         said = messages[2 * turn]
@@ -133,7 +138,9 @@ async def run_turns(args: argparse.Namespace, convs: Sequence[Conversation]) -> 
             errors: list[str] = []
             with GcPauses() as pauses:
                 t0 = time.perf_counter()
-                await asyncio.gather(*(talk(block, conv, args.history, args.turns, out, errors)
+                rng = random.Random(f"{args.seed}:{concurrency}")
+                await asyncio.gather(*(talk(block, conv, args.history, args.turns, out, errors, args.think_s,
+                                            random.Random(rng.random()))
                                        for block, (_, conv) in zip(blocks, people)))
                 wall = time.perf_counter() - t0
             rows.append({"concurrency": concurrency, "cold": out["cold"], "warm": out["warm"], "errors": errors,
@@ -165,6 +172,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", default="1,16,64", help="conversations at once, comma-separated")
     parser.add_argument("--history", type=int, default=300, help="messages each citizen holds before the turns")
     parser.add_argument("--turns", type=int, default=10, help="turns per citizen")
+    parser.add_argument("--think-s", type=float, default=1.0,
+                        help="mean pause between a conversation's turns (uniform 0.5x-1.5x): the LLM answering and "
+                             "the person reading and typing; 0 for turns back to back (a saturation test)")
+    parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--freeze", action=argparse.BooleanOptionalAction, default=False,
                         help="gc.freeze() after the memory opens (what lives then is never collected again)")
     parser.add_argument("--data-dir", help="(internal) the data directory of the turns phase")
@@ -198,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = [sys.executable, __file__, "--phase", "turns", "--data", str(folder), "--data-dir", data_dir,
                        "--conversations", args.conversations, "--concurrency", ",".join(map(str, args.concurrency)),
                        "--history", str(args.history), "--turns", str(args.turns),
+                       "--think-s", str(args.think_s), "--seed", str(args.seed),
                        "--freeze" if args.freeze else "--no-freeze"]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
@@ -210,8 +222,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
     print(f"Chatbot turns on BEAM 500K conversations {args.conversations} ({args.history} messages of history "
-          f"per citizen, {args.turns} turns each; a turn = aput_messages of the previous answer and the new "
-          f"message, then aget; gc.freeze {'on' if args.freeze else 'off'}):\n")
+          f"per citizen, {args.turns} turns each, {args.think_s:g} s between turns on average; a turn = "
+          f"aput_messages of the previous answer and the new message, then aget; gc.freeze "
+          f"{'on' if args.freeze else 'off'}):\n")
     print(table(rows))
     for r in rows:
         if r["errors"]:
