@@ -166,29 +166,38 @@ watch(os.environ["LLAMA_CONSCIOUSNESS_WATCH_ROOT"])
 """
 
 
-def _spawn_watcher(root: Path) -> int | None:
+def _spawn_watcher(root: Path) -> subprocess.Popen | None:
     """Start a watcher for ``root``'s server (:func:`watch`), detached: its own session (a signal to the
     client's process group must not take it along) and forked once more, so that it is not this process's
-    child (one that ended would stay a zombie in a long-lived client); its pid, or None when it could not
-    start."""
+    child (one that ended would stay a zombie in a long-lived client).  :func:`_watcher_pid` reads its pid
+    (the interpreter starts meanwhile, in parallel with the server); None when it could not start."""
     package = Path(__file__).resolve().parents[1]
-    proc = None
     try:
         # the directory in the environment, not the command line: tools (and tests) that look for the
         # processes of a data directory by command line mean its servers
-        proc = subprocess.Popen([sys.executable, "-c", _WATCH_BOOTSTRAP, str(package)],
+        return subprocess.Popen([sys.executable, "-c", _WATCH_BOOTSTRAP, str(package)],
                                 env={**os.environ, _WATCH_ROOT_ENV: str(root)}, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
                                 close_fds=True, text=True)
+    except OSError as exc:
+        logger.warning("could not start the watcher of the FalkorDB server (%s): a client that exits without "
+                       "close() will leave it running", exc)
+        return None
+
+
+def _watcher_pid(proc: subprocess.Popen | None) -> int | None:
+    """The pid of the watcher :func:`_spawn_watcher` started (its forked child's), None if it failed."""
+    if proc is None:
+        return None
+    try:
         out, _ = proc.communicate(timeout=30)
         return int(out.strip())
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
-        logger.warning("could not start the watcher of the FalkorDB server (%s): a client that exits without "
+        logger.warning("the watcher of the FalkorDB server did not start (%s): a client that exits without "
                        "close() will leave it running", exc)
-        if proc is not None:
-            with contextlib.suppress(OSError):
-                proc.kill()
-                proc.wait(timeout=5)
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            proc.kill()
+            proc.wait(timeout=5)
         return None
 
 
@@ -394,20 +403,31 @@ class EmbeddedFalkorDB:
             # recorded nothing (interrupted) and that a daemon it started must be stopped (see ``watch``).
             # A server started by an older version, or whose watcher was killed, gets one too.
             watcher = _spawn_watcher(self.root)
+        try:
+            spawned = self._adopt_or_spawn_server(state, reviving)
+        finally:
+            if isinstance(watcher, subprocess.Popen):
+                watcher = _watcher_pid(watcher)  # reaps the first fork whatever happened
+        if spawned and not reviving:
+            state = {}
+        clients = [c for c in state.get("clients", []) if pid_alive(c) and c != os.getpid()]
+        self._write_state({"pid": self._pid, "socket": str(self._socket), "clients": [*clients, os.getpid()],
+                           "idle_timeout_s": self.idle_timeout_s, "watcher": watcher})
+
+    def _adopt_or_spawn_server(self, state: dict, reviving: bool) -> bool:
+        """Use the recorded server if it is alive, else start one; True when it had to start one."""
+        pid, sock = state.get("pid"), state.get("socket")
         if pid and sock and _alive(pid):
             # alive is enough: a server that is busy or stalled still owns the files, and a
             # second one on the same directory would fork its data
             if not reviving and not self._ping(Path(sock)):
                 logger.warning("FalkorDB server pid %s on %s is alive but not answering; using it", pid, sock)
             self._pid, self._socket = pid, Path(sock)
-        else:
-            if reviving:
-                logger.warning("the FalkorDB server of %s died; starting it again", self.directory)
-            self._pid, self._socket = self._spawn()
-            state = state if reviving else {}
-        clients = [c for c in state.get("clients", []) if pid_alive(c) and c != os.getpid()]
-        self._write_state({"pid": self._pid, "socket": str(self._socket), "clients": [*clients, os.getpid()],
-                           "idle_timeout_s": self.idle_timeout_s, "watcher": watcher})
+            return False
+        if reviving:
+            logger.warning("the FalkorDB server of %s died; starting it again", self.directory)
+        self._pid, self._socket = self._spawn()
+        return True
 
     def stop(self, *, force: bool = False) -> None:
         """Release this process's hold; shut down when nobody else holds it (or with ``force``)."""
