@@ -179,18 +179,27 @@ def test_another_process_shares_the_server(data_root: Path) -> None:
     assert not _alive(int(pid))
 
 
-def test_server_left_running_by_a_dead_process_is_reused(data_root: Path) -> None:
+def test_server_left_running_by_a_dead_process_is_stopped_by_its_watcher(data_root: Path) -> None:
+    """A process that exits without stop() leaves its server to the watcher, which stops it once no client is
+    alive; the next start is a new server with the data."""
     directory = data_root / "orphaned"
-    child = f"from llama_consciousness.storage import EmbeddedFalkorDB; print(EmbeddedFalkorDB({str(directory)!r}).start().pid)"
+    child = (f"from llama_consciousness.storage import EmbeddedFalkorDB; s = EmbeddedFalkorDB({str(directory)!r})"
+             ".start(); import redis; redis.Redis(unix_socket_path=str(s.socket_path)).set('kept', 1); print(s.pid)")
     out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60, check=True)
     pid = int(out.stdout)
-    assert _alive(pid)  # the child exited without stop(): the daemon lives on
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(pid)  # the child exited without stop(): its watcher stopped the daemon
     server = EmbeddedFalkorDB(directory).start()
     try:
-        assert server.pid == pid
+        assert server.pid != pid
+        import redis
+
+        assert redis.Redis(unix_socket_path=str(server.socket_path)).get("kept") == b"1"
     finally:
-        server.stop()  # no live client is left, so this stops it
-    assert not _alive(pid)
+        server.stop()
+    assert not _alive(server.pid)
 
 
 def test_long_data_dir_moves_socket_to_short_path(data_root: Path) -> None:
