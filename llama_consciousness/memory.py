@@ -349,9 +349,9 @@ class ConsciousnessMemory:
 
     def _index_written(self) -> None:
         """Bring the keyword indexes of the graphs written since last time up to their change logs (commits
-        included), so that an ingestion, not the next question, reads and indexes what it wrote: a bulk load
-        left a citizen's first question to index a thousand long messages (~800 ms), in every process until
-        one had searched and closed.  A failure is logged: the next search catches up instead."""
+        included), so that a write (``ingest``, ``upsert``), not the next question, reads and indexes what it
+        wrote: a bulk load left a citizen's first question to index a thousand long messages (~800 ms), in
+        every process until one had searched and closed.  A failure is logged: the next search catches up."""
         with self._versions_lock:
             graphs, self._unindexed = self._unindexed, set()
         from llama_consciousness.storage.channels import catch_up
@@ -512,6 +512,7 @@ class ConsciousnessMemory:
             expired = [c.old_id for c in changes if c.confirmed]
             if expired and vectors.mirrors_validity:  # expired versions stop matching there too
                 vectors.mirror_validity(store.plans, store.get_nodes(expired))
+        self._index_written()
         return total
 
     def unsupersede(self, node_id: str, level: str, citizen_id: str | None = None, *, reason: str) -> MemoryNode:
