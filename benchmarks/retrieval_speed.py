@@ -38,9 +38,9 @@ What it does, per size (``--sizes nodes:relationships``, per level)
    Afterwards a ``SAVE`` is run and background persistence is awaited, so
    no snapshot or AOF rewrite competes with the measurements; then each
    level's keyword index (BM25 and the names the graph channel's start
-   memories are matched in) is caught up with the change log, timed: after
-   a bulk ``upsert`` the first search of a level would otherwise index the
-   whole level under its channel timeout.
+   memories are matched in) is brought up to the change log, timed: what
+   the writes left unindexed would otherwise be indexed by the level's
+   first search, under its channel timeout.
 2. **Queries.**  ``--queries`` texts from query templates, half of them
    naming a person or a tool (the graph channel starts from the named
    memories), half not (it starts from the top 3 vector hits).
@@ -649,7 +649,8 @@ def reopened_child(data_dir: Path, n: int, seed: int) -> dict[str, Any]:
     """The fresh process (``CHILD_FLAG``): opens the memory of ``data_dir`` (its running server adopted) and
     asks the three series of the chatbot mix, in this order, with the package's defaults (no ``gc.freeze``,
     no warm-up: the first question is the process's first)."""
-    out: dict[str, Any] = {"gc_threshold": list(gc.get_threshold()), "gc_frozen": gc.get_freeze_count()}
+    out: dict[str, Any] = {"gc_threshold": list(gc.get_threshold()), "gc_frozen": gc.get_freeze_count(),
+                           "package": package_state()}
     t0 = time.perf_counter()
     memory = ConsciousnessMemory(data_dir=data_dir)
     try:
@@ -691,6 +692,9 @@ def measure_reopened(memory: ConsciousnessMemory, size: str, args: argparse.Name
                           "its traceback is above in the log)", None, None, "", False)], []
     result = json.loads(lines[-1][len(CHILD_MARK):])
     same = result.get("server_pid") == server_pid and server_pid is not None
+    changed = result.get("package") != args.package_state
+    if changed:  # e.g. a commit landed during the run: the fresh process may find indexes of another layout
+        log(f"  the fresh process ran the package at {result.get('package')}, this one at {args.package_state}")
     n = args.mixed_queries
     what = {
         "default sync": "package default `memory.retriever(CITIZEN)` (`RetrievalConfig()`), sync `retrieve`",
@@ -700,7 +704,9 @@ def measure_reopened(memory: ConsciousnessMemory, size: str, args: argparse.Name
     }
     first = result["series"]["default sync"]["ms"][0]
     rows = [Row(size, f"**reopened process, chatbot mix**: `ConsciousnessMemory(data_dir)` in a fresh process "
-                      f"({'the running server adopted' if same else 'NOT the same server: it was started again'})",
+                      f"({'the running server adopted' if same else 'NOT the same server: it was started again'})"
+                      + (f" (**the package changed during the run**: the fresh process ran it at "
+                         f"{result.get('package')}, the loading process at {args.package_state})" if changed else ""),
                 result["open_ms"], None, "reference"),
             Row(size, "reopened process, chatbot mix: its first question (package default, sync `retrieve`)",
                 first, None, "reference")]
@@ -812,6 +818,21 @@ def load_stock(url: str, data: LevelData, batch: int) -> tuple[FalkorDBPropertyG
 # --------------------------------------------------------------------------
 # Reporting
 # --------------------------------------------------------------------------
+
+
+def package_state() -> str:
+    """The package source this process imports: its commit and a digest of its uncommitted changes (so that
+    the fresh process of the chatbot mix can tell whether it ran the same code as this one)."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent.parent
+    with contextlib.suppress(Exception):
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=5).stdout.strip()
+        diff = subprocess.run(["git", "-C", str(root), "diff", "HEAD", "--", "llama_consciousness"],
+                              capture_output=True, timeout=10).stdout
+        return f"{head}" + (f" + changes {hashlib.sha1(diff).hexdigest()[:8]}" if diff else "")
+    return "?"
 
 
 def machine() -> str:
@@ -984,8 +1005,9 @@ def run_size(workdir: Path, nodes: int, rels: int, args: argparse.Namespace, row
             f"{lvl} embed {d.times['embed']:.1f} s, memories {d.times['nodes']:.1f} s, "
             f"relationships {d.times['relationships']:.1f} s" for lvl, d in data.items())
         # The keyword indexes (BM25, and the names the graph channel starts from) catch up with their level's
-        # change log at its first search: after a bulk upsert that is the whole level, longer than a channel's
-        # timeout at 50K.  Done here, once and timed, so that the measured questions do not do it.
+        # change log at its first search: whatever the writes left unindexed (after a bulk upsert that did not
+        # index what it wrote, the whole level: longer than a channel's timeout at 50K).  Done here, once and
+        # timed, so that the measured questions do not do it.
         caught = {}
         for lvl in LEVELS:
             store = memory.level(lvl, CITIZEN if lvl == "N1" else None)
@@ -995,11 +1017,11 @@ def run_size(workdir: Path, nodes: int, rels: int, args: argparse.Namespace, row
         caught_text = ", ".join(f"{lvl} {t:.1f} s" for lvl, t in caught.items())
         log(f"  keyword indexes caught up with the bulk load: {caught_text}")
         notes.append(f"\n{size}: loading (ours, per level): {loads}; SAVE {t_save:.1f} s; total {t_load:.0f} s; "
-                     f"then the keyword indexes caught up with the change log (every memory of the level indexed "
-                     f"on disk, once): {caught_text}.")
-        rows.append(Row(size, f"keyword indexes caught up with the bulk `upsert` load, once (else the first "
-                              f"questions' graph and keyword channels do it, under their "
-                              f"{RetrievalConfig().channel_timeout_s:.0f} s timeout): {caught_text}",
+                     f"then the keyword indexes brought up to the change log (what the writes left unindexed): "
+                     f"{caught_text}.")
+        rows.append(Row(size, f"keyword indexes brought up to the change log after the bulk `upsert` load, once "
+                              f"(whatever the writes left to index; else a level's first search does it, under "
+                              f"its {RetrievalConfig().channel_timeout_s:.0f} s channel timeout): {caught_text}",
                         None, None, "reference"))
         stock = None
         if not args.skip_stock:
@@ -1302,6 +1324,7 @@ def main(argv: list[str] | None = None) -> int:
     notes: list[str] = []
     t_start = time.monotonic()
     facts = machine()  # at start: the library's commit is the one this run imported
+    args.package_state = package_state()
     try:
         largest = max(args.sizes)
         for nodes, rels in args.sizes:
