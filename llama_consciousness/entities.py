@@ -308,6 +308,22 @@ _RUN_KINDS = frozenset({"cap", "camel", "acronym", "code"})
 _CLASS_CACHE_WORDS = 65536
 
 
+_SHARED_CLASSES: dict[frozenset[str], dict[bool, dict[str, tuple[str, bool]]]] = {}
+#: Sets of first names whose class caches are kept (the default set, and a few of known people).
+_SHARED_CLASS_SETS = 8
+
+
+def _shared_classes(first_names: frozenset[str]) -> dict[bool, dict[str, tuple[str, bool]]]:
+    """The class cache of the extractors whose first names are ``first_names`` (a word's class is a pure
+    function of the word, the shouting mode and the first names, so sharing it changes no answer)."""
+    classes = _SHARED_CLASSES.get(first_names)
+    if classes is None:
+        if len(_SHARED_CLASSES) >= _SHARED_CLASS_SETS:
+            _SHARED_CLASSES.clear()
+        classes = _SHARED_CLASSES.setdefault(first_names, {})
+    return classes
+
+
 def _word_kind(word: str, shouting: bool) -> tuple[str, str]:
     """(kind, casefolded word): :func:`_classify`, and "stop" for a stop word of a kind that can be one."""
     lower = word.casefold()
@@ -463,9 +479,11 @@ class OfflineEntityExtractor:
         # reversed: the first entry of a key wins
         self._lexicon = {key: (t, c) for name, t, c in reversed(entries) if (key := _key(name))}
         people = (_key(person) for person in self.known_people)
-        self._first_names = FIRST_NAMES | {key.split()[0] for key in people if key}
-        # word -> (kind, starts a run or is a lower-case first name), per shouting mode: see _Tokens
-        self._classes: dict[bool, dict[str, tuple[str, bool]]] = {}
+        self._first_names = frozenset(FIRST_NAMES | {key.split()[0] for key in people if key})
+        # word -> (kind, starts a run or is a lower-case first name), per shouting mode: see _Tokens.  Shared
+        # by the extractors of the same first names: the pipeline builds a new extractor per ingestion call
+        # (a chat turn), whose words are mostly those of the turns before.
+        self._classes: dict[bool, dict[str, tuple[str, bool]]] = _shared_classes(self._first_names)
 
     def extract(self, text: str, concepts: Iterable[str] = ()) -> list[Entity]:
         """Entities in ``text``, plus the memory's ``concepts`` (matched, or appended when absent)."""

@@ -239,10 +239,19 @@ def test_with_a_lexicon_and_known_people(text: str) -> None:
 def test_the_class_cache_starts_over_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(E, "_CLASS_CACHE_WORDS", 5)
     x = OfflineEntityExtractor()
+    classes: dict = {}
     for text in TEXTS:
-        fast = E._Tokens(text, x._first_names, x._classes)
+        fast = E._Tokens(text, x._first_names, classes)
         assert [astuple(t) for t in fast] == [astuple(t) for t in ref_tokenize(text)]
-        assert len(x._classes[fast.shouting]) <= max(5, len(set(fast.words)))
+        assert len(classes[fast.shouting]) <= max(5, len(set(fast.words)))
+
+
+def test_extractors_of_the_same_first_names_share_their_class_cache() -> None:
+    """The pipeline builds an extractor per call: the words of the calls before are classified already."""
+    assert OfflineEntityExtractor()._classes is OfflineEntityExtractor(vocabulary=["memory"])._classes
+    assert OfflineEntityExtractor()._classes is not OfflineEntityExtractor(known_people=["Zorba Q"])._classes
+    assert (OfflineEntityExtractor(known_people=["Zorba Q"])._classes
+            is OfflineEntityExtractor(known_people=["person_zorba"])._classes)
 
 
 _PIECES = st.sampled_from([
