@@ -146,6 +146,13 @@ MAX_NAME_CANDIDATES = 1000
 share one title, thousands of "Session notes", offers its first thousand)."""
 
 
+def _any_term(schema: Any, field_name: str, terms: Sequence[str]) -> Any:
+    """Documents with any of ``terms`` in ``field_name``: term queries under one boolean query (tantivy's
+    ``term_set_query`` builds an automaton per call, ~0.2 ms; a few term queries cost microseconds)."""
+    return tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(schema, field_name, t))
+                                        for t in terms])
+
+
 def _gram_tokens(grams: Iterable[str]) -> list[str]:
     return [g.replace(" ", "_") for g in grams]
 
@@ -356,13 +363,12 @@ class KeywordIndex:
                 should.append(tantivy.Query.boolean_query([
                     (tantivy.Occur.Must, tantivy.Query.range_query(schema, _SIZE, tantivy.FieldType.Unsigned,
                                                                    least, most)),
-                    (tantivy.Occur.Must, tantivy.Query.term_set_query(schema, _GRAMS,
-                                                                      [t for _, t in known[:probe]])),
+                    (tantivy.Occur.Must, _any_term(schema, _GRAMS, [t for _, t in known[:probe]])),
                 ]))
         query = tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in should])
         if kinds is not None:
             query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (
-                tantivy.Occur.Must, tantivy.Query.term_set_query(schema, _TYPE, kinds))])
+                tantivy.Occur.Must, _any_term(schema, _TYPE, kinds))])
         out: list[EntityMatch] = []
         for _, address in searcher.search(query, MAX_NAME_CANDIDATES).hits:
             doc = searcher.doc(address)
