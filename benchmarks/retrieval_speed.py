@@ -821,14 +821,15 @@ def load_stock(url: str, data: LevelData, batch: int) -> tuple[FalkorDBPropertyG
 
 
 def package_state() -> str:
-    """The package source this process imports: its commit and a digest of its uncommitted changes (so that
-    the fresh process of the chatbot mix can tell whether it ran the same code as this one)."""
+    """The package source this process imports: the committed ``llama_consciousness`` tree and a digest of its
+    uncommitted changes (so that the fresh process of the chatbot mix can tell whether it ran the same code as
+    this one; commits elsewhere, such as this script's, do not count)."""
     import hashlib
 
     root = Path(__file__).resolve().parent.parent
     with contextlib.suppress(Exception):
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=5).stdout.strip()
+        head = "tree " + subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD:llama_consciousness"],
+                                        capture_output=True, text=True, timeout=5).stdout.strip()
         diff = subprocess.run(["git", "-C", str(root), "diff", "HEAD", "--", "llama_consciousness"],
                               capture_output=True, timeout=10).stdout
         return f"{head}" + (f" + changes {hashlib.sha1(diff).hexdigest()[:8]}" if diff else "")
