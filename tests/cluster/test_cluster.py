@@ -116,14 +116,14 @@ def test_a_retrievals_levels_run_on_their_own_masters(cluster_memory: Consciousn
     levels = {db.address_of(f"citizen_{citizen}"), *shared}
     assert len(levels) >= 2
     held: collections.Counter = collections.Counter()
-    together: list[int] = []
+    together: list[set] = []
     for address in db.masters_addresses():
         pool = db.server(address).connection.connection_pool
 
         def get(*args, _pool=pool, _get=pool.get_connection, _address=address):
             connection = _get(*args)
             held[_address] += 1
-            together.append(sum(1 for n in held.values() if n > 0))
+            together.append({a for a, n in held.items() if n > 0})
             return connection
 
         def release(connection, _release=pool.release, _address=address):
@@ -134,8 +134,9 @@ def test_a_retrievals_levels_run_on_their_own_masters(cluster_memory: Consciousn
         monkeypatch.setattr(pool, "release", release)
     found = cluster_memory.retriever(citizen).retrieve("river walk at dawn")
     assert {"s1", "s2", "s3"} <= {n.node.metadata["node_id"] for n in found}
-    # at one moment the retrieval held a connection to every master that has one of its levels
-    assert max(together) == len(levels)
+    # at one moment the retrieval held a connection to every master that has one of its levels (the registry's
+    # master may be asked at the same time, before the levels are read)
+    assert any(levels <= masters for masters in together), (together, levels)
 
 
 def test_a_thousand_citizens_spread_over_the_masters(cluster_memory: ConsciousnessMemory,
