@@ -137,3 +137,28 @@ def test_an_ingestion_runs_with_the_bulk_threshold_and_restores_it(memory, monke
     assert report.inserted == 1
     assert seen == [max(before[0], BULK_YOUNG_COLLECTION_THRESHOLD)]
     assert gc.get_threshold() == before
+
+
+def test_a_memory_freezes_the_heap_when_it_opens_and_after_its_first_retrieval(memory, citizen) -> None:
+    """What is alive then (libraries, the model, what the first retrieval imported) is never walked by a
+    collection again: full collections stop adding tens of milliseconds to a question (gcquiet's docstring)."""
+    from llama_consciousness import ConsciousnessMemory
+    from llama_consciousness.schema import MemoryNode
+
+    memory.upsert([MemoryNode(node_id="g1", level="N1", citizen_id=citizen, name="Garden", description="tomatoes",
+                              energy=0.5, confidence=0.7)])
+    url = memory._falkordb_server.url
+    before = gc.get_freeze_count()
+    with ConsciousnessMemory(falkordb_url=url) as frozen:
+        opened = gc.get_freeze_count()
+        assert opened > before
+        made_later = [[i] for i in range(1000)]  # tracked objects made after the open
+        frozen.retriever(citizen).retrieve("what grows in the garden?")
+        after_first = gc.get_freeze_count()
+        assert after_first >= opened + len(made_later)  # the first retrieval's survivors joined the frozen
+        frozen.retriever(citizen).retrieve("what grows in the garden?")
+        assert gc.get_freeze_count() == after_first  # once
+    gc.unfreeze()  # the suite's own objects go back to the collector
+    with ConsciousnessMemory(falkordb_url=url, freeze_heap=False) as untouched:
+        untouched.retriever(citizen).retrieve("what grows in the garden?")
+        assert gc.get_freeze_count() == 0

@@ -43,6 +43,7 @@ from redis.retry import Retry
 
 from llama_consciousness.errors import EmbeddedServerError
 from llama_consciousness.storage.paths import ensure_writable_dir, socket_path_for
+from llama_consciousness.storage.processes import pid_alive
 
 logger = logging.getLogger(__name__)
 
@@ -133,21 +134,14 @@ def _admin_client(sock: Path, timeout: float) -> redis.Redis:
     )
 
 
-def pid_alive(pid: int) -> bool:
-    """True for a process that runs (a zombie, which an init may never reap, does not)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 WATCH_POLL_S = 1.0
 """How often a server's watcher looks at its clients; it stops the server on the second look in a row
 that finds none alive, so a server outlives its last client by 1-2 s (and a process restarted at once
 adopts it)."""
 
 # Runs the watcher on a bare interpreter: importing ``llama_consciousness`` itself pulls in LlamaIndex
-# (a second and ~100 MB per server), while the watcher needs this module, ``errors`` and ``paths`` only.
+# (a second and ~100 MB per server), while the watcher needs this module, ``errors``, ``paths`` and
+# ``processes`` only (and ``postgres_server`` when the directory has a Postgres).
 # The package directories are registered as empty packages so that their ``__init__`` is not run.
 _WATCH_ROOT_ENV = "LLAMA_CONSCIOUSNESS_WATCH_ROOT"  # as spelled in _WATCH_BOOTSTRAP
 _WATCH_BOOTSTRAP = """\

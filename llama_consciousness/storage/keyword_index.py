@@ -31,6 +31,7 @@ it is kept current by the same change log and costs a few term lookups.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import math
@@ -216,14 +217,21 @@ class KeywordIndex:
         self._lock = threading.RLock()
         directory.mkdir(parents=True, exist_ok=True)
         self._meta_path = directory / "watermark.json"
-        meta = self._read_meta()
-        if meta is None or meta.get("layout") != LAYOUT or not tantivy.Index.exists(str(directory)):
-            self._clear_files()
-            meta = {"epoch": None, "seq": 0, "docs": 0, "tokens": 0}
-        self._index = tantivy.Index(_schema(), path=str(directory), reuse=True)
-        self.epoch: str | None = meta["epoch"]
-        self._committed = int(meta["seq"])
-        self._docs_added, self._tokens_added = int(meta["docs"]), int(meta["tokens"])
+        # Opening is one step for every process and memory object on the directory: one that found no
+        # watermark yet cleared the files another had just made (its next read failed: file not found).
+        with open(directory / ".open.lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            meta = self._read_meta()
+            fresh = meta is None or meta.get("layout") != LAYOUT or not tantivy.Index.exists(str(directory))
+            if fresh:
+                self._clear_files(keep=lock.name)
+                meta = {"epoch": None, "seq": 0, "docs": 0, "tokens": 0}
+            self._index = tantivy.Index(_schema(), path=str(directory), reuse=True)
+            self.epoch: str | None = meta["epoch"]
+            self._committed = int(meta["seq"])
+            self._docs_added, self._tokens_added = int(meta["docs"]), int(meta["tokens"])
+            if fresh:  # the next opener finds an index of this layout, and leaves it be
+                self._write_meta()
         self.seen = self._committed  # the change log position caught up to, committed or pending
         self._pending = _Pending()
         # Files of a replaced graph that could not be cleared (another holder had the writer): ignored by
@@ -414,12 +422,14 @@ class KeywordIndex:
     def _write_meta(self) -> None:
         meta = {"layout": LAYOUT, "epoch": self.epoch, "seq": self._committed, "docs": self._docs_added,
                 "tokens": self._tokens_added}
-        tmp = self._meta_path.with_suffix(".tmp")
+        tmp = self._meta_path.with_name(f".watermark.{os.getpid()}.{threading.get_ident()}.tmp")  # one per writer
         tmp.write_text(json.dumps(meta))
         os.replace(tmp, self._meta_path)
 
-    def _clear_files(self) -> None:
+    def _clear_files(self, keep: str | None = None) -> None:
         for child in self.directory.iterdir():
+            if keep is not None and str(child) == keep:
+                continue
             if child.is_dir():
                 shutil.rmtree(child, ignore_errors=True)
             else:

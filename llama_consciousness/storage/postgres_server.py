@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 from llama_consciousness.errors import EmbeddedServerError
-from llama_consciousness.storage.falkordb_server import pid_alive
+from llama_consciousness.storage.processes import pid_alive
 from llama_consciousness.storage.paths import ensure_writable_dir
 
 logger = logging.getLogger(__name__)
