@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import random
 import resource
@@ -128,8 +127,6 @@ async def run_turns(args: argparse.Namespace, convs: Sequence[Conversation]) -> 
     rows = []
     with ConsciousnessMemory(data_dir=args.data_dir) as memory:
         server_pid = getattr(getattr(memory, "_falkordb_server", None), "pid", None)
-        if args.freeze:
-            gc.freeze()
         for concurrency in args.concurrency:
             people = [(citizen, conv) for citizen, conv in plan(convs, [concurrency])]
             blocks = [ConsciousnessMemoryBlock(memory=memory, citizen_id=citizen, token_budget=BUDGET)
@@ -176,8 +173,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="mean pause between a conversation's turns (uniform 0.5x-1.5x): the LLM answering and "
                              "the person reading and typing; 0 for turns back to back (a saturation test)")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--freeze", action=argparse.BooleanOptionalAction, default=False,
-                        help="gc.freeze() after the memory opens (what lives then is never collected again)")
     parser.add_argument("--data-dir", help="(internal) the data directory of the turns phase")
     parser.add_argument("--phase", choices=["all", "turns"], default="all", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -209,8 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = [sys.executable, __file__, "--phase", "turns", "--data", str(folder), "--data-dir", data_dir,
                        "--conversations", args.conversations, "--concurrency", ",".join(map(str, args.concurrency)),
                        "--history", str(args.history), "--turns", str(args.turns),
-                       "--think-s", str(args.think_s), "--seed", str(args.seed),
-                       "--freeze" if args.freeze else "--no-freeze"]
+                       "--think-s", str(args.think_s), "--seed", str(args.seed)]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 print(done.stderr, file=sys.stderr)
@@ -223,8 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(temporary, ignore_errors=True)
     print(f"Chatbot turns on BEAM 500K conversations {args.conversations} ({args.history} messages of history "
           f"per citizen, {args.turns} turns each, {args.think_s:g} s between turns on average; a turn = "
-          f"aput_messages of the previous answer and the new message, then aget; gc.freeze "
-          f"{'on' if args.freeze else 'off'}):\n")
+          f"aput_messages of the previous answer and the new message, then aget; the memory's defaults, "
+          f"freeze_heap included):\n")
     print(table(rows))
     for r in rows:
         if r["errors"]:
