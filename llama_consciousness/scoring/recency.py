@@ -130,6 +130,8 @@ def _closest_sentence(terms: set[str] | frozenset[str], text: str, start_at: int
     cannot beat the best so far."""
     best_terms: set[str] = set()
     best_sentence, best_at = "", -1
+    whole = text.lower()
+    terms = [t for t in terms if t in whole]  # (ASCII terms) only those the text has can be in a sentence
     at = 0
     for gap in (*_SENTENCE_END.finditer(text), None):  # the sentences between the gaps, with where each starts
         end, after = (gap.start(), gap.end()) if gap is not None else (len(text), len(text))
