@@ -92,8 +92,9 @@ What it does, per size (``--sizes nodes:relationships``, per level)
      memory: the package default retriever (``memory.retriever(CITIZEN)``,
      ``RetrievalConfig()``) sync ``retrieve``, then async ``aretrieve`` (one
      event loop), then the six-way recipe (``SIX_WAY_CONCATENATION``) sync
-     ``retrieve``.  No warm-up and no ``gc.freeze()``: what a user's process
-     does with the package defaults.  Rows: opening and the first question;
+     ``retrieve``.  No warm-up and no ``gc.freeze()`` of the benchmark's own:
+     what a user's process does with the package defaults (the memory
+     freezes the heap itself, ``freeze_heap=True``).  Rows: opening and the first question;
      p50 / p95 / p99 of each series (the p99 column); the questions right
      after a write against the others (p50 and p95 differences); the
      upserts.  A ``gc.callbacks`` hook records the garbage collector's
@@ -647,14 +648,14 @@ MIXED_SERIES = ("default sync", "default async", "six-way sync")
 
 def reopened_child(data_dir: Path, n: int, seed: int) -> dict[str, Any]:
     """The fresh process (``CHILD_FLAG``): opens the memory of ``data_dir`` (its running server adopted) and
-    asks the three series of the chatbot mix, in this order, with the package's defaults (no ``gc.freeze``,
-    no warm-up: the first question is the process's first)."""
-    out: dict[str, Any] = {"gc_threshold": list(gc.get_threshold()), "gc_frozen": gc.get_freeze_count(),
-                           "package": package_state()}
+    asks the three series of the chatbot mix, in this order, with the package's defaults (no ``gc.freeze``
+    of its own, no warm-up: the first question is the process's first)."""
+    out: dict[str, Any] = {"gc_threshold": list(gc.get_threshold()), "package": package_state()}
     t0 = time.perf_counter()
     memory = ConsciousnessMemory(data_dir=data_dir)
     try:
         out["open_ms"] = ms_since(t0)
+        out["gc_frozen"] = gc.get_freeze_count()  # what the memory froze when it opened (freeze_heap)
         out["server_pid"] = memory._falkordb_server.pid if memory._falkordb_server is not None else None
         default = memory.retriever(CITIZEN)  # RetrievalConfig(): the package default
         six = memory.retriever(CITIZEN, config=SIX_WAY_CONCATENATION)
@@ -711,8 +712,9 @@ def measure_reopened(memory: ConsciousnessMemory, size: str, args: argparse.Name
             Row(size, "reopened process, chatbot mix: its first question (package default, sync `retrieve`)",
                 first, None, "reference")]
     notes = [f"\n{size}: reopened process, chatbot mix: a fresh process (`{CHILD_FLAG}`, {wall:.0f} s in all), "
-             f"the package's defaults (no `gc.freeze()`; gc thresholds {tuple(result['gc_threshold'])}, "
-             f"{result['gc_frozen']} objects frozen), series in the order below, {n} questions each (the first "
+             f"the package's defaults (no `gc.freeze()` of the benchmark's own; gc thresholds "
+             f"{tuple(result['gc_threshold'])}; {result['gc_frozen']:,} objects frozen by the memory when it "
+             "opened), series in the order below, {n} questions each (the first "
              f"included), every {WRITE_EVERY}th right after a `memory.upsert` of one N1 turn memory. "
              "The garbage collector's pauses during each series (count, longest, total per generation):"]
     writes: list[float] = []
