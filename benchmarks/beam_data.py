@@ -275,3 +275,16 @@ def rank_of(ranked: Sequence[int], ids: Iterable[int]) -> int | None:
         if r in wanted:
             return i
     return None
+
+
+def json_from(command: Sequence[str]) -> Any:
+    """What a fresh process of a benchmark prints as its last line, as JSON (the benchmarks that measure a
+    reopened memory run themselves again); its stderr is shown and the run stops when it fails."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(list(command), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(done.stderr, file=sys.stderr)
+        raise SystemExit(done.returncode)
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -37,7 +37,6 @@ import random
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from beam_data import DATA_HELP, DEFAULT_DATA, Conversation, load, memories, unpacked  # noqa: E402
+from beam_data import DATA_HELP, DEFAULT_DATA, Conversation, json_from, load, memories, unpacked  # noqa: E402
 from gc_pauses import GcPauses  # noqa: E402
 from machine import footer  # noqa: E402
 
@@ -205,11 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "--conversations", args.conversations, "--concurrency", ",".join(map(str, args.concurrency)),
                        "--history", str(args.history), "--turns", str(args.turns),
                        "--think-s", str(args.think_s), "--seed", str(args.seed)]
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                print(done.stderr, file=sys.stderr)
-                return done.returncode
-            rows = json.loads(done.stdout.strip().splitlines()[-1])
+            rows = json_from(command)
         finally:
             shutil.rmtree(data_dir, ignore_errors=True)
     finally:

@@ -28,7 +28,6 @@ import argparse
 import json
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from beam_data import DATA_HELP, DEFAULT_DATA, Conversation, load, memories, unpacked  # noqa: E402
+from beam_data import DATA_HELP, DEFAULT_DATA, Conversation, json_from, load, memories, unpacked  # noqa: E402
 from gc_pauses import GcPauses  # noqa: E402
 from machine import footer  # noqa: E402
 
@@ -153,13 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_dir = tempfile.mkdtemp(prefix="lc-fq-")
         try:
             load_shapes(data_dir, convs, shapes)
-            done = subprocess.run([sys.executable, __file__, "--phase", "ask", "--data", str(folder),
-                                   "--data-dir", data_dir, "--shapes", args.shapes, "--seed", str(args.seed)],
-                                  capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                print(done.stderr, file=sys.stderr)
-                return done.returncode
-            result = json.loads(done.stdout.strip().splitlines()[-1])
+            result = json_from([sys.executable, __file__, "--phase", "ask", "--data", str(folder),
+                                "--data-dir", data_dir, "--shapes", args.shapes, "--seed", str(args.seed)])
         finally:
             shutil.rmtree(data_dir, ignore_errors=True)
     finally:

@@ -20,26 +20,16 @@ from llama_consciousness import ConsciousnessMemory, RetrievalIntention
 from llama_consciousness.errors import StorageError
 from llama_consciousness.ingestion import demo_memory_file
 from llama_consciousness.retrievers.config import RetrievalConfig
-from llama_consciousness.schema import MemoryNode
 from llama_consciousness.schema.stream import LEVEL_KEYS
 from llama_consciousness.storage.cluster import ServerDB
 from llama_consciousness.storage.interleaved import list_graphs, run_interleaved
-from llama_consciousness.storage.level_store import Query
 from llama_consciousness.storage.pool import BoundedPool
 from stalling_proxy import StallingProxy, black_hole_listener
+from tests.storage.test_interleaved import _memory, _two_step
 
 HOLD_S = 5.0  # far past every deadline below: a run that waited for a held reply would take this long
 
 
-def _memory(node_id: str) -> MemoryNode:
-    return MemoryNode(node_id=node_id, level="N2", node_type="Memory", name=node_id, description=f"about {node_id}",
-                      energy=0.5, confidence=0.7, emotion_vector={"curiosity": 0.6})
-
-
-def _two_step(value: str):
-    first = yield Query("RETURN $v", {"v": value}, read_only=True)
-    second = yield Query("RETURN $v + '!'", {"v": first[0][0]}, read_only=True)
-    return second[0][0]
 
 
 class _RoutedDB:
