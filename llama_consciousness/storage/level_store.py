@@ -902,6 +902,16 @@ def as_consciousness_node(hit: VectorHit, source: str) -> ConsciousnessNode:
     return retrieved_node(hit.node, source, hit.similarity)
 
 
+INDEX_WAIT_S = 60.0
+"""How long a query from the store waits for a graph's indexes that the server is still building after a
+restart (about 3 s per 10K memories), rather than failing: a chat turn stored in that window was lost."""
+
+
+def _index_not_ready(exc: Exception) -> bool:
+    """FalkorDB's answer to a vector search on an index still under construction (after loading its data)."""
+    return "Invalid arguments for procedure 'db.idx.vector.queryNodes'" in str(exc)
+
+
 def _missing_graph(exc: Exception) -> bool:
     """FalkorDB's answer to a read on a graph that was never written."""
     return "empty key" in str(exc)
@@ -940,17 +950,39 @@ class LevelGraphStore:
                 return self.graph.create_node_unique_constraint(query.label, query.prop)
             except Exception as exc:
                 raise StorageError(f"constraint on graph {self.plans.graph!r} failed: {exc}") from exc
-        try:
-            text = params_header(query.params) + query.cypher
-            timeout = self.timeout_ms if query.read_only else None
-            if knn_gate.searches_vectors(query.cypher):
-                with knn_gate.gate(self.db, self.plans.graph):
-                    return replies.run(self.graph, text, query.read_only, timeout)
-            return replies.run(self.graph, text, query.read_only, timeout)
-        except Exception as exc:  # the client raises redis.ResponseError and friends
-            if query.read_only and _missing_graph(exc):
-                return []
-            raise StorageError(f"query on graph {self.plans.graph!r} failed: {exc}") from exc
+        text = params_header(query.params) + query.cypher
+        timeout = self.timeout_ms if query.read_only else None
+        waited = False
+        while True:
+            try:
+                if knn_gate.searches_vectors(query.cypher):
+                    with knn_gate.gate(self.db, self.plans.graph):
+                        return replies.run(self.graph, text, query.read_only, timeout)
+                return replies.run(self.graph, text, query.read_only, timeout)
+            except Exception as exc:  # the client raises redis.ResponseError and friends
+                if query.read_only and _missing_graph(exc):
+                    return []
+                if not waited and _index_not_ready(exc) and self._wait_for_indexes():
+                    waited = True
+                    continue
+                raise StorageError(f"query on graph {self.plans.graph!r} failed: {exc}") from exc
+
+    def _wait_for_indexes(self, limit_s: float = INDEX_WAIT_S) -> bool:
+        """Wait (up to ``limit_s``) while the graph's indexes are under construction, as FalkorDB leaves them
+        for a while after loading its data: True when some was and all are ready now."""
+        deadline, seen = time.monotonic() + limit_s, False
+        while True:
+            try:
+                statuses = [str(row[7]) for row in self.graph.ro_query("CALL db.indexes()").result_set]
+            except Exception:  # noqa: BLE001 - no answer about the indexes: the query's own error stands
+                return False
+            building = [status for status in statuses if "CONSTRUCTION" in status.upper()]
+            if not building:
+                return seen
+            if time.monotonic() >= deadline:
+                return False
+            seen = True
+            time.sleep(0.05)
 
     def exists(self) -> bool:
         return self.plans.graph in self.db.list_graphs()
