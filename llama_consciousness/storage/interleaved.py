@@ -22,7 +22,9 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from llama_consciousness.storage import knn_gate, replies
-from llama_consciousness.storage.level_store import GRAPH_REGISTRY, Await, Plan, Query, StorageError, _missing_graph
+from llama_consciousness.storage.level_store import (
+    GRAPH_REGISTRY, Await, Plan, Query, StorageError, _index_not_ready, _missing_graph,
+)
 from llama_consciousness.storage.params import header as params_header
 
 
@@ -40,7 +42,12 @@ class _Job:
     gate: threading.Lock | None = None
     pending: tuple[list[Any], threading.Lock] | None = None
     awaiting: Future | None = None  # the plan waits for this (``Await``), no query in flight
+    command: list[Any] | None = None  # the query last sent
+    retry_at: float | None = None  # its vector index was being built: asked again at this time
 
+
+# how often a vector search whose index the server is still building is asked again (within the deadline)
+_INDEX_RETRY_S = 0.05
 
 # how often replies are polled while a plan awaits work beside the server's queries
 _AWAIT_POLL_S = 0.002
@@ -188,6 +195,7 @@ class Interleaved:
             raise RuntimeError("the results of these plans were already taken")
         try:
             while True:
+                retry_in = self._due_retries()
                 self._send_pending(wait=False)
                 self._settle_awaited()
                 waiting = [job for job in self._state if job.sent]
@@ -198,10 +206,15 @@ class Interleaved:
                     break
                 if not waiting:
                     if awaited:
-                        wait_futures(awaited, timeout=remaining, return_when=FIRST_COMPLETED)
+                        timeout = remaining if retry_in is None else (
+                            retry_in if remaining is None else min(remaining, retry_in))
+                        wait_futures(awaited, timeout=timeout, return_when=FIRST_COMPLETED)
                         continue
                     if not any(job.pending for job in self._state):
-                        break
+                        if retry_in is None:
+                            break
+                        time.sleep(retry_in if remaining is None else max(0.0, min(retry_in, remaining)))
+                        continue
                     # Nothing of ours in flight, so no gate held: waiting for
                     # one that another thread holds cannot close a cycle.
                     self._send_pending(wait=True, timeout=remaining)
@@ -210,6 +223,8 @@ class Interleaved:
                 wait = remaining
                 if awaited:
                     wait = _AWAIT_POLL_S if remaining is None else min(remaining, _AWAIT_POLL_S)
+                if retry_in is not None:
+                    wait = retry_in if wait is None else min(wait, retry_in)
                 ready = _first_ready(waiting, wait)
                 if ready is not None:
                     self._read(ready)
@@ -228,10 +243,28 @@ class Interleaved:
                 else:
                     _advance(self._db, job, future.result(), self._timeout_ms, self._deadline)
 
+    def _time_left(self, seconds: float) -> bool:
+        return self._deadline is None or time.monotonic() + seconds < self._deadline
+
+    def _due_retries(self) -> float | None:
+        """Queries whose vector index was being built go out again once their time has come (as any vector
+        search: through their graph's gate); the seconds until the next one still waiting, or None."""
+        now, soonest = time.monotonic(), None
+        for job in self._state:
+            if job.retry_at is None:
+                continue
+            if job.retry_at <= now:
+                job.retry_at = None
+                job.pending = (job.command, knn_gate.gate(self._db, job.graph.name))
+            else:
+                soonest = min(soonest if soonest is not None else job.retry_at, job.retry_at)
+        return None if soonest is None else soonest - now
+
     def _expire(self) -> None:
         for job in self._state:
             if not job.done:
                 _release(job)
+                job.retry_at = None
                 job.pending = job.awaiting = None
                 job.result = TimeoutError(f"no answer from graph {job.graph.name!r} within {self._timeout_ms} ms")
                 job.done = True
@@ -258,6 +291,10 @@ class Interleaved:
                 _release(job)
             rows = replies.result_rows(job.graph, response)
         except ResponseError as exc:
+            if (_index_not_ready(exc) and job.command is not None and self._time_left(_INDEX_RETRY_S)
+                    and _index_building(job, self._deadline)):
+                job.retry_at = time.monotonic() + _INDEX_RETRY_S  # the server is building it after a restart
+                return
             if not _missing_graph(exc):
                 _fail(job, exc)
                 return
@@ -344,7 +381,24 @@ def _fail(job: _Job, exc: BaseException) -> None:
     job.plan.close()
 
 
+def _index_building(job: _Job, deadline: float | None) -> bool:
+    """Whether one of the job's graph's indexes is under construction, asked on the job's own connection (its
+    reply was just read: nothing else is in flight on it); any failure answers no (the error stands)."""
+    try:
+        job.connection.send_command(*replies.command(job.graph, "CALL db.indexes()", True, None))
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not job.connection.can_read(timeout=left):
+            job.connection.disconnect()
+            return False
+        rows = replies.result_rows(job.graph, job.connection.read_response())
+    except Exception:  # noqa: BLE001 - no answer about the indexes: the query's own error stands
+        job.connection.disconnect()
+        return False
+    return any("CONSTRUCTION" in str(row[7]).upper() for row in rows if len(row) > 7)
+
+
 def _send(job: _Job, command: list[Any]) -> None:
+    job.command = command
     try:
         job.connection.send_command(*command)
     except Exception as exc:
