@@ -33,7 +33,7 @@ from llama_consciousness.ingestion.updates import UPDATES_KEY, UpdateDecision, d
 from llama_consciousness.levels import graph_name, home_key
 from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode
 from llama_consciousness.scoring.identity import base_identity
-from llama_consciousness.scoring.names import EntityIndex, EntityMatch, normalize_entity_name
+from llama_consciousness.scoring.names import EntityIndex, EntityMatch, best_per_entity, normalize_entity_name
 from llama_consciousness.storage.level_store import LevelGraphStore, Supersession
 from llama_consciousness.storage.records import PreparedEdge, retargeted_edges
 from llama_consciousness.storage.reader import MemoryReader
@@ -167,10 +167,7 @@ class KnownNames:
     def match(self, name: str, threshold: float = 0.85) -> list[EntityMatch]:
         """As ``EntityIndex.match``: one row per entity, its best name, best first."""
         rows = self._added.match(name, threshold) + self._stored.match_name(name, threshold, types=ENTITY_TYPES)
-        best: dict[str, EntityMatch] = {}
-        for row in sorted(rows, key=lambda row: (-row.score, row.name, row.entity_id)):
-            best.setdefault(row.entity_id, row)
-        return list(best.values())
+        return best_per_entity(rows)
 
 
 class ConsciousnessGraphWriter(ReportingTransform):

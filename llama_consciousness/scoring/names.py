@@ -37,6 +37,7 @@ __all__ = [
     "INVARIANT_WORDS",
     "IRREGULAR_PLURALS",
     "TYPE_PREFIXES",
+    "best_per_entity",
     "compact_key",
     "fuzzy_bounds",
     "key_similarity",
@@ -292,10 +293,7 @@ class EntityIndex:
             ids, names = self._ids, self._names
             rows = [EntityMatch(ids[p], names[p], score) for key_id, score in scored.items()
                     if score >= threshold or key_id == exact_id for p in self._entries(key_id)]
-        best: dict[str, EntityMatch] = {}
-        for row in sorted(rows, key=lambda row: (-row.score, row.name, row.entity_id)):
-            best.setdefault(row.entity_id, row)
-        return list(best.values())[:limit]
+        return best_per_entity(rows, limit)
 
     def best(self, name: str, threshold: float = 0.85) -> Optional[EntityMatch]:
         """The best match of ``name``, or ``None``."""
@@ -407,6 +405,14 @@ class EntityIndex:
                 if 2.0 * overlap >= t * (size + len(stored)) - 1e-9:
                     found.append(key_id)
         return found
+
+
+def best_per_entity(rows: Iterable[EntityMatch], limit: Optional[int] = None) -> list[EntityMatch]:
+    """Each entity once, by its best row, best first; ties by name, then id (what every match returns)."""
+    best: dict[str, EntityMatch] = {}
+    for row in sorted(rows, key=lambda row: (-row.score, row.name, row.entity_id)):
+        best.setdefault(row.entity_id, row)
+    return list(best.values())[:limit]
 
 
 def sorted_words_key(key: str) -> str:

@@ -23,7 +23,7 @@ from redis.exceptions import ResponseError
 
 from llama_consciousness.storage import knn_gate, replies
 from llama_consciousness.storage.level_store import (
-    GRAPH_REGISTRY, Await, Plan, Query, StorageError, _index_not_ready, _missing_graph,
+    GRAPH_REGISTRY, INDEX_STATUS, Await, Plan, Query, StorageError, _index_not_ready, _missing_graph,
 )
 from llama_consciousness.storage.params import header as params_header
 
@@ -385,7 +385,7 @@ def _index_building(job: _Job, deadline: float | None) -> bool:
     """Whether one of the job's graph's indexes is under construction, asked on the job's own connection (its
     reply was just read: nothing else is in flight on it); any failure answers no (the error stands)."""
     try:
-        job.connection.send_command(*replies.command(job.graph, "CALL db.indexes()", True, None))
+        job.connection.send_command(*replies.command(job.graph, INDEX_STATUS, True, None))
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         if not job.connection.can_read(timeout=left):
             job.connection.disconnect()
@@ -394,7 +394,7 @@ def _index_building(job: _Job, deadline: float | None) -> bool:
     except Exception:  # noqa: BLE001 - no answer about the indexes: the query's own error stands
         job.connection.disconnect()
         return False
-    return any("CONSTRUCTION" in str(row[7]).upper() for row in rows if len(row) > 7)
+    return any(status != "OPERATIONAL" for (status,) in rows)  # as ``LevelPlans.wait_operational`` reads it
 
 
 def _send(job: _Job, command: list[Any]) -> None:

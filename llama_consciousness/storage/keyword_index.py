@@ -49,7 +49,8 @@ from typing import Any
 import tantivy
 
 from llama_consciousness.scoring.names import (
-    EntityIndex, EntityMatch, compact_key, fuzzy_bounds, key_similarity, normalize_entity_name, sorted_words_key,
+    EntityIndex, EntityMatch, best_per_entity, compact_key, fuzzy_bounds, key_similarity, normalize_entity_name,
+    sorted_words_key,
     trigrams,
 )
 from llama_consciousness.scoring.updates import about_words, speaker_of
@@ -350,10 +351,7 @@ class KeywordIndex:
                 rows = [row for row in rows if pending.docs[row.entity_id][5] in kinds]
             if not self._base_stale:
                 rows += self._committed_matches(key, grams, threshold, pending.docs, kinds)
-        best: dict[str, EntityMatch] = {}
-        for row in sorted(rows, key=lambda row: (-row.score, row.name, row.entity_id)):
-            best.setdefault(row.entity_id, row)
-        return list(best.values())[:limit]
+        return best_per_entity(rows, limit)
 
     def _committed_matches(self, key: str, grams: frozenset[str], threshold: float,
                            skip: dict[str, Any], kinds: list[str] | None) -> list[EntityMatch]:

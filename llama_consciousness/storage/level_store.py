@@ -565,7 +565,7 @@ class LevelPlans:
         """Indexes are built in the background; queries must wait for them."""
         deadline = time.monotonic() + timeout
         while True:
-            rows = yield Query("CALL db.indexes() YIELD status RETURN status", read_only=True)
+            rows = yield Query(INDEX_STATUS, read_only=True)
             cons = yield Query("CALL db.constraints() YIELD status RETURN status", read_only=True)
             pending = [s for (s,) in list(rows) + list(cons) if s != "OPERATIONAL"]
             if not pending:
@@ -902,6 +902,9 @@ def as_consciousness_node(hit: VectorHit, source: str) -> ConsciousnessNode:
     return retrieved_node(hit.node, source, hit.similarity)
 
 
+INDEX_STATUS = "CALL db.indexes() YIELD status RETURN status"
+"""Each index of a graph: "OPERATIONAL", or how far the server is in building it."""
+
 INDEX_WAIT_S = 60.0
 """How long a query from the store waits for a graph's indexes that the server is still building after a
 restart (about 3 s per 10K memories), rather than failing: a chat turn stored in that window was lost."""
@@ -962,27 +965,14 @@ class LevelGraphStore:
             except Exception as exc:  # the client raises redis.ResponseError and friends
                 if query.read_only and _missing_graph(exc):
                     return []
-                if not waited and _index_not_ready(exc) and self._wait_for_indexes():
+                if not waited and _index_not_ready(exc):
                     waited = True
-                    continue
+                    try:  # the indexes the server is still building (after loading its data): wait, then again
+                        self.run(self.plans.wait_operational(INDEX_WAIT_S))
+                        continue
+                    except StorageError:
+                        pass  # still not ready: the query's own error stands
                 raise StorageError(f"query on graph {self.plans.graph!r} failed: {exc}") from exc
-
-    def _wait_for_indexes(self, limit_s: float = INDEX_WAIT_S) -> bool:
-        """Wait (up to ``limit_s``) while the graph's indexes are under construction, as FalkorDB leaves them
-        for a while after loading its data: True when some was and all are ready now."""
-        deadline, seen = time.monotonic() + limit_s, False
-        while True:
-            try:
-                statuses = [str(row[7]) for row in self.graph.ro_query("CALL db.indexes()").result_set]
-            except Exception:  # noqa: BLE001 - no answer about the indexes: the query's own error stands
-                return False
-            building = [status for status in statuses if "CONSTRUCTION" in status.upper()]
-            if not building:
-                return seen
-            if time.monotonic() >= deadline:
-                return False
-            seen = True
-            time.sleep(0.05)
 
     def exists(self) -> bool:
         return self.plans.graph in self.db.list_graphs()
