@@ -16,7 +16,6 @@ memory may be the answer.  Everything here is pure and linear in the text it rea
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Sequence
@@ -56,10 +55,8 @@ _NOW_WORDS = frozenset("latest recent recently current currently now today newes
 """Words a question uses to ask for the present value, which the statements giving it rarely say."""
 
 
-@functools.lru_cache(maxsize=256)
 def _terms(text: str) -> frozenset[str]:
-    """The words of a question or sentence that say what it is about (numbers are values, not words).  Kept
-    for the last questions: rendering excerpts asks again for every long memory of the answer."""
+    """The words of a question or sentence that say what it is about (numbers are values, not words)."""
     return frozenset({_stem(w) for w in _WORD.findall(text.lower())
             if len(w) >= 3 and w not in STOP_WORDS and w not in _NOW_WORDS and not w.isdigit()})
 
@@ -130,8 +127,6 @@ def _closest_sentence(terms: set[str] | frozenset[str], text: str, start_at: int
     cannot beat the best so far."""
     best_terms: set[str] = set()
     best_sentence, best_at = "", -1
-    whole = text.lower()
-    terms = [t for t in terms if t in whole]  # (ASCII terms) only those the text has can be in a sentence
     at = 0
     for gap in (*_SENTENCE_END.finditer(text), None):  # the sentences between the gaps, with where each starts
         end, after = (gap.start(), gap.end()) if gap is not None else (len(text), len(text))
