@@ -17,7 +17,7 @@ from pathlib import Path
 
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessStream, TemporalDissonance
 from llama_consciousness.schema.stream import ACTIVATION_TIERS as TIERS
-from llama_consciousness.scoring.recency import excerpt, question_terms
+from llama_consciousness.scoring.recency import excerpt
 
 UNTRUSTED_MARK = "[untrusted text, flagged as a possible prompt injection]"
 UNTRUSTED_END = "[end of untrusted text]"
@@ -79,16 +79,14 @@ def outdated_mark(later: Any) -> str:
 
 
 def memory_line(node: ConsciousnessNode, replaces_another: bool = False, shared: frozenset[str] = frozenset(),
-                precise: bool = False, question: str = "", memory_chars: int | None = None,
-                terms: frozenset[str] | None = None) -> str:
+                precise: bool = False, question: str = "", memory_chars: int | None = None) -> str:
     """One memory, compact: what it is (marked untrusted when flagged), then how it felt and when it held.
     A replaced version is marked past, one a later memory may replace possibly outdated, and the one
-    that replaces another memory of the context (``replaces_another``) current.  ``terms``: the question's
-    (``scoring.recency.question_terms``), when many memories are written for one question."""
+    that replaces another memory of the context (``replaces_another``) current."""
     level = node.level or node.retrieval_source.split("_", 1)[0]
     text = node.description.strip() or node.name
     if memory_chars is not None and len(text) > memory_chars:
-        text = excerpt(text, question, memory_chars, terms)
+        text = excerpt(text, question, memory_chars)
     body = node.name
     if text and text != node.name:
         # a name that is the text's beginning ("Ada: I moved to…") is not said twice
@@ -202,7 +200,6 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
         if shared and not add(f"(every memory below: "
                               f"{'; '.join(m for m in memory_meta(everyone[0], precise(everyone[0])) if m in shared)})"):
             shared = frozenset()  # said on each line, then, or not at all
-    terms = question_terms(question) if memory_chars is not None else None
     successors = {later for _, nodes in tiers for n in nodes
                   for later in (n.superseded_by, n.possibly_superseded_by, n.possibly_outdated_by) if later}
     for tier, nodes in tiers:
@@ -212,7 +209,7 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
             left_out += [n.node_id for n in nodes]
             continue
         for node in nodes:
-            line = memory_line(node, node.node_id in successors, shared, precise(node), question, memory_chars, terms)
+            line = memory_line(node, node.node_id in successors, shared, precise(node), question, memory_chars)
             (included if add(line) else left_out).append(node.node_id)
     moments = [dissonance_line(d) for d in stream.temporal_dissonances]
     if moments and used + count("## Learning moments\n" + moments[0] + "\n") <= token_budget:
