@@ -295,9 +295,15 @@ def _print_memory(data: dict) -> None:
     m = data["memory"]
     print(f"{m['name']} ({data['level']}{', ' + data['citizen_id'] if data['citizen_id'] else ''}): "
           f"{m['description']}")
+    if m.get("forgotten_at"):
+        print(f"FORGOTTEN {_fmt(m['forgotten_at'])} ({m['forgotten_reason']})"
+              + (f" by {m['forgotten_by']}" if m.get("forgotten_by") else ""))
+    for event in m.get("retractions") or []:
+        print(f"  {event['event']} {_fmt(event['at'])}" + "".join(
+            f"; {k} {event[k]}" for k in ("reason", "by", "note") if event.get(k)))
     print(f"\nversions ({len(data['versions'])}, oldest first):")
     for v in data["versions"]:
-        mark = "current" if v["current"] else "superseded"
+        mark = "forgotten" if v.get("forgotten_at") else "current" if v["current"] else "superseded"
         print(f"  {v['node_id']}  [{mark}]  valid {_fmt(v['valid_at'])} -> {_fmt(v['invalid_at'])}, "
               f"recorded {_fmt(v['created_at'])} -> {_fmt(v['expired_at'])}; used {v['access_count']}x")
         print(f"    {v['description']}")
@@ -418,6 +424,9 @@ def build_parser() -> argparse.ArgumentParser:
     cit.add_argument("--json", action="store_true", help="JSON output")
     cit.set_defaults(func=run_citizens)
     _add_inspect(sub)
+    from llama_consciousness.cli_forgetting import add_forgetting_parsers
+
+    add_forgetting_parsers(sub)
 
     q = sub.add_parser("query", help="six-way retrieval over a memory")
     q.add_argument("text", help="what to look for")

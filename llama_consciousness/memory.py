@@ -16,7 +16,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,9 @@ from llama_consciousness.embeddings import embedding_dimension, resolve_embed_mo
 from llama_consciousness.errors import LevelError
 from llama_consciousness.levels import LEVELS, check_level, graph_level, graph_name
 from llama_consciousness.nodes import memory_text
-from llama_consciousness import living
-from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, ConsciousnessStream, MemoryNode
+from llama_consciousness import forgetting, living
+from llama_consciousness.schema import (ConsciousnessNode, ConsciousnessRelationship, ConsciousnessStream, ForgetReason,
+                                        ForgetReport, MemoryNode, RestoreReport)
 from llama_consciousness.schema.citizen import CitizenState, FeedbackReport, UseReport
 from llama_consciousness.gcquiet import settle_heap
 from llama_consciousness.storage import citizen_states, run_interleaved, usage
@@ -178,6 +179,8 @@ class ConsciousnessMemory:
         objects alive then (libraries, the model) are never walked by a garbage collection again, so a full
         collection no longer adds 50-120 ms to one question in fifteen.  Process-wide; ``False`` leaves the
         collector as the application set it.
+    restore_window:
+        How long after :meth:`forget` a :meth:`restore` is accepted (30 days).
     """
 
     def __init__(
@@ -194,7 +197,11 @@ class ConsciousnessMemory:
         read_from_replicas: bool = False,
         server_idle_timeout_s: float | None = None,
         freeze_heap: bool = True,
+        restore_window: timedelta = forgetting.RESTORE_WINDOW,
     ) -> None:
+        if not isinstance(restore_window, timedelta) or restore_window <= timedelta(0):
+            raise ValueError(f"restore_window must be a positive timedelta, got {restore_window!r}")
+        self.restore_window = restore_window
         self.max_connections = max_connections
         self.server_idle_timeout_s = _idle_timeout(server_idle_timeout_s)
         self.read_from_replicas = bool(read_from_replicas)
@@ -566,6 +573,34 @@ class ConsciousnessMemory:
         node = store.get_node(node_id)
         self.vectors(level).mirror_validity(store.plans, [node])
         return node
+
+    def forget(self, node_ids: str | Sequence[str] | None, level: str, citizen_id: str | None = None, *,
+               reason: ForgetReason | str, by: str | None = None, note: str | None = None,
+               where: forgetting.MemorySelector | Mapping[str, Any] | None = None) -> ForgetReport:
+        """Stop believing memories from now on: a bitemporal retraction, nothing deleted.
+
+        The memories of ``node_ids`` (or those ``where`` selects, a :class:`~llama_consciousness.forgetting.
+        MemorySelector` or its fields as a dict) in one level graph expire now: they no longer surface in
+        ``current`` mode nor in ``point_in_time`` questions about later moments, walks and spreading do not
+        pass through them, their use is not counted; ``full_history`` and ``inspect`` still show them with
+        ``forgotten_at``, ``forgotten_reason``, ``forgotten_by`` and the ``retractions`` record.  Idempotent:
+        a memory already forgotten is left as it was (``already_forgotten``).  ``reason``: a
+        :class:`~llama_consciousness.schema.ForgetReason` (or its value).  Undo with :meth:`restore` within
+        ``restore_window``; remove the text itself with ``erase``.
+
+        Raises ``ValueError`` for an unknown reason, both or neither of ``node_ids`` and ``where``, or a
+        selector with no condition; ``LevelError`` for a bad level or citizen.
+        """
+        return forgetting.forget(self, node_ids, level, citizen_id, reason=reason, by=by, note=note, where=where)
+
+    def restore(self, node_ids: str | Sequence[str], level: str, citizen_id: str | None = None, *,
+                by: str | None = None, note: str | None = None, window: timedelta | None = None) -> RestoreReport:
+        """Believe forgotten memories again, exactly as they were (links, vectors, keyword hits, counts): a
+        memory that was current is current again, one that was superseded stays superseded.  Only within
+        ``window`` (the memory's ``restore_window``, 30 days) of the forget: later ones are reported in
+        ``too_late`` and left forgotten.  The restore is recorded in the memory's ``retractions``.
+        """
+        return forgetting.restore(self, node_ids, level, citizen_id, by=by, note=note, window=window)
 
     def ingest(self, source: Any, *, progress: bool = False, **options: Any) -> Any:
         """Ingest a memory file (JSON Lines) or records through the default pipeline.

@@ -37,7 +37,8 @@ from pydantic import Field, PrivateAttr, SkipValidation, field_validator, model_
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from llama_consciousness.render import render_stream, token_counter
-from llama_consciousness.schema import ConsciousnessRelationship, MemoryNode, RetrievalIntention
+from llama_consciousness.schema import (ConsciousnessRelationship, ForgetReason, ForgetReport, MemoryNode,
+                                        RetrievalIntention)
 from llama_consciousness.schema.common import LevelName
 
 log = logging.getLogger(__name__)
@@ -286,6 +287,24 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
                     formation_trigger="next turn of the conversation", **times))
             previous[session] = node_id
         return out
+
+    # -- forget ---------------------------------------------------------------
+
+    def forget_message(self, message: ChatMessage | dict, reason: ForgetReason | str = ForgetReason.USER_REQUESTED,
+                       *, by: str | None = None, note: str | None = None) -> ForgetReport:
+        """Forget what ``message`` said: every memory of this citizen that stored its text as said by its
+        speaker (in any session) stops being recalled from now (``memory.forget``: kept in the full history,
+        restorable with ``memory.restore`` within its window).  ``ValueError`` for a message this block would
+        not store (no text, a system prompt)."""
+        node, _, _ = self._memory_of(message, None, {})
+        return self.memory.forget(None, "N1", self.citizen_id, reason=reason, by=by, note=note,
+                                  where={"description": node.description})
+
+    async def aforget_message(self, message: ChatMessage | dict,
+                              reason: ForgetReason | str = ForgetReason.USER_REQUESTED, *, by: str | None = None,
+                              note: str | None = None) -> ForgetReport:
+        """``forget_message`` off the event loop."""
+        return await asyncio.to_thread(self.forget_message, message, reason, by=by, note=note)
 
     # -- get ------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ _HIDDEN_FROM_TEXT = [
     "node_id", "level", "citizen_id", "valid_at", "invalid_at", "created_at", "expired_at",
     "invalidation_reason", "correction_pattern_id", "discovery_energy", "supersedes",
     "authority_score", "metadata_completeness", "extra", "sensory_details", KIND_KEY,
+    "forgotten_at", "forgotten_reason", "forgotten_by", "retractions",
 ]
 
 

@@ -85,12 +85,12 @@ class MemoryPropertyGraphStore(PropertyGraphStore):
             clauses.append(f"n.{key} = $p{i}")
             params[f"p{i}"] = value
         if ids is not None:
-            found = self._store.get_nodes(list(ids))
+            found = _kept(self._store.get_nodes(list(ids)))
             return [self._chunk(n) for n in found if all(getattr(n, k) == v for k, v in (properties or {}).items())]
         if not clauses:
             raise ValueError("get() needs ids or properties: a whole level is read with memory.level(...)")
         rows = self._store.run(_ids_where(" AND ".join(clauses), params))
-        return [self._chunk(n) for n in self._store.get_nodes(rows)]
+        return [self._chunk(n) for n in _kept(self._store.get_nodes(rows))]
 
     def get_triplets(self, entity_names: list[str] | None = None, relation_names: list[str] | None = None,
                      properties: dict | None = None, ids: list[str] | None = None) -> list[Triplet]:
@@ -138,6 +138,7 @@ class MemoryPropertyGraphStore(PropertyGraphStore):
             raise ValueError("a vector query needs query_embedding or query_str")
         hits = self.memory.vector_search(vector, self.level, self.citizen_id, k=int(query.similarity_top_k or 10),
                                          temporal_mode=self.temporal_mode)
+        hits = _kept(hits)
         return [self._chunk(h) for h in hits], [float(h.relevance_score or 0.0) for h in hits]
 
     def structured_query(self, query: str, param_map: dict[str, Any] | None = None) -> Any:
@@ -205,7 +206,7 @@ class MemoryPropertyGraphStore(PropertyGraphStore):
         if limit is not None:
             rels = rels[:limit]
         ends = {i for r in rels for i in (r.source_id, r.target_id)}
-        nodes = {n.node_id: self._chunk(n) for n in self._store.get_nodes(sorted(ends))}
+        nodes = {n.node_id: self._chunk(n) for n in _kept(self._store.get_nodes(sorted(ends)))}
         out: list[Triplet] = []
         for r in rels:
             if r.source_id in nodes and r.target_id in nodes:
@@ -213,6 +214,12 @@ class MemoryPropertyGraphStore(PropertyGraphStore):
                                     properties={"energy": r.energy, "confidence": r.confidence, "goal": r.goal})
                 out.append((nodes[r.source_id], relation, nodes[r.target_id]))
         return out
+
+
+def _kept(memories: Sequence[Any]) -> list[Any]:
+    """The memories this view shows: not those forgotten (``memory.forget``), whatever the temporal mode, nor
+    their links; a superseded one stays, marked ``current: False``."""
+    return [m for m in memories if m.forgotten_at is None]
 
 
 def _plain(value: Any) -> Any:

@@ -94,7 +94,10 @@ def memory_line(node: ConsciousnessNode, replaces_another: bool = False, shared:
     if node.injection_suspected:
         body = untrusted_text(body)
     replaced = _replaced(node)
-    if replaced == 2:
+    if node.forgotten_at is not None:  # full history: what was taken back, and why
+        reason = node.forgotten_reason.value if node.forgotten_reason else "no reason"
+        body = f"[forgotten {node.forgotten_at:%Y-%m-%d}: {reason.replace('_', ' ')}] {body}"
+    elif replaced == 2:
         body = f"{PAST_MARK} {body}"
     elif replaced == 1 and node.possibly_superseded_by is None and node.possibly_outdated_since is not None:
         body = f"{outdated_mark(node.possibly_outdated_since)} {body}"

@@ -42,10 +42,11 @@ R = TypeVar("R")  # the request a retriever answers (RetrievalIntention or State
 LLM_HIDDEN = ("node_id", "citizen_id", "extra", "sensory_details", "metadata_completeness", "supersedes",
               "superseded_by", "correction_pattern_id", "retrieval_sources", "start_id", "quarantined",
               "temporal_mode", "supersession_source", "supersession_confidence", "possibly_superseded_by",
-              "possibly_outdated_by", "possibly_outdated_since", "unsuperseded_from", "unsupersede_reason", "retrieval_id")
+              "possibly_outdated_by", "possibly_outdated_since", "unsuperseded_from", "unsupersede_reason", "retrieval_id",
+              "forgotten_by", "retractions")
 # Shown to the LLM only when set: a flagged memory reads "injection_suspected: True" before its text, one that
-# a later memory may replace "possibly_outdated: True".
-LLM_HIDDEN_UNLESS_SET = ("injection_suspected", "possibly_outdated")
+# a later memory may replace "possibly_outdated: True", a forgotten one (full history) when and why.
+LLM_HIDDEN_UNLESS_SET = ("injection_suspected", "possibly_outdated", "forgotten_at", "forgotten_reason")
 MISSING = object()
 
 

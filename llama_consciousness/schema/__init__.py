@@ -14,6 +14,7 @@ from .common import (
     TemporalMode,
     validate_citizen_id,
 )
+from .forgetting import ForgetReason, ForgetReport, RestoreReport, Retraction
 from .graph import GraphEdge, GraphNode, TraversalGraph, TraversalPath
 from .intention import RetrievalIntention, StateBasedRetrieval
 from .memory import ConsciousnessNode, MemoryNode
@@ -47,6 +48,8 @@ __all__ = [
     "ConstellationMember",
     "ConstellationRole",
     "EmotionVector",
+    "ForgetReason",
+    "ForgetReport",
     "GraphEdge",
     "GraphNode",
     "ImportantLinkMetadata",
@@ -58,6 +61,8 @@ __all__ = [
     "MemoryConstellation",
     "MemoryNode",
     "MetadataValidationReport",
+    "RestoreReport",
+    "Retraction",
     "QualityGrade",
     "RELATION_TYPE_PATTERN",
     "RequiredLinkMetadata",

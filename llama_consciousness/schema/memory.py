@@ -12,6 +12,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StringConstraints, Validatio
 
 from ._time import UTCDateTime, utcnow
 from .trusted import trusted_model
+from .forgetting import ForgetReason, Retraction
 from .common import (MAX_LIST_ITEMS, CitizenId, EmotionVector, InvalidationReason, LevelName, ResolutionState,
                      SupersessionSource, check_order, check_vector)
 
@@ -86,6 +87,12 @@ class MemoryNode(BaseModel):
     # Set by ``memory.unsupersede``: the newer memory whose supersession of this one was taken back, and why.
     unsuperseded_from: Optional[str] = None
     unsupersede_reason: Optional[str] = None
+    # Set by ``memory.forget`` (read-only): when the memory stopped being believed, why, and who asked; a
+    # restore clears them.  ``retractions`` keeps every forget and restore, in order.
+    forgotten_at: Optional[UTCDateTime] = None
+    forgotten_reason: Optional[ForgetReason] = None
+    forgotten_by: Optional[str] = None
+    retractions: list[Retraction] = Field(default_factory=list)
     # Stored for audit but never retrieved (e.g. a suspected prompt injection).
     quarantined: bool = False
     # An entity made from a name mentioned in memories: a hub traversal walks through, not an answer.

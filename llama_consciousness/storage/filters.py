@@ -42,6 +42,14 @@ class MemoryFilter:
         )
 
     @property
+    def hides_forgotten(self) -> bool:
+        """Whether memories taken back with ``memory.forget`` are left out beyond what the window says: in
+        ``evolution``, which shows replaced beliefs (a chatbot's recall, marked past), a forgotten memory was not
+        replaced but retracted, and must not come back to an LLM.  ``current`` and ``point_in_time`` leave it out
+        by its expiry already; ``full_history`` shows it."""
+        return self.window.mode == "evolution"
+
+    @property
     def canonical_emotions(self) -> list[str]:
         return sorted({canonical_emotion(e) for e in self.required_emotions})
 
@@ -57,6 +65,8 @@ class MemoryFilter:
         params: dict[str, Any] = dict(temporal.params)
         if not self.include_quarantined:
             clauses.append(f"coalesce({var}.quarantined, false) = false")
+        if self.hides_forgotten:
+            clauses.append(f"{var}.forgotten_at IS NULL")
         if not (self.include_entities if entities is None else entities):
             clauses.append(f"coalesce({var}.is_entity, false) = false")
         if self.min_energy is not None:
@@ -78,6 +88,8 @@ class MemoryFilter:
         if not is_visible(self.window, node):
             return False
         if not self.include_quarantined and getattr(node, "quarantined", False):
+            return False
+        if self.hides_forgotten and getattr(node, "forgotten_at", None) is not None:
             return False
         if not self.include_entities and getattr(node, "is_entity", False):
             return False

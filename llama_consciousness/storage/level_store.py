@@ -337,7 +337,7 @@ UNWIND range(0, size($nodes) - 1) AS i
 WITH base, i, $nodes[i] AS row
 MATCH (n:{NODE_LABEL} {{node_id: {_at(_N, "node_id")}}})
 WITH base, i, n, row, n.content_hash AS old_hash WHERE old_hash IS NULL OR old_hash <> {_at(_N, "hash")}
-WITH base, i, n, row, old_hash, n.superseded_by IS NOT NULL AS sup,
+WITH base, i, n, row, old_hash, n.superseded_by IS NOT NULL OR n.forgotten_at IS NOT NULL AS sup,
      n.expired_at AS old_expired_at, n.invalid_at AS old_invalid_at, n.invalidation_reason AS old_reason
 REMOVE n.{VECTOR_PROPERTY}
 SET {_prop_sets("n", _N, tuple(p for p in records.NODE_PROPS if p not in ("node_id", "invalidation_reason")))},

@@ -54,7 +54,9 @@ JSON_PROPS = {"sensory_details": "sensory_details_json", "extra": "extra_json"}
 EMOTION_READ_PROPS = ("emotion_names", "emotion_values")
 #: Set by the store, never by a write of the memory itself (supersession, its undoing).
 STORE_SET_PROPS = ("superseded_by", "supersession_source", "supersession_confidence", "possibly_superseded_by",
-                   "unsuperseded_from", "unsupersede_reason")
+                   "unsuperseded_from", "unsupersede_reason", "forgotten_at", "forgotten_reason", "forgotten_by",
+                   "retractions")
+"""``retractions`` is stored as a list of JSON texts (one per forget or restore); ``forgotten_at`` in seconds."""
 NODE_READ_PROPS = NODE_SCALARS + NODE_LISTS + TIME_FIELDS + EMOTION_READ_PROPS + STORE_SET_PROPS + (
     "sensory_details_json", "extra_json",
 )
@@ -292,6 +294,10 @@ def _clean(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     for f in TIME_FIELDS:
         if f in data:
             data[f] = from_cypher_time(data[f])
+    if "forgotten_at" in data:
+        data["forgotten_at"] = from_cypher_time(data["forgotten_at"])
+    if "retractions" in data:
+        data["retractions"] = [json.loads(event) for event in data["retractions"]]
     return data
 
 

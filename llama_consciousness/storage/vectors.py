@@ -77,13 +77,15 @@ class PostgresVectors:
 
     def search(self, plans: LevelPlans, embedding: Sequence[float], k: int, memory_filter: MemoryFilter,
                deadline: float | None = None) -> Plan:
-        return self._hits(plans, self._nearest(plans, embedding, k, memory_filter, deadline))
+        return self._hits(plans, self._nearest(plans, embedding, k, memory_filter, deadline), memory_filter)
 
     @staticmethod
-    def _hits(plans: LevelPlans, nearest: Plan) -> Plan:
+    def _hits(plans: LevelPlans, nearest: Plan, memory_filter: MemoryFilter) -> Plan:
         found = yield from nearest
         nodes = {n.node_id: n for n in (yield from plans.get_nodes([node_id for node_id, _ in found]))}
-        return [VectorHit(nodes[node_id], score) for node_id, score in found if node_id in nodes]
+        # Postgres mirrors the times, not a forget: what the window leaves to the graph is checked here
+        hidden = {i for i, n in nodes.items() if memory_filter.hides_forgotten and n.forgotten_at is not None}
+        return [VectorHit(nodes[node_id], score) for node_id, score in found if node_id in nodes and node_id not in hidden]
 
     def candidates(self, plans: LevelPlans, embedding: Sequence[float], k: int,
                    memory_filter: MemoryFilter, deadline: float | None = None) -> Plan | None:

@@ -335,11 +335,11 @@
       levelTag(level),
       el("span", { class: "card-name" }, node.name),
       el("span", { class: "type-tag" }, node.node_type),
-      past ? badge("past", "past") : null,
+      node.forgotten_at ? forgottenBadge(node) : past ? badge("past", "past") : null,
       node.possibly_superseded_by ? badge("possibly outdated", "warn") : null,
       node.injection_suspected ? badge("untrusted", "danger") : null);
     const text = (node.description || "").trim();
-    const card = el("li", { class: `memory-card tier-border-${tier}${past ? " is-past" : ""}`, tabindex: "0", "data-gid": gid, title: "Show details" },
+    const card = el("li", { class: `memory-card tier-border-${tier}${past ? " is-past" : ""}${node.forgotten_at ? " is-forgotten" : ""}`, tabindex: "0", "data-gid": gid, title: "Show details" },
       head,
       text && text !== node.name ? el("p", { class: "card-text" }, text) : null,
       el("div", { class: "card-meta" },
@@ -525,12 +525,20 @@
       list.appendChild(el("li", { class: `version${v.current ? " current" : " past"}${v.node_id === history.node_id ? " this" : ""}` },
         el("div", { class: "version-head" },
           el("span", { class: "version-date" }, fmtTime(v.created_at)),
-          v.current ? badge("current", "ok") : badge("superseded", "past"),
+          v.forgotten_at ? forgottenBadge(v) : v.current ? badge("current", "ok") : badge("superseded", "past"),
           v.node_id === history.node_id ? badge("this one", "info") : null),
         el("div", { class: "version-text" }, v.description || v.name),
         why ? el("div", { class: "muted small" }, supersededText(why)) : null));
     }
     return list;
+  }
+
+  // A memory taken back with memory.forget: greyed, with why (and who asked) on the badge.
+  function forgottenBadge(node) {
+    const reason = String(node.forgotten_reason || "no reason").replace(/_/g, " ");
+    const b = badge(`forgotten: ${reason}`, "forgotten");
+    b.title = `forgotten ${fmtTime(node.forgotten_at)}${node.forgotten_by ? ` by ${node.forgotten_by}` : ""}`;
+    return b;
   }
 
   function supersededText(why) {
@@ -946,7 +954,8 @@
     const memory = history.memory;
     $("history-title").textContent = memory.name;
     const badges = clear($("history-badges"));
-    badges.append(levelTag(history.level), badge(memory.node_type), memory.expired_at ? badge("past", "past") : badge("current", "ok"));
+    badges.append(levelTag(history.level), badge(memory.node_type),
+      memory.forgotten_at ? forgottenBadge(memory) : memory.expired_at ? badge("past", "past") : badge("current", "ok"));
     if (history.citizen_id) badges.append(badge(`citizen ${history.citizen_id}`, "info"));
     $("history-id").textContent = history.node_id;
 
@@ -962,7 +971,7 @@
         el("div", { class: "tl-card" },
           el("div", { class: "card-head" },
             el("span", { class: "card-name" }, v.name),
-            v.current ? badge("current", "ok") : badge("superseded", "past"),
+            v.forgotten_at ? forgottenBadge(v) : v.current ? badge("current", "ok") : badge("superseded", "past"),
             v.node_id === history.node_id ? badge("this version", "info") : null,
             v.possibly_superseded_by ? badge("possibly outdated", "warn") : null,
             v.injection_suspected ? badge("untrusted", "danger") : null),
