@@ -30,10 +30,11 @@ import fcntl
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import psutil
@@ -103,15 +104,130 @@ def compact_aof(client: redis.Redis, timeout_s: float = COMPACT_TIMEOUT_S) -> bo
     if not info.get("aof_enabled") or info.get("aof_current_size", 0) - info.get("aof_base_size", 0) \
             <= COMPACT_ABOVE_BYTES:
         return False
-    client.execute_command("BGREWRITEAOF")
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    status = background_job(client, "BGREWRITEAOF", time.monotonic() + timeout_s)
+    if status is None:
+        logger.warning("FalkorDB's append-only file was not compacted within %.0f s; stopping anyway", timeout_s)
+    return status == "ok"
+
+
+PERSISTENCE_POLL_S = 0.05
+
+# command -> (its INFO persistence flags while it runs, its last status)
+_JOBS = {
+    "BGREWRITEAOF": (("aof_rewrite_in_progress", "aof_rewrite_scheduled"), "aof_last_bgrewrite_status"),
+    "BGSAVE": (("rdb_bgsave_in_progress",), "rdb_last_bgsave_status"),
+}
+_CHILD_FLAGS = ("aof_rewrite_in_progress", "aof_rewrite_scheduled", "rdb_bgsave_in_progress",
+                "module_fork_in_progress")
+
+
+def background_job(client: redis.Redis, command: str, deadline: float) -> str | None:
+    """Run ``command`` (``BGREWRITEAOF`` or ``BGSAVE``) in a child of the server started by this call, and
+    wait for it to end: its status ("ok" or "err"), or None when ``deadline`` (``time.monotonic()``) came
+    first.
+
+    Started by this call: Redis runs one child at a time, and one already at work (a rewrite the watcher
+    started, a scheduled snapshot) may have begun before the caller's last write, so it is waited for and
+    the command sent after it.  Another client may start a child between the look and the command: the
+    server then refuses ours ("... in progress"), and it is sent again once that one ends.
+    """
+    flags, status_key = _JOBS[command]
+    while True:
         info = client.info("persistence")
-        if not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled"):
-            return info.get("aof_last_bgrewrite_status") == "ok"
-        time.sleep(0.05)
-    logger.warning("FalkorDB's append-only file was not compacted within %.0f s; stopping anyway", timeout_s)
-    return False
+        if not any(info.get(flag) for flag in _CHILD_FLAGS):
+            try:
+                client.execute_command(command)
+                break
+            except redis.ResponseError as exc:  # a child started meanwhile: "... in progress", "... is active"
+                if "progress" not in str(exc) and "active" not in str(exc):
+                    raise
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(PERSISTENCE_POLL_S)
+    while True:
+        info = client.info("persistence")
+        if not any(info.get(flag) for flag in flags):
+            return str(info.get(status_key))
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(PERSISTENCE_POLL_S)
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _config(client: redis.Redis, name: str) -> str:
+    found = client.config_get(name)
+    return _text(next(iter(found.values()))) if found else ""
+
+
+def aof_manifest(path: Path) -> list[tuple[str, str]]:
+    """``(file name, type)`` of each file a Redis 7+ AOF manifest lists: type "b" (base), "i" (incremental)
+    or "h" (history: a file a rewrite replaced, to be deleted)."""
+    entries = []
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        fields = dict(zip(parts[::2], parts[1::2]))
+        if "file" in fields:
+            entries.append((fields["file"].strip('"'), fields.get("type", "")))
+    return entries
+
+
+_TEMP_OF_CHILD = re.compile(r"-(\d+)\.(?:rdb|aof)$")  # temp-<pid>.rdb, temp-rewriteaof-bg-<pid>.aof
+
+
+def stale_persistence_files(client: redis.Redis) -> tuple[list[Path], list[Path]] | None:
+    """The files of the server's data directory that hold data it no longer uses, when that directory is on
+    this machine (None otherwise): the temporary files of saves and rewrites whose child process is gone
+    (a child killed midway leaves its ``temp-<pid>.rdb``), and the append-only files that the manifest does
+    not list as base or incremental (history a rewrite replaced, which Redis 7 deletes after the rewrite).
+
+    Why it matters: each of them holds what was written before, deleted memories included."""
+    directory = Path(_config(client, "dir"))
+    if not directory.is_dir():
+        return None
+    temporary = []
+    for path in directory.glob("temp-*"):
+        child = _TEMP_OF_CHILD.search(path.name)
+        if path.is_file() and not (child and pid_alive(int(child.group(1)))):
+            temporary.append(path)
+    replaced: list[Path] = []
+    aof_dir = directory / _config(client, "appenddirname")
+    manifest = aof_dir / (_config(client, "appendfilename") + ".manifest")
+    if aof_dir.is_dir():
+        # listed before the manifest is read: a file the server adds meanwhile is listed in it by then
+        present = [path for path in aof_dir.iterdir() if path != manifest]
+        live = {name for name, kind in aof_manifest(manifest) if kind in ("b", "i")} if manifest.is_file() else set()
+        replaced = [path for path in present if path.name not in live]
+    return sorted(temporary), sorted(replaced)
+
+
+def drop_log_lines(client: redis.Redis, names: Sequence[str]) -> int | None:
+    """Remove the lines of the server's log file that name any of ``names`` (whole words); the lines removed,
+    or None when the log is not a file on this machine.
+
+    Why: FalkorDB logs a graph's name at every snapshot and rewrite ("Created 0 virtual keys for graph
+    citizen_ada"), and an N1 graph's name holds its citizen's id, which must go with an erased citizen.
+    Redis opens the file for each line it logs, so the file is replaced whole (a line logged meanwhile is
+    lost, nothing else)."""
+    logfile = _config(client, "logfile")
+    if not names or not logfile:  # no file: the log goes to standard output
+        return None
+    path = Path(logfile)
+    if not path.is_absolute():
+        path = Path(_config(client, "dir")) / path  # a guess: relative to where the server was started
+    if not path.is_file():
+        return None
+    named = re.compile(rb"(?<![A-Za-z0-9_-])(?:" + b"|".join(re.escape(n.encode()) for n in names)
+                       + rb")(?![A-Za-z0-9_-])")
+    lines = path.read_bytes().splitlines(keepends=True)
+    kept = [line for line in lines if not named.search(line)]
+    if len(kept) < len(lines):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(b"".join(kept))
+        os.replace(tmp, path)
+    return len(lines) - len(kept)
 
 
 def _spawn_watchdog(root: Path, since: float, at: float, pid: int) -> None:
@@ -606,6 +722,10 @@ class EmbeddedFalkorDB:
             "--auto-aof-rewrite-percentage", "25",
             "--auto-aof-rewrite-min-size", "16mb",
             "--loadmodule", self.module,
+            # No query log: with it on, FalkorDB copies every query with its parameters (the text of each
+            # memory written, each question asked) into a stream ``telemetry{<graph>}`` that snapshots keep,
+            # where an erased memory outlives its erasure; nothing here reads it (``GRAPH.INFO``).
+            "CMD_INFO", "no",
         ]
         logger.info("starting FalkorDB: %s", " ".join(args))
         try:

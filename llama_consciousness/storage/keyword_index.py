@@ -36,9 +36,11 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import tempfile
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +50,7 @@ from typing import Any
 
 import tantivy
 
+from llama_consciousness.errors import StorageError
 from llama_consciousness.scoring.names import (
     EntityIndex, EntityMatch, best_per_entity, compact_key, fuzzy_bounds, key_similarity, normalize_entity_name,
     sorted_words_key,
@@ -65,6 +68,13 @@ FLUSH_DOCS = 512
 """Pending memories that trigger a commit: one ~10 ms commit per 512 writes instead of per write."""
 
 MAX_QUERY_TERMS = 24
+
+PURGE_TIMEOUT_S = 30.0
+PURGE_POLL_S = 0.02
+"""How long and how often :meth:`KeywordIndex.purge` asks for a writer another process holds (a commit takes
+~10 ms)."""
+
+_SEGMENT_FILE = re.compile(r"([0-9a-f]{32})\.")
 
 # Words with no topic: question and auxiliary verbs, pronouns, articles,
 # plus single letters, which include the pieces a tokenizer splitting on
@@ -275,6 +285,13 @@ class KeywordIndex:
             writer = self._writer()
             if writer is None:
                 return False
+            disk = self._read_meta()
+            if disk is not None and disk.get("layout") == LAYOUT and disk["epoch"] != self.epoch:
+                # Another index object started the files over under another epoch (an erasure, a graph
+                # replaced) since this one last looked: what it holds pending may be what was erased, and
+                # must not be written back.  It takes the files as they are; the next search catches up.
+                self._adopt(disk)
+                return True
             if self._base_stale:
                 writer.delete_all_documents()
             for node_id, (_, tf, length, nid, name, node_type) in self._pending.docs.items():
@@ -283,6 +300,8 @@ class KeywordIndex:
                 self._docs_added += 1
                 self._tokens_added += length
             writer.commit()
+            if self._base_stale:  # the replaced graph's segments: off the disk now, not at some later merge
+                writer.garbage_collect_files()
             writer.wait_merging_threads()
             self._committed = self.seen
             self._write_meta()
@@ -295,6 +314,30 @@ class KeywordIndex:
         """Start over from the graph at the next search (the graph's ids no longer match the index's)."""
         with self._lock:
             self._reset(self.epoch)
+
+    def purge(self, epoch: str | None, timeout_s: float = PURGE_TIMEOUT_S) -> None:
+        """Start over under ``epoch`` (the graph's change log after an erasure) with the old index's files
+        deleted from the disk; the next search indexes the graph again from its change log.
+
+        Why more than :meth:`behind` does on a new epoch: a tantivy delete only marks documents, and their
+        words, names and ids stay in the segment files until a merge rewrites them, so an erased memory
+        would still be read on the disk.  This empties the index, has tantivy delete the files no commit
+        uses, and removes any segment file it does not know of (a crashed writer's); it waits for the writer
+        that another index object (another process) may hold, and raises ``StorageError`` when that one
+        keeps it past ``timeout_s``.  That other object writes nothing it held pending back: its next commit
+        finds the files started over under another epoch and adopts them (:meth:`flush`).
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                writer = self._writer()
+                if writer is not None:
+                    self._reset(epoch, writer)
+                    return
+            if time.monotonic() >= deadline:
+                raise StorageError(f"keyword index {self.directory} not purged: another process held its writer "
+                                   f"for {timeout_s:.0f} s; the erased memories' words are still in its files")
+            time.sleep(PURGE_POLL_S)
 
     # -- searching ------------------------------------------------------------------
 
@@ -397,11 +440,14 @@ class KeywordIndex:
             logger.debug("keyword index %s busy: %s", self.directory, exc)
             return None
 
-    def _reset(self, epoch: str | None) -> None:
-        writer = self._writer()  # None: another holder has it; its files are ignored until this one commits
+    def _reset(self, epoch: str | None, writer: Any = None) -> None:
+        if writer is None:
+            writer = self._writer()  # None: another holder has it; its files are ignored until this one commits
         if writer is not None:
             writer.delete_all_documents()
             writer.commit()
+            writer.garbage_collect_files()
+            self._remove_unused_segments()  # under the writer's lock: nobody is writing segments
             writer.wait_merging_threads()
             self._index.reload()
         self._base_stale = writer is None
@@ -409,6 +455,29 @@ class KeywordIndex:
         self._docs_added = self._tokens_added = 0
         self._pending = _Pending()
         self._write_meta()
+
+    def _adopt(self, meta: dict[str, Any]) -> None:
+        """Take the files as another index object left them (``meta``: their watermark), dropping what is
+        pending here."""
+        self.epoch, self._committed = meta["epoch"], int(meta["seq"])
+        self.seen = self._committed
+        self._docs_added, self._tokens_added = int(meta["docs"]), int(meta["tokens"])
+        self._pending = _Pending()
+        self._base_stale = False
+        self._index.reload()
+
+    def _remove_unused_segments(self) -> None:
+        """Delete the segment files (``<segment id>.<part>``) that the last commit (``meta.json``) does not use:
+        tantivy's own collection only deletes files it recorded as written (``.managed.json``)."""
+        try:
+            meta = json.loads((self.directory / "meta.json").read_text())
+            used = {segment["segment_id"].replace("-", "") for segment in meta.get("segments", [])}
+        except (OSError, ValueError, KeyError, TypeError):
+            return  # no readable commit: nothing can be told apart safely
+        for child in self.directory.iterdir():
+            segment = _SEGMENT_FILE.match(child.name)
+            if segment and segment.group(1) not in used and child.is_file():
+                child.unlink(missing_ok=True)
 
     def _read_meta(self) -> dict[str, Any] | None:
         try:

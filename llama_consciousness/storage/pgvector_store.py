@@ -8,6 +8,7 @@ are bound parameters, a write is an idempotent upsert keyed by ``(graph, node_id
 
 from __future__ import annotations
 
+import logging
 import math
 import select
 import threading
@@ -28,6 +29,8 @@ from llama_consciousness.scoring.emotions import canonical_vector
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.temporal import TemporalWindow, sql_predicate
 
+logger = logging.getLogger(__name__)
+
 
 def _vector_literal(values: Sequence[float]) -> str:
     """pgvector's text input form, passed as a bound parameter (never as SQL)."""
@@ -43,6 +46,9 @@ def _vector_literal(values: Sequence[float]) -> str:
 def _ts(value: datetime | None) -> datetime | None:
     return None if value is None else to_utc(value).replace(microsecond=0)
 
+
+PURGE_TIMEOUT_S = 300.0
+"""Bound of :meth:`PgVectorStore.purge_files` (rewriting the table takes about as long as reading it)."""
 
 _SCHEMA_LOCK = 0x6C63_7363  # "lcsc": the advisory lock of ensure_schema
 
@@ -355,6 +361,81 @@ class PgVectorStore:
             return int(cur.rowcount)
 
         return self._call(f"deleting the vectors of graph {graph!r}", work)
+
+    def delete_nodes(self, graph: str, node_ids: Sequence[str]) -> int:
+        """Remove the vectors of memories ``node_ids`` of ``graph`` (erased); returns the rows removed.  The
+        rows stay readable in the table's files and the WAL until :meth:`purge_files`."""
+        ids = list(dict.fromkeys(node_ids))
+        if not ids:
+            return 0
+
+        def work(cur: Any, deadline: float) -> int:
+            _execute(cur, sql.SQL("DELETE FROM {t} WHERE graph = %s AND node_id = ANY(%s)").format(t=self.table),
+                     (graph, ids), deadline)
+            return int(cur.rowcount)
+
+        return self._call(f"deleting vectors of graph {graph!r}", work)
+
+    def purge_files(self, timeout_s: float = PURGE_TIMEOUT_S) -> int:
+        """Make the rows deleted from the table unreadable on the disk (after an erasure); returns the WAL
+        segment files deleted.
+
+        A deleted row stays in the table's pages (and its ids in the primary key's) until they are rewritten,
+        its values in the column statistics ANALYZE keeps (``pg_statistic``: node ids, graph names, which hold
+        citizen ids), and in the WAL segments, which Postgres keeps until a checkpoint no longer needs them
+        and then, by default, renames for reuse with their contents (``wal_recycle``).  So this rewrites the
+        table, its indexes and its statistics (``VACUUM (FULL, ANALYZE)``), then the statistics catalog
+        (``VACUUM FULL pg_statistic``), then switches to a new WAL segment and checkpoints until none of the
+        segment files present at the start is left (with ``wal_recycle`` off, the embedded server's setting,
+        Postgres deletes them; one that was recycled earlier, with old contents, is left behind the same way).
+
+        The table is locked while it is rewritten (searches of Postgres levels wait).  Needs a superuser (the
+        embedded server's is one) and ``wal_recycle`` off; raises ``StorageError`` when either is missing or
+        when segments are still kept at ``timeout_s`` (a replication slot or ``wal_keep_size`` keeps them).
+        WAL already archived elsewhere (``archive_mode``) is beyond its reach.
+        """
+        deadline = time.monotonic() + timeout_s
+
+        def names(cur: Any) -> set[str]:
+            _execute(cur, "SELECT name FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'", None, deadline)
+            return {row[0] for row in cur.fetchall()}
+
+        def work(cur: Any, deadline: float) -> int:
+            _execute(cur, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user", None, deadline)
+            if not cur.fetchone()[0]:
+                raise StorageError("purging Postgres files needs a superuser (VACUUM of pg_statistic, "
+                                   "pg_switch_wal, CHECKPOINT); the deleted rows remain readable in its files")
+            # the session's own limit (``timeout_s`` of the store) would cut a long rewrite short
+            _execute(cur, "SET statement_timeout = %s", (max(1, int((deadline - time.monotonic()) * 1000)),),
+                     deadline)
+            _execute(cur, sql.SQL("VACUUM (FULL, ANALYZE) {t}").format(t=self.table), None, deadline)
+            _execute(cur, "VACUUM FULL pg_catalog.pg_statistic", None, deadline)
+            _execute(cur, "SELECT current_setting('wal_recycle'), current_setting('archive_mode'),"
+                          " current_setting('wal_keep_size'), (SELECT count(*) FROM pg_replication_slots)",
+                     None, deadline)
+            recycle, archive, keep, slots = cur.fetchone()
+            if recycle == "on":
+                raise StorageError(
+                    "Postgres renames old WAL segments for reuse with their contents (wal_recycle = on): the "
+                    "deleted rows remain in pg_wal; set it off (ALTER SYSTEM SET wal_recycle = off; SELECT "
+                    "pg_reload_conf()), as the embedded server does, and purge again")
+            if archive != "off":
+                logger.warning("Postgres archives its WAL (archive_mode = %s): archived copies of the deleted rows "
+                               "are beyond the purge", archive)
+            before = names(cur)
+            left = set(before)
+            while left:
+                _execute(cur, "SELECT pg_switch_wal()", None, deadline)
+                _execute(cur, "CHECKPOINT", None, deadline)
+                left = before & names(cur)
+                if left and time.monotonic() >= deadline:
+                    raise StorageError(
+                        f"Postgres still keeps WAL segments {sorted(left)} after {timeout_s:.0f} s "
+                        f"(replication slots: {slots}, wal_keep_size: {keep}); the deleted rows remain in them")
+            _execute(cur, "SET statement_timeout = %s", (int(self.timeout_s * 1000),), deadline)
+            return len(before)
+
+        return self._call("purging deleted rows from the Postgres files", work, deadline)
 
     def count(self, graph: str) -> int:
         def work(cur: Any, deadline: float) -> int:

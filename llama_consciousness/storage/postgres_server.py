@@ -26,6 +26,17 @@ from llama_consciousness.storage.paths import ensure_writable_dir
 logger = logging.getLogger(__name__)
 
 
+# What an erasure needs of the server (``PgVectorStore.purge_files``), set on every open (a server started by
+# an older version gets them too): WAL segments a checkpoint no longer needs are deleted, not renamed for reuse
+# with their contents; a failing statement is not copied into the server's log with the values it carried
+# (node ids, graph names that hold citizen ids); the error itself still is.  Statements run one by one (psql
+# reading stdin), since ALTER SYSTEM cannot run in a transaction.
+_SETTINGS = """ALTER SYSTEM SET wal_recycle = off;
+ALTER SYSTEM SET log_min_error_statement = panic;
+SELECT pg_reload_conf();
+"""
+
+
 class EmbeddedPostgres:
     """Postgres 18 + pgvector in ``<data_dir>/postgres``."""
 
@@ -52,7 +63,7 @@ class EmbeddedPostgres:
             # pgserver shares one handle per pgdata within a process; its
             # context count is how several of our objects share it safely.
             server.__enter__()
-            server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
+            server.psql("CREATE EXTENSION IF NOT EXISTS vector;\n" + _SETTINGS)
         except (OSError, subprocess.SubprocessError, RuntimeError, AssertionError) as exc:
             log = self.pgdata / "log"
             tail = log.read_text(errors="replace").splitlines()[-20:] if log.exists() else []
