@@ -1,8 +1,13 @@
-"""The command line's ``forget`` and ``restore``: take memories out of what is believed, and put them back.
+"""The command line's ``forget``, ``restore``, ``erase`` and ``retention``: take memories out of what is
+believed, put them back, remove them for good, and keep them only as long as a policy says.
 
     llama-consciousness forget m42 m43 --citizen ada --reason user_requested --by support
     llama-consciousness forget --citizen ada --contains "door code" --reason user_requested
     llama-consciousness restore m42 --citizen ada
+    llama-consciousness erase m42 --citizen ada --yes
+    llama-consciousness erase --whole-citizen ada --yes
+    llama-consciousness retention policy.json            # what it would do
+    llama-consciousness retention policy.json --apply
 """
 
 from __future__ import annotations
@@ -70,6 +75,44 @@ def run_restore(args: argparse.Namespace) -> int:
     return 0 if not report.too_late else 1
 
 
+def run_erase(args: argparse.Namespace) -> int:
+    from llama_consciousness.memory import ConsciousnessMemory
+
+    where = _where(args)
+    if args.whole_citizen is not None and (args.node_ids or where):
+        raise ValueError("--whole-citizen erases everything about a citizen: name no memories with it")
+    if args.whole_citizen is None and bool(args.node_ids) == bool(where):
+        raise ValueError("name the memories (NODE_ID ...), select them (--contains, --node-type, "
+                         "--created-before, --created-after) or give --whole-citizen, one of them")
+    if not args.yes:
+        raise ValueError("erase removes memories for good (no restore): add --yes to go ahead")
+    with ConsciousnessMemory(data_dir=args.data_dir) as memory:
+        if args.whole_citizen is not None:
+            receipt = memory.erase_citizen(args.whole_citizen, reason=args.reason, wait=not args.no_wait)
+        else:
+            receipt = memory.erase(args.node_ids or None, args.level, args.citizen, where=where, reason=args.reason,
+                                   wait=not args.no_wait)
+    print(receipt.model_dump_json(indent=2))  # the receipt: counts and ids, never the text
+    return 0
+
+
+def run_retention(args: argparse.Namespace) -> int:
+    from llama_consciousness.memory import ConsciousnessMemory
+    from llama_consciousness.retention import RetentionPolicy
+
+    policy = RetentionPolicy.from_file(args.policy)
+    with ConsciousnessMemory(data_dir=args.data_dir) as memory:
+        report = memory.apply_retention(policy, dry_run=not args.apply)
+    if args.json:
+        print(report.model_dump_json(indent=2))
+        return 0
+    print(("dry run (nothing changed; --apply to do it): " if report.dry_run else "applied: ")
+          + f"{report.forgotten} memories to forget, {report.erased} to erase")
+    for step in report.steps:
+        print(f"  {step.graph}: forget {len(step.forget)}, erase {len(step.erase)}")
+    return 0
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--level", choices=LEVELS, default="N1")
     p.add_argument("--citizen", default=None, help="whose N1 (needed for --level N1)")
@@ -80,7 +123,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def add_forgetting_parsers(sub: argparse._SubParsersAction) -> None:
-    """``forget`` and ``restore`` on the main parser's sub-commands."""
+    """``forget``, ``restore``, ``erase`` and ``retention`` on the main parser's sub-commands."""
     f = sub.add_parser("forget", help="stop believing memories from now (kept in the full history, restorable)")
     f.add_argument("node_ids", nargs="*", metavar="NODE_ID", help="the memories to forget")
     f.add_argument("--reason", required=True, choices=[r.value for r in ForgetReason])
@@ -95,6 +138,31 @@ def add_forgetting_parsers(sub: argparse._SubParsersAction) -> None:
     r.add_argument("node_ids", nargs="+", metavar="NODE_ID")
     _common(r)
     r.set_defaults(func=run_restore)
+
+    e = sub.add_parser("erase", help="remove memories (or a whole citizen) for good, files included; needs --yes")
+    e.add_argument("node_ids", nargs="*", metavar="NODE_ID", help="the memories to erase")
+    e.add_argument("--whole-citizen", default=None, metavar="CITIZEN",
+                   help="or: everything about this citizen (their N1, their memories in N2 and N3)")
+    e.add_argument("--contains", default=None, help="or: the memories whose name or text contains this")
+    e.add_argument("--node-type", action="append", default=None, help="or: of this node type (repeatable)")
+    e.add_argument("--created-before", type=_when, default=None, help="or: recorded before (ISO date)")
+    e.add_argument("--created-after", type=_when, default=None, help="or: recorded at or after (ISO date)")
+    e.add_argument("--reason", default="user_requested", help="kept in the receipt (default: user_requested)")
+    e.add_argument("--yes", action="store_true", help="erase for good (there is no restore)")
+    e.add_argument("--no-wait", action="store_true",
+                   help="do not wait for the servers to rewrite their files (the text stays on disk until then)")
+    e.add_argument("--level", choices=LEVELS, default="N1")
+    e.add_argument("--citizen", default=None, help="whose N1 (needed for --level N1)")
+    e.add_argument("--data-dir", default=None, help="the memory's data directory (default: $LLAMA_CONSCIOUSNESS_HOME)")
+    e.set_defaults(func=run_erase)
+
+    t = sub.add_parser("retention", help="apply a retention policy (JSON); a dry run unless --apply")
+    t.add_argument("policy", help='e.g. {"rules": [{"level": "N1", "node_types": ["Memory"], '
+                                  '"forget_after": "P90D", "erase_after": "P30D"}]}')
+    t.add_argument("--apply", action="store_true", help="forget and erase (default: only say what it would do)")
+    t.add_argument("--data-dir", default=None, help="the memory's data directory (default: $LLAMA_CONSCIOUSNESS_HOME)")
+    t.add_argument("--json", action="store_true", help="JSON output (the report)")
+    t.set_defaults(func=run_retention)
 
 
 __all__ = ["add_forgetting_parsers"]

@@ -46,6 +46,7 @@ class MemorySelector(BaseModel):
                                        description="exactly this description (a chat message as stored)")
     forgotten_before: Optional[UTCDateTime] = Field(default=None, description=(
         "forgotten memories, forgotten before this time (the others select current memories only)"))
+    include_forgotten: bool = Field(default=False, description="forgotten memories as well (an erase)")
     include_entities: bool = Field(default=False, description="entity memories (names) as well")
 
     @field_validator("node_types")
@@ -67,7 +68,7 @@ class MemorySelector(BaseModel):
                              "created_after, contains, description or forgotten_before): a whole graph is not a filter")
         params: dict[str, Any] = {"limit": int(limit) + 1}
         if self.forgotten_before is None:
-            where = ["n.forgotten_at IS NULL"]
+            where = [] if self.include_forgotten else ["n.forgotten_at IS NULL"]
         else:
             where = ["n.forgotten_at < $forgotten_before"]
             params["forgotten_before"] = cypher_time(self.forgotten_before)
@@ -89,7 +90,7 @@ class MemorySelector(BaseModel):
         if self.description is not None:
             where.append("n.description = $description")
             params["description"] = self.description
-        rows = yield Query(f"MATCH (n:{NODE_LABEL}) WHERE {' AND '.join(where)} RETURN n.node_id LIMIT $limit",
+        rows = yield Query(f"MATCH (n:{NODE_LABEL}) WHERE {' AND '.join(where) or 'true'} RETURN n.node_id LIMIT $limit",
                            params, read_only=True)
         if len(rows) > limit:
             raise ValueError(f"the selector matches more than {limit} memories: narrow it")

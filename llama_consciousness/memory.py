@@ -30,9 +30,9 @@ from llama_consciousness.embeddings import embedding_dimension, resolve_embed_mo
 from llama_consciousness.errors import LevelError
 from llama_consciousness.levels import LEVELS, check_level, graph_level, graph_name
 from llama_consciousness.nodes import memory_text
-from llama_consciousness import forgetting, living
-from llama_consciousness.schema import (ConsciousnessNode, ConsciousnessRelationship, ConsciousnessStream, ForgetReason,
-                                        ForgetReport, MemoryNode, RestoreReport)
+from llama_consciousness import erasing, forgetting, living
+from llama_consciousness.schema import (ConsciousnessNode, ConsciousnessRelationship, ConsciousnessStream, ErasureReceipt,
+                                        ForgetReason, ForgetReport, MemoryNode, RestoreReport)
 from llama_consciousness.schema.citizen import CitizenState, FeedbackReport, UseReport
 from llama_consciousness.gcquiet import settle_heap
 from llama_consciousness.storage import citizen_states, run_interleaved, usage
@@ -601,6 +601,41 @@ class ConsciousnessMemory:
         ``too_late`` and left forgotten.  The restore is recorded in the memory's ``retractions``.
         """
         return forgetting.restore(self, node_ids, level, citizen_id, by=by, note=note, window=window)
+
+    def erase(self, node_ids: str | Sequence[str] | None, level: str, citizen_id: str | None = None, *,
+              where: forgetting.MemorySelector | Mapping[str, Any] | None = None, reason: str = "user_requested",
+              wait: bool = True) -> ErasureReceipt:
+        """Remove memories for good: nothing to restore, nothing left to find.
+
+        The memories of ``node_ids`` (or those ``where`` selects, forgotten ones included) go from their level
+        graph with their links, the entity memories only they named, their use and access records, their
+        vectors (pgvector rows too) and keyword documents; the keyword index is rebuilt without them.  With
+        ``wait`` (the default) the files are rewritten before this returns: the FalkorDB write log and
+        snapshot on every server holding the graph (replicas too), Postgres vacuumed and its old WAL gone, so
+        that a byte search of the data directory finds none of the erased text; ``wait=False`` leaves that to
+        the servers' next rewrite (the text is gone from every query at once).  Other versions of a memory
+        (the ones it superseded or that superseded it) hold their own text: list them too.
+
+        Returns an :class:`~llama_consciousness.schema.ErasureReceipt` (counts and ids, never the text), also
+        logged.  Erasing again is harmless and completes an erasure a crash interrupted.  Raises
+        ``ValueError`` for both or neither of ``node_ids`` and ``where``; ``StorageError`` when a server
+        cannot rewrite its files in time (the memories are erased; erase them again to finish the files).
+        """
+        return erasing.erase(self, node_ids, level, citizen_id, where=where, reason=reason, wait=wait)
+
+    def erase_citizen(self, citizen_id: str, *, reason: str = "user_requested", wait: bool = True) -> ErasureReceipt:
+        """Remove everything about a citizen for good: their N1 graph (memories, links, states, uses, access
+        counts), its vectors and keyword index, their memories and links in N2 and N3, and the graph's name
+        from the server's own records; then the files, as :meth:`erase` does.  A receipt, as :meth:`erase`."""
+        return erasing.erase_citizen(self, citizen_id, reason=reason, wait=wait)
+
+    def apply_retention(self, policy: Any, *, dry_run: bool = False, now: datetime | None = None) -> Any:
+        """Apply a :class:`~llama_consciousness.retention.RetentionPolicy` (or its fields): forget what is
+        old enough to forget (reason ``retention``), erase what was forgotten long enough ago; every citizen's
+        graph for N1 rules.  ``dry_run`` only reports what it would do.  A ``RetentionReport``."""
+        from llama_consciousness.retention import apply_retention
+
+        return apply_retention(self, policy, dry_run=dry_run, now=now)
 
     def ingest(self, source: Any, *, progress: bool = False, **options: Any) -> Any:
         """Ingest a memory file (JSON Lines) or records through the default pipeline.

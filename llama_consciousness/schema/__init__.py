@@ -14,7 +14,7 @@ from .common import (
     TemporalMode,
     validate_citizen_id,
 )
-from .forgetting import ForgetReason, ForgetReport, RestoreReport, Retraction
+from .forgetting import ErasureReceipt, ForgetReason, ForgetReport, RestoreReport, Retraction
 from .graph import GraphEdge, GraphNode, TraversalGraph, TraversalPath
 from .intention import RetrievalIntention, StateBasedRetrieval
 from .memory import ConsciousnessNode, MemoryNode
@@ -48,6 +48,7 @@ __all__ = [
     "ConstellationMember",
     "ConstellationRole",
     "EmotionVector",
+    "ErasureReceipt",
     "ForgetReason",
     "ForgetReport",
     "GraphEdge",

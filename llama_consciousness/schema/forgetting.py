@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._time import UTCDateTime
 
-__all__ = ["ForgetReason", "ForgetReport", "RestoreReport", "Retraction"]
+__all__ = ["ErasureReceipt", "ForgetReason", "ForgetReport", "RestoreReport", "Retraction"]
 
 
 class ForgetReason(StrEnum):
@@ -76,3 +76,25 @@ class RestoreReport(BaseModel):
     not_forgotten: list[str] = Field(default_factory=list, description="were not forgotten: left as they were")
     too_late: list[str] = Field(default_factory=list, description="forgotten before the restore window")
     missing: list[str] = Field(default_factory=list, description="ids with no memory in this graph")
+
+
+class ErasureReceipt(BaseModel):
+    """What ``memory.erase`` or ``memory.erase_citizen`` removed, for good: counts and ids, never the text.
+    Safe to log and to keep as the record that a person's data was erased."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: datetime
+    reason: str
+    citizen_id: Optional[str] = Field(default=None, description="the citizen erased (erase_citizen)")
+    graphs: list[str] = Field(default_factory=list, description="the level graphs erased from")
+    graphs_deleted: list[str] = Field(default_factory=list, description="whole graphs deleted (a citizen's N1)")
+    node_ids: list[str] = Field(default_factory=list, description="memories erased (ids are not text)")
+    memories: int = 0
+    entities: int = Field(default=0, description="entity memories left without any memory, erased with them")
+    links: int = 0
+    access_records: int = 0
+    uses_touched: int = 0
+    vector_rows: int = Field(default=0, description="rows deleted from Postgres (pgvector levels)")
+    files_rewritten: bool = Field(default=False, description=(
+        "the server's write log and snapshot were rewritten (and Postgres vacuumed) before returning"))

@@ -246,6 +246,12 @@ class ClusterDB:
                         *address, connection_class=replica_connection(base) if read_only else base))
         return found
 
+    def holders(self, name: str) -> list[ServerDB]:
+        """The clients of every server holding ``name``: its master, then the master's replicas (each keeps
+        its own write log and snapshot, which an erasure must rewrite too)."""
+        _, _, master, replicas = self._range_of(name)
+        return [self.server(master), *(self.server(address, read_only=True) for address in replicas)]
+
     def node(self, name: str) -> ServerDB:
         """The client of the master owning ``name``."""
         return self.server(self.address_of(name))

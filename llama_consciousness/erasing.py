@@ -1,0 +1,168 @@
+"""Erase: permanent removal of memories, or of everything about a citizen, everywhere the text was copied.
+
+``ConsciousnessMemory.erase`` / ``erase_citizen`` call these.  Unlike a forget (a retraction kept in the
+history), an erasure leaves nothing to restore: the memories go from the graph with their links, the
+entities only they named, their use records, their vectors (FalkorDB's index, pgvector rows) and their
+keyword documents; then, unless ``wait=False``, the servers' files are rewritten (the FalkorDB write log
+and snapshot, on every server holding the graph, replicas included; Postgres vacuumed and its old WAL
+gone) so that a byte search of the data directory finds none of the erased text.  What was done comes
+back as an :class:`~llama_consciousness.schema.ErasureReceipt`, safe to log: counts and ids, never text.
+
+Steps run in an order that a crash can interrupt anywhere: the graph first (one transaction: a memory is
+there whole or gone whole), then what derives from it; erasing the same ids again completes the rest
+(pgvector rows of the ids, the keyword index, the files), so a rerun after ``kill -9`` finishes the job.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from llama_consciousness.forgetting import MemorySelector
+from llama_consciousness.levels import check_level, graph_level, graph_name
+from llama_consciousness.schema import ErasureReceipt
+from llama_consciousness.schema._time import utcnow
+from llama_consciousness.storage import erasure
+from llama_consciousness.storage.cluster import ClusterDB
+from llama_consciousness.storage.level_store import CHANGES_LABEL, EDGE_TYPE, NODE_LABEL, Query
+
+if TYPE_CHECKING:
+    from llama_consciousness.memory import ConsciousnessMemory
+
+logger = logging.getLogger(__name__)
+
+
+def _ids(node_ids: Any) -> list[str]:
+    if isinstance(node_ids, str):
+        node_ids = [node_ids]
+    ids = list(dict.fromkeys(node_ids))
+    if not ids or not all(isinstance(i, str) and i.strip() for i in ids):
+        raise ValueError("erase needs node ids (non-empty strings) or a selector")
+    return ids
+
+
+def _epoch() -> Any:
+    rows = yield Query(f"MATCH (m:{CHANGES_LABEL}) RETURN m.epoch", read_only=True)
+    return rows[0][0] if rows else None
+
+
+def _citizen_records(citizen_id: str) -> Any:
+    """The memories of a shared level (N2, N3) that belong to ``citizen_id``."""
+    rows = yield Query(f"MATCH (n:{NODE_LABEL}) WHERE n.citizen_id = $c RETURN n.node_id", {"c": citizen_id},
+                       read_only=True)
+    return [row[0] for row in rows]
+
+
+def _citizen_links(citizen_id: str) -> Any:
+    """Delete the links of a shared level that belong to ``citizen_id`` (between memories that stay)."""
+    rows = yield Query(f"MATCH ()-[r:{EDGE_TYPE}]->() WHERE r.citizen_id = $c DELETE r RETURN count(r)",
+                       {"c": citizen_id})
+    return int(rows[0][0]) if rows else 0
+
+
+def _servers(memory: ConsciousnessMemory, graph: str) -> list[Any]:
+    """The redis clients of every server holding ``graph`` (a cluster's master and replicas, or the one)."""
+    if isinstance(memory.db, ClusterDB):
+        return [server.connection for server in memory.db.holders(graph)]
+    return [memory.db.connection]
+
+
+def rewrite_files(memory: ConsciousnessMemory, graphs: Sequence[str]) -> None:
+    """Rewrite the files holding what was erased from ``graphs``, on every server holding them, and Postgres's
+    when a level keeps its vectors there (what ``erase`` does with ``wait``; once for many erasures)."""
+    pgvector = any(memory.vector_backends[graph_level(g)[0]] == "pgvector" for g in graphs if graph_level(g))
+    by_server: dict[int, tuple[Any, list[str]]] = {}
+    for graph in graphs:
+        for client in _servers(memory, graph):
+            by_server.setdefault(id(client), (client, []))[1].append(graph)
+    for client, names in by_server.values():
+        erasure.scrub_server(client, names)
+    if pgvector:
+        memory.pgvector.purge_files()
+
+
+def erase(memory: ConsciousnessMemory, node_ids: str | Sequence[str] | None, level: str,
+          citizen_id: str | None = None, *, where: MemorySelector | Mapping[str, Any] | None = None,
+          reason: str = "user_requested", wait: bool = True) -> ErasureReceipt:
+    """See ``ConsciousnessMemory.erase``."""
+    if (node_ids is None) == (where is None):
+        raise ValueError("erase takes either node_ids or a selector (where=...), not both, not neither")
+    reason = _reason(reason)
+    store = memory.writable(level, citizen_id)
+    graph = store.plans.graph
+    if node_ids is not None:
+        ids = _ids(node_ids)
+    else:
+        selector = MemorySelector.model_validate(where).model_copy(update={"include_forgotten": True})
+        ids = store.run(selector.plan())
+    done = store.run(erasure.erase_memories(ids)) if ids else erasure.Erasure()
+    receipt = ErasureReceipt(at=utcnow(), reason=reason, graphs=[graph], node_ids=done.erased_ids,
+                             memories=done.memories, entities=done.entities, links=done.links,
+                             access_records=done.access_records, uses_touched=done.uses_touched)
+    on_pgvector = memory.vector_backends[check_level(level)] == "pgvector"
+    if on_pgvector and ids:  # every id asked for: a rerun after a crash removes what the first run left
+        receipt.vector_rows = memory.pgvector.delete_nodes(graph, [*ids, *done.entity_ids])
+    # the keyword index starts over under the graph's epoch (new if something was erased now; the current one
+    # on a rerun, whose first run may have died before this), its old files deleted, then indexes the graph
+    epoch = done.epoch or store.run(_epoch())
+    memory.keyword_indexes.get(graph).purge(epoch)
+    memory.bump_graph(graph)
+    memory._index_written()
+    if wait:
+        rewrite_files(memory, [graph])
+        receipt.files_rewritten = True
+    logger.info("erased: %s", receipt.model_dump_json())
+    return receipt
+
+
+def erase_citizen(memory: ConsciousnessMemory, citizen_id: str, *, reason: str = "user_requested",
+                  wait: bool = True) -> ErasureReceipt:
+    """See ``ConsciousnessMemory.erase_citizen``."""
+    reason = _reason(reason)
+    n1 = graph_name("N1", citizen_id)  # validates the id
+    receipt = ErasureReceipt(at=utcnow(), reason=reason, citizen_id=citizen_id)
+    store = memory.level("N1", citizen_id)
+    if store.exists():
+        receipt.memories, receipt.links = store.counts()
+        memory.delete_level("N1", citizen_id)  # the graph (states, uses, access), its vectors and keyword index
+        receipt.graphs_deleted.append(n1)
+    for client in _servers(memory, n1):
+        erasure.forget_graph(client, n1)
+    scrubbed = [n1]
+    if memory.vector_backends["N1"] == "pgvector":  # a rerun after a crash between the graph and its rows
+        receipt.vector_rows += memory.pgvector.delete_graph(n1)
+    for level in ("N2", "N3"):
+        shared = memory.level(level)
+        if not shared.exists():
+            continue
+        ids = shared.run(_citizen_records(citizen_id))
+        links = memory.writable(level).run(_citizen_links(citizen_id))
+        if not ids and not links:
+            continue
+        part = erase(memory, ids, level, reason=reason, wait=False) if ids else None
+        receipt.graphs.append(shared.plans.graph)
+        receipt.links += links
+        if part is not None:
+            receipt.node_ids += part.node_ids
+            receipt.memories += part.memories
+            receipt.entities += part.entities
+            receipt.links += part.links
+            receipt.access_records += part.access_records
+            receipt.uses_touched += part.uses_touched
+            receipt.vector_rows += part.vector_rows
+        scrubbed.append(shared.plans.graph)
+    if wait:
+        rewrite_files(memory, scrubbed)
+        receipt.files_rewritten = True
+    logger.info("erased citizen: %s", receipt.model_dump_json())
+    return receipt
+
+
+def _reason(reason: Any) -> str:
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > 200:
+        raise ValueError("an erasure needs a reason (a short text, e.g. 'user_requested' or 'retention')")
+    return reason.strip()
+
+
+__all__ = ["erase", "erase_citizen", "rewrite_files"]
