@@ -14,6 +14,7 @@ from llama_consciousness.errors import (
     LevelError,
     StorageError,
 )
+from llama_consciousness.forgetting import MemorySelector
 from llama_consciousness.memory import ConsciousnessMemory
 from llama_consciousness.memory_block import ConsciousnessMemoryBlock
 from llama_consciousness.query_engine import ConsciousnessQueryEngine
@@ -26,12 +27,17 @@ from llama_consciousness.postprocessors import (
     TraversalPathPostprocessor,
 )
 from llama_consciousness.render import render_stream
+from llama_consciousness.retention import RetentionPolicy, RetentionReport, RetentionRule
 from llama_consciousness.retrievers import RetrievalConfig, SixWayHybridRetriever
 from llama_consciousness.schema import (
     ConsciousnessNode,
     ConsciousnessRelationship,
     ConsciousnessStream,
+    ErasureReceipt,
+    ForgetReason,
+    ForgetReport,
     MemoryNode,
+    RestoreReport,
     RetrievalIntention,
     StateBasedRetrieval,
 )
@@ -64,6 +70,14 @@ __all__ = [
     "DataDirectoryError",
     "EmbeddedServerError",
     "EmbeddingDimensionError",
+    "ErasureReceipt",
+    "ForgetReason",
+    "ForgetReport",
+    "MemorySelector",
+    "RestoreReport",
+    "RetentionPolicy",
+    "RetentionReport",
+    "RetentionRule",
     "LevelError",
     "MemoryNode",
     "OpenAIEmbedding",
