@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime
+from typing import Any
 
 from llama_consciousness.schema import ForgetReason
 
@@ -35,6 +36,17 @@ def _where(args: argparse.Namespace) -> dict | None:
     return where or None
 
 
+def _shown(args: argparse.Namespace, report: Any, summary: str, ids: list[str]) -> bool:
+    """Print ``report`` as JSON (``--json``: False) or as ``summary`` and the ids it changed (True)."""
+    if args.json:
+        print(report.model_dump_json(indent=2))
+        return False
+    print(summary)
+    for node_id in ids:
+        print(f"  {node_id}")
+    return True
+
+
 def run_forget(args: argparse.Namespace) -> int:
     from llama_consciousness.memory import ConsciousnessMemory
 
@@ -45,14 +57,9 @@ def run_forget(args: argparse.Namespace) -> int:
     with ConsciousnessMemory(data_dir=args.data_dir) as memory:
         report = memory.forget(args.node_ids or None, args.level, args.citizen, reason=args.reason, by=args.by,
                                note=args.note, where=where)
-    if args.json:
-        print(report.model_dump_json(indent=2))
-        return 0
-    print(f"forgotten in {report.graph}: {len(report.forgotten)} ({args.reason}); already forgotten: "
-          f"{len(report.already_forgotten)}; not found: {len(report.missing)}")
-    for node_id in report.forgotten:
-        print(f"  {node_id}")
-    if report.forgotten:
+    if _shown(args, report, f"forgotten in {report.graph}: {len(report.forgotten)} ({args.reason}); already "
+                            f"forgotten: {len(report.already_forgotten)}; not found: {len(report.missing)}",
+              report.forgotten) and report.forgotten:
         print("restore within the restore window with: llama-consciousness restore "
               + " ".join(report.forgotten[:5]) + (" ..." if len(report.forgotten) > 5 else "")
               + (f" --level {args.level}" if args.level != "N1" else "")
@@ -65,13 +72,9 @@ def run_restore(args: argparse.Namespace) -> int:
 
     with ConsciousnessMemory(data_dir=args.data_dir) as memory:
         report = memory.restore(args.node_ids, args.level, args.citizen, by=args.by, note=args.note)
-    if args.json:
-        print(report.model_dump_json(indent=2))
-        return 0
-    print(f"restored in {report.graph}: {len(report.restored)}; not forgotten: {len(report.not_forgotten)}; "
-          f"forgotten too long ago: {len(report.too_late)}; not found: {len(report.missing)}")
-    for node_id in report.restored:
-        print(f"  {node_id}")
+    _shown(args, report, f"restored in {report.graph}: {len(report.restored)}; not forgotten: "
+                         f"{len(report.not_forgotten)}; forgotten too long ago: {len(report.too_late)}; not found: "
+                         f"{len(report.missing)}", report.restored)
     return 0 if not report.too_late else 1
 
 

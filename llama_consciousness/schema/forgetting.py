@@ -52,30 +52,30 @@ class Retraction(BaseModel):
     note: Optional[str] = None
 
 
-class ForgetReport(BaseModel):
-    """What ``memory.forget`` did in one level graph."""
+class _InGraph(BaseModel):
+    """What an act did in one level graph, and the ids it was given that are not there."""
 
     model_config = ConfigDict(extra="forbid")
 
     graph: str
     at: datetime
+    missing: list[str] = Field(default_factory=list, description="ids with no memory in this graph")
+
+
+class ForgetReport(_InGraph):
+    """What ``memory.forget`` did in one level graph."""
+
     reason: ForgetReason
     forgotten: list[str] = Field(default_factory=list, description="memories forgotten now")
     already_forgotten: list[str] = Field(default_factory=list, description="left as they were (idempotent)")
-    missing: list[str] = Field(default_factory=list, description="ids with no memory in this graph")
 
 
-class RestoreReport(BaseModel):
+class RestoreReport(_InGraph):
     """What ``memory.restore`` did in one level graph."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    graph: str
-    at: datetime
     restored: list[str] = Field(default_factory=list, description="memories believed again from now")
     not_forgotten: list[str] = Field(default_factory=list, description="were not forgotten: left as they were")
     too_late: list[str] = Field(default_factory=list, description="forgotten before the restore window")
-    missing: list[str] = Field(default_factory=list, description="ids with no memory in this graph")
 
 
 class ErasureReceipt(BaseModel):
