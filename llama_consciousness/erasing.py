@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llama_consciousness.forgetting import MemorySelector
 from llama_consciousness.levels import check_level, graph_level, graph_name
 from llama_consciousness.schema import ErasureReceipt
+from llama_consciousness.storage.reader import MemoryKeeper
 from llama_consciousness.schema._time import utcnow
 from llama_consciousness.storage import erasure
 from llama_consciousness.storage.cluster import ClusterDB
 from llama_consciousness.storage.level_store import CHANGES_LABEL, EDGE_TYPE, NODE_LABEL, Query
 
-if TYPE_CHECKING:
-    from llama_consciousness.memory import ConsciousnessMemory
 
 logger = logging.getLogger(__name__)
 
@@ -61,14 +60,14 @@ def _citizen_links(citizen_id: str) -> Any:
     return int(rows[0][0]) if rows else 0
 
 
-def _servers(memory: ConsciousnessMemory, graph: str) -> list[Any]:
+def _servers(memory: MemoryKeeper, graph: str) -> list[Any]:
     """The redis clients of every server holding ``graph`` (a cluster's master and replicas, or the one)."""
     if isinstance(memory.db, ClusterDB):
         return [server.connection for server in memory.db.holders(graph)]
     return [memory.db.connection]
 
 
-def rewrite_files(memory: ConsciousnessMemory, graphs: Sequence[str]) -> None:
+def rewrite_files(memory: MemoryKeeper, graphs: Sequence[str]) -> None:
     """Rewrite the files holding what was erased from ``graphs``, on every server holding them, and Postgres's
     when a level keeps its vectors there (what ``erase`` does with ``wait``; once for many erasures)."""
     pgvector = any(memory.vector_backends[graph_level(g)[0]] == "pgvector" for g in graphs if graph_level(g))
@@ -82,7 +81,7 @@ def rewrite_files(memory: ConsciousnessMemory, graphs: Sequence[str]) -> None:
         memory.pgvector.purge_files()
 
 
-def erase(memory: ConsciousnessMemory, node_ids: str | Sequence[str] | None, level: str,
+def erase(memory: MemoryKeeper, node_ids: str | Sequence[str] | None, level: str,
           citizen_id: str | None = None, *, where: MemorySelector | Mapping[str, Any] | None = None,
           reason: str = "user_requested", wait: bool = True) -> ErasureReceipt:
     """See ``ConsciousnessMemory.erase``."""
@@ -108,7 +107,7 @@ def erase(memory: ConsciousnessMemory, node_ids: str | Sequence[str] | None, lev
     epoch = done.epoch or store.run(_epoch())
     memory.keyword_indexes.get(graph).purge(epoch)
     memory.bump_graph(graph)
-    memory._index_written()
+    memory.index_written()
     if wait:
         rewrite_files(memory, [graph])
         receipt.files_rewritten = True
@@ -116,7 +115,7 @@ def erase(memory: ConsciousnessMemory, node_ids: str | Sequence[str] | None, lev
     return receipt
 
 
-def erase_citizen(memory: ConsciousnessMemory, citizen_id: str, *, reason: str = "user_requested",
+def erase_citizen(memory: MemoryKeeper, citizen_id: str, *, reason: str = "user_requested",
                   wait: bool = True) -> ErasureReceipt:
     """See ``ConsciousnessMemory.erase_citizen``."""
     reason = _reason(reason)

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from llama_consciousness.schema import ForgetReason, ForgetReport, RestoreReport, Retraction
+from llama_consciousness.storage.reader import MemoryKeeper
 from llama_consciousness.schema._time import UTCDateTime, utcnow
 from llama_consciousness.storage import retraction
 from llama_consciousness.storage.level_store import NODE_LABEL, Query
 from llama_consciousness.temporal import cypher_time
 
-if TYPE_CHECKING:
-    from llama_consciousness.memory import ConsciousnessMemory
 
 RESTORE_WINDOW = timedelta(days=30)
 """How long after a forget a restore is still accepted, unless the memory or the call says otherwise."""
@@ -106,7 +105,7 @@ def _ids(node_ids: Any) -> list[str]:
     return ids
 
 
-def forget(memory: ConsciousnessMemory, node_ids: str | Sequence[str] | None, level: str,
+def forget(memory: MemoryKeeper, node_ids: str | Sequence[str] | None, level: str,
            citizen_id: str | None = None, *, reason: ForgetReason | str, by: str | None = None,
            note: str | None = None, where: MemorySelector | None = None,
            at: datetime | None = None) -> ForgetReport:
@@ -130,7 +129,7 @@ def forget(memory: ConsciousnessMemory, node_ids: str | Sequence[str] | None, le
     return report
 
 
-def restore(memory: ConsciousnessMemory, node_ids: str | Sequence[str], level: str, citizen_id: str | None = None,
+def restore(memory: MemoryKeeper, node_ids: str | Sequence[str], level: str, citizen_id: str | None = None,
             *, by: str | None = None, note: str | None = None, window: timedelta | None = None,
             at: datetime | None = None) -> RestoreReport:
     """See ``ConsciousnessMemory.restore``."""
@@ -154,7 +153,7 @@ def restore(memory: ConsciousnessMemory, node_ids: str | Sequence[str], level: s
     return report
 
 
-def _settle(memory: ConsciousnessMemory, store: Any, level: str, changed: list[str]) -> None:
+def _settle(memory: MemoryKeeper, store: Any, level: str, changed: list[str]) -> None:
     """What depends on a memory's belief interval follows it: caches of this process, and pgvector's
     mirror of validity (FalkorDB's own index reads the node)."""
     if not changed:

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import uuid4
 
 from llama_index.core.schema import NodeWithScore
@@ -38,9 +38,8 @@ from llama_consciousness.schema.citizen import CitizenState, FeedbackReport, Ski
 from llama_consciousness.schema.stream import LEVEL_KEYS
 from llama_consciousness.scoring.energy import energy_feedback_delta, feedback_potential
 from llama_consciousness.storage import citizen_states, usage
+from llama_consciousness.storage.reader import MemoryKeeper
 
-if TYPE_CHECKING:
-    from llama_consciousness.memory import ConsciousnessMemory
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +139,7 @@ class UseRecorder:
     started is not written; one failing use (its graph down) fails alone.
     """
 
-    def __init__(self, memory: ConsciousnessMemory, max_batch: int = 64,
+    def __init__(self, memory: MemoryKeeper, max_batch: int = 64,
                  retention: timedelta = USE_RETENTION) -> None:
         self.memory = memory
         self.max_batch = max_batch
@@ -278,7 +277,7 @@ def stream_citizen(stream: ConsciousnessStream) -> str | None:
                  if n.citizen_id), None)
 
 
-def apply_feedback(memory: ConsciousnessMemory, stream: ConsciousnessStream, citizen_id: str | None,
+def apply_feedback(memory: MemoryKeeper, stream: ConsciousnessStream, citizen_id: str | None,
                    feedback_weight: float) -> FeedbackReport:
     if not isinstance(stream, ConsciousnessStream):
         raise TypeError(f"apply_feedback takes a ConsciousnessStream, not {type(stream).__name__}")
@@ -336,7 +335,7 @@ def apply_feedback(memory: ConsciousnessMemory, stream: ConsciousnessStream, cit
 UNSET: Any = object()
 
 
-def update_state(memory: ConsciousnessMemory, citizen_id: str, *, energy: Any, emotion_vector: Any, goal: Any,
+def update_state(memory: MemoryKeeper, citizen_id: str, *, energy: Any, emotion_vector: Any, goal: Any,
                  mindstate: Any, valid_at: datetime | None, reason: str | None) -> CitizenState:
     carry = {"energy": energy is UNSET, "emotions": emotion_vector is UNSET, "goal": goal is UNSET,
              "mindstate": mindstate is UNSET}

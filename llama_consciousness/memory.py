@@ -387,7 +387,7 @@ class ConsciousnessMemory:
             self._versions[graph] = self._versions.get(graph, 0) + 1
             self._unindexed.add(graph)
 
-    def _index_written(self) -> None:
+    def index_written(self) -> None:
         """Bring the keyword indexes of the graphs written since last time up to their change logs (commits
         included), so that a write (``ingest``, ``upsert``), not the next question, reads and indexes what it
         wrote: a bulk load left a citizen's first question to index a thousand long messages (~800 ms), in
@@ -555,7 +555,7 @@ class ConsciousnessMemory:
             expired = [c.old_id for c in changes if c.confirmed]
             if expired and vectors.mirrors_validity:  # expired versions stop matching there too
                 vectors.mirror_validity(store.plans, store.get_nodes(expired))
-        self._index_written()
+        self.index_written()
         return total
 
     def unsupersede(self, node_id: str, level: str, citizen_id: str | None = None, *, reason: str) -> MemoryNode:
@@ -650,7 +650,7 @@ class ConsciousnessMemory:
         try:
             return ingest(self, source, IngestOptions(**options), progress=progress)
         finally:
-            self._index_written()
+            self.index_written()
 
     # -- retrieval --------------------------------------------------------------
 

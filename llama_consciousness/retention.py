@@ -21,18 +21,17 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llama_consciousness.erasing import rewrite_files
 from llama_consciousness.forgetting import MemorySelector
 from llama_consciousness.schema import ForgetReason
+from llama_consciousness.storage.reader import MemoryKeeper
 from llama_consciousness.schema._time import utcnow
 from llama_consciousness.schema.common import LevelName
 
-if TYPE_CHECKING:
-    from llama_consciousness.memory import ConsciousnessMemory
 
 RETENTION_BY = "retention policy"
 """Who forgets, in the memories' record, when a policy does."""
@@ -103,12 +102,12 @@ class RetentionReport(BaseModel):
         return sum(len(s.erase) for s in self.steps)
 
 
-def _graphs(memory: ConsciousnessMemory, level: str) -> list[str | None]:
+def _graphs(memory: MemoryKeeper, level: str) -> list[str | None]:
     """The citizens of ``level``'s graphs (None for N2 and N3)."""
     return list(memory.citizens()) if level == "N1" else [None]
 
 
-def apply_retention(memory: ConsciousnessMemory, policy: RetentionPolicy, *, dry_run: bool = False,
+def apply_retention(memory: MemoryKeeper, policy: RetentionPolicy, *, dry_run: bool = False,
                     now: datetime | None = None) -> RetentionReport:
     """See ``ConsciousnessMemory.apply_retention``."""
     policy = RetentionPolicy.model_validate(policy)

@@ -7,6 +7,7 @@ the memory's module (which imports them); ``ConsciousnessMemory`` satisfies it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, Protocol
 
 from llama_consciousness.schema import MemoryNode
@@ -61,4 +62,41 @@ class MemoryReader(Protocol):
 
     def bump_graph(self, graph: str) -> None:
         """Mark ``graph`` as written (its version moves)."""
+        ...
+
+
+class MemoryKeeper(MemoryReader, Protocol):
+    """What the memory's own acts need of it besides its stores: forgetting, erasing, retention, and the
+    living memory's states and uses (``ConsciousnessMemory`` satisfies it; those modules are typed by this
+    rather than by the memory's class, whose module imports theirs)."""
+
+    restore_window: timedelta
+    """How long after a forget a restore is accepted."""
+    vector_backends: dict[str, str]
+    """Level -> "falkordb" or "pgvector"."""
+    pgvector: Any
+    """The ``PgVectorStore`` of the levels whose vectors live in Postgres."""
+
+    def delete_level(self, level: str, citizen_id: str | None = None) -> None:
+        """Delete one level graph with its vectors and keyword index."""
+        ...
+
+    def citizens(self) -> list[str]:
+        """The citizens that have an N1 graph."""
+        ...
+
+    def index_written(self) -> None:
+        """Bring the keyword indexes of the graphs written since last time up to their change logs."""
+        ...
+
+    def citizen_state(self, citizen_id: str, *, as_of: Any = None, known_at: Any = None) -> Any:
+        """The citizen's state in force at ``as_of`` as known at ``known_at`` (now by default), or None."""
+        ...
+
+    def forget(self, node_ids: Any, level: str, citizen_id: str | None = None, **kwargs: Any) -> Any:
+        """``ConsciousnessMemory.forget``."""
+        ...
+
+    def erase(self, node_ids: Any, level: str, citizen_id: str | None = None, **kwargs: Any) -> Any:
+        """``ConsciousnessMemory.erase``."""
         ...
