@@ -427,6 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
     from llama_consciousness.cli_forgetting import add_forgetting_parsers
 
     add_forgetting_parsers(sub)
+    from llama_consciousness.mcp_server import add_mcp_parser
+
+    add_mcp_parser(sub)
 
     q = sub.add_parser("query", help="six-way retrieval over a memory")
     q.add_argument("text", help="what to look for")

@@ -551,6 +551,8 @@ class ConsciousnessToolSpec(BaseToolSpec):
                 return (f"No memory contains {_clip(args.query, 80)!r} (forgotten ones aside): nothing forgotten. Use "
                         "recall to find it, then forget it by memory_id.")
         report = self.memory.forget(ids, "N1", self.citizen_id, reason=args.reason, by=self.by, note=args.note)
+        if report.missing and len(report.missing) == len(ids):  # only in this citizen's N1: nothing else is looked at
+            raise ToolCallError(_not_mine(report.missing, self.citizen_id, "nothing forgotten"))
         text = self._described(report.forgotten + report.already_forgotten)
         lines = []
         if report.forgotten:
@@ -572,6 +574,8 @@ class ConsciousnessToolSpec(BaseToolSpec):
             if not ids:
                 return f"No forgotten memory contains {_clip(args.query, 80)!r}: nothing restored."
         report = self.memory.restore(ids, "N1", self.citizen_id, by=self.by)
+        if report.missing and len(report.missing) == len(ids):
+            raise ToolCallError(_not_mine(report.missing, self.citizen_id, "nothing restored"))
         text = self._described(report.restored)
         lines = []
         if report.restored:
