@@ -26,7 +26,9 @@ from llama_consciousness.storage.reader import MemoryKeeper
 from llama_consciousness.schema._time import utcnow
 from llama_consciousness.storage import erasure
 from llama_consciousness.storage.cluster import ClusterDB
-from llama_consciousness.storage.level_store import CHANGES_LABEL, EDGE_TYPE, NODE_LABEL, Query
+from llama_consciousness.storage.level_store import (
+    CHANGES_LABEL, EDGE_TYPE, GRAPH_LAYOUT, GRAPH_REGISTRY, NODE_LABEL, Query,
+)
 
 
 logger = logging.getLogger(__name__)
@@ -63,18 +65,40 @@ def _citizen_links(citizen_id: str) -> Any:
 def _servers(memory: MemoryKeeper, graph: str) -> list[Any]:
     """The redis clients of every server holding ``graph`` (a cluster's master and replicas, or the one)."""
     if isinstance(memory.db, ClusterDB):
-        return [server.connection for server in memory.db.holders(graph)]
+        servers = memory.db.holders(graph)
+        # and the replicas the master itself has (ROLE): the slot map (CLUSTER SLOTS) leaves a replica out until
+        # the cluster's gossip says it has replicated something, so one erasure right after a citizen's first
+        # writes scrubbed the master alone and the replicas' files kept the erased text
+        role = servers[0].connection.execute_command("ROLE")
+        if role and role[0] == "master":
+            servers += [memory.db.server((str(host), int(port)), read_only=True) for host, port, *_ in role[2]]
+        return list({id(server.connection): server.connection for server in servers}.values())
     return [memory.db.connection]
 
 
-def rewrite_files(memory: MemoryKeeper, graphs: Sequence[str]) -> None:
+def _forget_graph(memory: MemoryKeeper, graph: str) -> None:
+    """``erasure.forget_graph`` where the package's keys are.  On a cluster each key lives on its own slot's
+    master, not with the graph: sent to the graph's master and replicas (as it was), it failed with MOVED and
+    stopped erase_citizen before the shared levels and the files; the replicas follow their masters."""
+    if isinstance(memory.db, ClusterDB):
+        memory.db.node(GRAPH_REGISTRY).connection.srem(GRAPH_REGISTRY, graph)
+        memory.db.node(GRAPH_LAYOUT).connection.hdel(GRAPH_LAYOUT, graph)
+    else:
+        erasure.forget_graph(memory.db.connection, graph)
+
+
+def rewrite_files(memory: MemoryKeeper, graphs: Sequence[str], keys: Sequence[str] = ()) -> None:
     """Rewrite the files holding what was erased from ``graphs``, on every server holding them, and Postgres's
-    when a level keeps its vectors there (what ``erase`` does with ``wait``; once for many erasures)."""
+    when a level keeps its vectors there (what ``erase`` does with ``wait``; once for many erasures); and the
+    files of the servers holding ``keys`` (the package's own keys an erasure edited)."""
     pgvector = any(memory.vector_backends[graph_level(g)[0]] == "pgvector" for g in graphs if graph_level(g))
     by_server: dict[int, tuple[Any, list[str]]] = {}
     for graph in graphs:
         for client in _servers(memory, graph):
             by_server.setdefault(id(client), (client, []))[1].append(graph)
+    for key in keys:  # one server holds them all, or on a cluster their slots' masters: files only
+        for client in _servers(memory, key):
+            by_server.setdefault(id(client), (client, []))
     for client, names in by_server.values():
         erasure.scrub_server(client, names)
     if pgvector:
@@ -126,8 +150,7 @@ def erase_citizen(memory: MemoryKeeper, citizen_id: str, *, reason: str = "user_
         receipt.memories, receipt.links = store.counts()
         memory.delete_level("N1", citizen_id)  # the graph (states, uses, access), its vectors and keyword index
         receipt.graphs_deleted.append(n1)
-    for client in _servers(memory, n1):
-        erasure.forget_graph(client, n1)
+    _forget_graph(memory, n1)
     scrubbed = [n1]
     if memory.vector_backends["N1"] == "pgvector":  # a rerun after a crash between the graph and its rows
         receipt.vector_rows += memory.pgvector.delete_graph(n1)
@@ -152,7 +175,8 @@ def erase_citizen(memory: MemoryKeeper, citizen_id: str, *, reason: str = "user_
             receipt.vector_rows += part.vector_rows
         scrubbed.append(shared.plans.graph)
     if wait:
-        rewrite_files(memory, scrubbed)
+        # with the registry's servers: on a cluster not the graph's, and their write logs name the citizen's graph
+        rewrite_files(memory, scrubbed, keys=(GRAPH_REGISTRY, GRAPH_LAYOUT))
         receipt.files_rewritten = True
     logger.info("erased citizen: %s", receipt.model_dump_json())
     return receipt

@@ -237,14 +237,22 @@ def scrub_server(client: redis.Redis, graphs: Sequence[str], timeout_s: float = 
     keys = [telemetry_key(g) for g in graphs]
 
     def drop_query_logs() -> int:
-        return int(client.delete(*keys)) if keys else 0
+        # one key at a time: a cluster refuses one DEL of keys in different slots (CROSSSLOT)
+        return sum(int(client.delete(key)) for key in keys)
 
     try:
-        telemetry = drop_query_logs()
+        # A cluster's replica refuses every write (MOVED to its master): a scrub of one failed there.  Its
+        # master, scrubbed first, deletes the query logs and waits until its replicas have the deletion.
+        replication = client.info("replication")
+        replica = replication.get("role") == "slave"
+        telemetry = 0 if replica else drop_query_logs()
         # (a stream found means a query log, whatever the setting says: turned off at run time, it goes on)
-        if keys and (telemetry or _logs_queries(client)):
+        if keys and not replica and (telemetry or _logs_queries(client)):
             time.sleep(max(0.0, min(TELEMETRY_FLUSH_S, deadline - time.monotonic())))
             telemetry += drop_query_logs()
+        if keys and not replica and int(replication.get("connected_slaves") or 0):
+            client.execute_command("WAIT", int(replication["connected_slaves"]),
+                                   max(1, int(min(5.0, deadline - time.monotonic()) * 1000)))
         reset = 0
         for graph in graphs:
             try:
