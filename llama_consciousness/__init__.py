@@ -44,6 +44,7 @@ from llama_consciousness.schema import (
 from llama_consciousness.schema.citizen import CitizenState, FeedbackReport, UseReport
 from llama_consciousness.storage.level_store import UpsertResult, VectorIndexConfig
 from llama_consciousness.temporal import TemporalWindow
+from llama_consciousness.tools import ConsciousnessToolSpec  # needs no mcp: llama_consciousness.mcp_server does
 
 __version__ = "0.1.0"
 
@@ -67,6 +68,7 @@ __all__ = [
     "ConsciousnessNode",
     "ConsciousnessRelationship",
     "ConsciousnessStream",
+    "ConsciousnessToolSpec",
     "DataDirectoryError",
     "EmbeddedServerError",
     "EmbeddingDimensionError",

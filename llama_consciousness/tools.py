@@ -211,7 +211,10 @@ class ConsciousnessToolSpec(BaseToolSpec):
             raise ValueError("by must say who acts (a non-empty string)")
         self.by = by.strip()
         self.ingest_options = dict(ingest_options or {})
-        IngestOptions(**{**self.ingest_options, "on_invalid": "drop"})  # a misspelt option fails now
+        try:  # a misspelt option fails now, not at the first remember
+            IngestOptions(**{**self.ingest_options, "on_invalid": "drop"})
+        except TypeError as exc:
+            raise ValueError(f"ingest_options: {exc}") from None
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, not {timeout_s}")
         self.timeout_s = float(timeout_s)
@@ -344,9 +347,9 @@ class ConsciousnessToolSpec(BaseToolSpec):
         try:
             return await asyncio.wait_for(asyncio.to_thread(self.execute, name, arguments), self.timeout_s)
         except asyncio.TimeoutError:
-            log.warning("tool %s: no answer within %.0f s", name, self.timeout_s)
+            log.warning("tool %s: no answer within %g s", name, self.timeout_s)
             what = "" if name in READ_ONLY else " (the change may still be made: check with recall)"
-            return False, f"Error: the memory did not answer within {self.timeout_s:.0f} s{what}; try again later"
+            return False, f"Error: the memory did not answer within {self.timeout_s:g} s{what}; try again later"
 
     # -- what each tool does --------------------------------------------------------------------------------
 
