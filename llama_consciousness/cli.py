@@ -349,6 +349,12 @@ def run_inspect(args: argparse.Namespace) -> int:
         elif what == "state":
             data = inspection.state_history(memory, args.citizen_id)
             show = lambda d: _print_states(args.citizen_id, d)  # noqa: E731
+        elif what == "erasures":
+            data = inspection.erasures(memory, args.citizen)
+            show = lambda d: print(format_table(  # noqa: E731
+                ("at", "reason", "graphs", "memories", "links", "entities", "files rewritten"),
+                [(r["at"], r["reason"], ", ".join(r["graphs"] + r["graphs_deleted"]), r["memories"], r["links"],
+                  r["entities"], r["files_rewritten"]) for r in d]))
         else:
             data = inspection.find_memories(memory, args.text, args.level, args.citizen, args.limit)
             show = lambda d: print(format_table(("node_id", "name", "current", "description"), [  # noqa: E731
@@ -374,6 +380,8 @@ def _add_inspect(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--citizen", default=None, help="whose N1 (needed for --level N1)")
     st = what.add_parser("state", help="a citizen's state versions (energy, emotions, goal, mindstate)")
     st.add_argument("citizen_id")
+    er = what.add_parser("erasures", help="the receipts of erasures made here (citizens as digests)")
+    er.add_argument("--citizen", default=None, help="only the erasures of this citizen")
     f = what.add_parser("find", help="memories whose name or description contains TEXT")
     f.add_argument("text")
     f.add_argument("--level", choices=("N1", "N2", "N3"), default="N1")

@@ -15,8 +15,12 @@ there whole or gone whole), then what derives from it; erasing the same ids agai
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from llama_consciousness.forgetting import MemorySelector
@@ -109,6 +113,14 @@ def erase(memory: MemoryKeeper, node_ids: str | Sequence[str] | None, level: str
           citizen_id: str | None = None, *, where: MemorySelector | Mapping[str, Any] | None = None,
           reason: str = "user_requested", wait: bool = True) -> ErasureReceipt:
     """See ``ConsciousnessMemory.erase``."""
+    receipt = _erase(memory, node_ids, level, citizen_id, where=where, reason=reason, wait=wait)
+    keep_receipt(memory, receipt)
+    return receipt
+
+
+def _erase(memory: MemoryKeeper, node_ids: str | Sequence[str] | None, level: str,
+           citizen_id: str | None = None, *, where: MemorySelector | Mapping[str, Any] | None = None,
+           reason: str = "user_requested", wait: bool = True) -> ErasureReceipt:
     if (node_ids is None) == (where is None):
         raise ValueError("erase takes either node_ids or a selector (where=...), not both, not neither")
     reason = _reason(reason)
@@ -162,7 +174,7 @@ def erase_citizen(memory: MemoryKeeper, citizen_id: str, *, reason: str = "user_
         links = memory.writable(level).run(_citizen_links(citizen_id))
         if not ids and not links:
             continue
-        part = erase(memory, ids, level, reason=reason, wait=False) if ids else None
+        part = _erase(memory, ids, level, reason=reason, wait=False) if ids else None
         receipt.graphs.append(shared.plans.graph)
         receipt.links += links
         if part is not None:
@@ -179,7 +191,59 @@ def erase_citizen(memory: MemoryKeeper, citizen_id: str, *, reason: str = "user_
         rewrite_files(memory, scrubbed, keys=(GRAPH_REGISTRY, GRAPH_LAYOUT))
         receipt.files_rewritten = True
     logger.info("erased citizen: %s", receipt.model_dump_json())
+    keep_receipt(memory, receipt)
     return receipt
+
+
+RECEIPTS_FILE = "erasures.jsonl"
+"""The receipts kept in the data directory, one JSON line each, for ``inspect erasures``."""
+
+
+def citizen_digest(citizen_id: str) -> str:
+    """How a kept receipt names a citizen: a digest that says whether a given id was erased, not which was."""
+    return "sha256:" + hashlib.sha256(citizen_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def _kept_form(receipt: ErasureReceipt) -> dict[str, Any]:
+    """A receipt as kept on disk: the citizen's id, and graph names holding it, as digests, since erasing a
+    citizen means their id must not stay in the data directory either."""
+    data = receipt.model_dump(mode="json")
+    level_of = {graph: graph_level(graph) for graph in [*receipt.graphs, *receipt.graphs_deleted]}
+
+    def name(graph: str) -> str:
+        place = level_of.get(graph)
+        return f"citizen_{citizen_digest(place[1])}" if place and place[0] == "N1" and place[1] else graph
+
+    data["graphs"] = [name(g) for g in receipt.graphs]
+    data["graphs_deleted"] = [name(g) for g in receipt.graphs_deleted]
+    if receipt.citizen_id is not None:
+        data["citizen_id"] = citizen_digest(receipt.citizen_id)
+    return data
+
+
+def keep_receipt(memory: MemoryKeeper, receipt: ErasureReceipt) -> None:
+    """Append ``receipt`` (its kept form) to the data directory's receipts; a memory on servers given by URL
+    has no directory of its own, and keeps none (the receipt is returned and logged all the same)."""
+    if memory.data_dir is None:
+        return
+    line = json.dumps(_kept_form(receipt), sort_keys=True) + "\n"
+    with _KEEP_LOCK, open(Path(memory.data_dir) / RECEIPTS_FILE, "a", encoding="utf-8") as out:
+        out.write(line)
+
+
+def kept_receipts(memory: MemoryKeeper, citizen_id: str | None = None) -> list[dict[str, Any]]:
+    """The kept receipts, oldest first; with ``citizen_id``, those of erasures of that citizen or their N1."""
+    path = None if memory.data_dir is None else Path(memory.data_dir) / RECEIPTS_FILE
+    if path is None or not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if citizen_id is None:
+        return rows
+    digest = citizen_digest(citizen_id)
+    return [r for r in rows if r.get("citizen_id") == digest or f"citizen_{digest}" in r.get("graphs", [])]
+
+
+_KEEP_LOCK = threading.Lock()
 
 
 def _reason(reason: Any) -> str:
@@ -188,4 +252,4 @@ def _reason(reason: Any) -> str:
     return reason.strip()
 
 
-__all__ = ["erase", "erase_citizen", "rewrite_files"]
+__all__ = ["citizen_digest", "erase", "erase_citizen", "keep_receipt", "kept_receipts", "rewrite_files"]

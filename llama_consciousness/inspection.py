@@ -130,6 +130,14 @@ def _iso(micros: int | None) -> str | None:
     return at.isoformat() if at else None
 
 
+def erasures(memory: ConsciousnessMemory, citizen_id: str | None = None) -> list[dict[str, Any]]:
+    """The receipts of the erasures made in this data directory, oldest first (citizens appear as digests:
+    ``citizen_id`` finds those of one citizen).  Empty for a memory on servers given by URL."""
+    from llama_consciousness.erasing import kept_receipts
+
+    return kept_receipts(memory, citizen_id)
+
+
 def state_history(memory: ConsciousnessMemory, citizen_id: str) -> list[dict[str, Any]]:
     """A citizen's state versions in valid-time order, corrected ones included."""
     return [_json(s) for s in memory.citizen_state_history(citizen_id)]

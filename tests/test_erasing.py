@@ -3,6 +3,7 @@ from every file of the data directory, what is kept stays, and an interrupted er
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from llama_consciousness import inspection
 from llama_consciousness.cli import main
 from llama_consciousness.retention import RetentionPolicy, RetentionRule
 from llama_consciousness.schema import MemoryNode
@@ -143,6 +145,10 @@ def test_erasing_a_citizen_removes_them_everywhere(memory, plain_snapshots) -> N
     on_disk = _on_disk(memory.data_dir, mine, theirs, f"citizen_{citizen}")
     assert on_disk[mine] == [] and on_disk[f"citizen_{citizen}"] == [], on_disk
     assert on_disk[theirs]
+    # the receipt is kept without the citizen's id, and found by it
+    kept = [r for r in inspection.erasures(memory, citizen) if r["graphs_deleted"]]
+    assert len(kept) == 1 and kept[0]["memories"] == receipt.memories and citizen not in json.dumps(kept)
+    assert _on_disk(memory.data_dir, citizen)[citizen] == []
 
 
 def test_retention_forgets_then_erases_and_a_dry_run_changes_nothing(memory, citizen) -> None:
@@ -174,6 +180,8 @@ def test_the_command_line_erases_only_with_yes_and_applies_retention_dry_by_defa
     assert "--yes" in capsys.readouterr().err and memory.get_node("x", "N1", citizen) is not None
     assert main(["erase", "x", "--citizen", citizen, "--yes", "--no-wait", *where]) == 0
     assert '"memories": 1' in capsys.readouterr().out and memory.get_node("x", "N1", citizen) is None
+    assert main(["inspect", "erasures", "--citizen", citizen, *where]) == 0
+    assert "user_requested" in capsys.readouterr().out
 
     policy = tmp_path / "policy.json"
     policy.write_text('{"rules": [{"level": "N1", "node_types": ["Memory"], "forget_after": "P90D"}]}')

@@ -76,6 +76,8 @@ class MemoryKeeper(MemoryReader, Protocol):
     """Level -> "falkordb" or "pgvector"."""
     pgvector: Any
     """The ``PgVectorStore`` of the levels whose vectors live in Postgres."""
+    data_dir: Any
+    """The memory's own data directory (a ``Path``), None when its servers are given by URL."""
 
     def delete_level(self, level: str, citizen_id: str | None = None) -> None:
         """Delete one level graph with its vectors and keyword index."""
