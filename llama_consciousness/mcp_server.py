@@ -79,7 +79,8 @@ def parse_tokens(text: str, where: str = "tokens") -> dict[str, str]:
                              "(1-64 letters, digits, '_' or '-')") from None
         if len(token) < MIN_TOKEN_CHARS or any(c.isspace() for c in token):
             raise ValueError(f"{where}: the token of entry {number} ({citizen}) must be at least {MIN_TOKEN_CHARS} "
-                             "characters without spaces (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')")
+                             "characters without spaces (python -c 'import secrets; print(secrets.token_urlsafe())' "
+                             "makes one)")
         key = _digest(token)
         if digests.get(key, citizen) != citizen:
             raise ValueError(f"{where}: the token of entry {number} is also given to {digests[key]!r}: one token, "

@@ -53,6 +53,8 @@ MAX_SELECTED = 10
 MAX_VERSIONS = 20
 """what_changed follows a thing's versions this far."""
 MAX_EMOTIONS = 20
+NEUTRAL_ENERGY = 0.5
+"""A citizen's first state, when update_state does not say its energy."""
 
 MEMORY_KINDS = ("Memory", "Fact", "Preference", "Belief", "Decision", "Task", "Event", "Learning")
 TEMPORAL_MODES = ("current", "point_in_time", "evolution", "full_history")
@@ -605,14 +607,18 @@ class ConsciousnessToolSpec(BaseToolSpec):
         if not set(given) - {"reason"}:
             raise ToolCallError("give at least one of energy, emotions, goal, mindstate")
         before = self.memory.citizen_state(self.citizen_id)
+        energy = args.energy
+        if energy is None and before is None:  # a first state needs an energy: a neutral one, said below
+            energy = NEUTRAL_ENERGY
         state = self.memory.update_citizen_state(
             self.citizen_id,
-            energy=living.UNSET if args.energy is None else args.energy,
+            energy=living.UNSET if energy is None else energy,
             emotion_vector=living.UNSET if args.emotions is None else args.emotions,
             goal=living.UNSET if args.goal is None else (args.goal or None),
             mindstate=living.UNSET if args.mindstate is None else (args.mindstate or None),
             reason=args.reason)
-        was = f"\nBefore: {_state_text(before)}" if before is not None else ""
+        was = (f"\nBefore: {_state_text(before)}" if before is not None else
+               f"\n(The first state recorded{'' if args.energy is not None else f'; energy {NEUTRAL_ENERGY} to start'}.)")
         return f"State of {self.citizen_id} updated: {_state_text(state)}{was}"
 
 

@@ -159,6 +159,8 @@ def test_another_citizens_memories_are_out_of_reach(memory, citizen) -> None:
 
 def test_state_and_update_state(spec, citizen) -> None:
     assert spec.state() == f"No state recorded for {citizen} yet (update_state records one)."
+    first = ConsciousnessToolSpec(spec.memory, citizen + "f").update_state(goal="settle in")  # no energy given
+    assert "energy 0.50" in first and "goal: settle in" in first and "energy 0.5 to start" in first
     out = spec.update_state(energy=0.7, emotions={"curiosity": 0.8}, goal="book the dentist", reason="new week")
     assert "energy 0.70" in out and "curiosity 0.8" in out and "goal: book the dentist" in out
     spec.update_state(mindstate="focused")

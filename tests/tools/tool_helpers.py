@@ -55,11 +55,12 @@ def scripted_llm(plan: Callable[..., list[tuple[str, dict[str, Any]]]]) -> tuple
 
 
 def ids_in(messages: list[ChatMessage], near: str) -> list[str]:
-    """The memory ids on the lines of earlier tool outputs that mention ``near`` (as an LLM reads them)."""
+    """The memory ids on the lines of earlier tool outputs that mention ``near`` (as an LLM reads them; an MCP
+    tool's output reaches it as the repr of the ``CallToolResult``, its line breaks written as ``\\n``)."""
     found = []
     for message in messages:
         if message.role == MessageRole.TOOL:
-            for line in (message.content or "").splitlines():
+            for line in (message.content or "").replace("\\n", "\n").splitlines():
                 if near in line:
                     found += ID.findall(line)
     return found
