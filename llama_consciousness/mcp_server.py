@@ -18,6 +18,7 @@ Besides the tools: the resources ``memory://state`` (the citizen's state and its
 ``memory://memories/{memory_id}`` (one memory with its versions, links and dissonances), and the prompt
 ``what_do_you_remember(topic)``.  A failed call is an MCP error result (``isError``) whose text says what to
 do instead; arguments are checked against the schema (types, lengths, allowed values) before anything runs.
+A tool result's ``_meta`` holds ``llama_consciousness/tool_ms``, the time the tool itself took in the server.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from llama_consciousness.tools import READ_ONLY, TOOL_ARGS, ConsciousnessToolSpe
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CITIZEN_ENV", "TOKENS_ENV", "CitizenTokens", "MemoryMCPServer", "add_mcp_parser", "load_tokens",
+__all__ = ["CITIZEN_ENV", "TOKENS_ENV", "TOOL_MS", "CitizenTokens", "MemoryMCPServer", "add_mcp_parser", "load_tokens",
            "parse_tokens"]
 
 TOKENS_ENV = "LLAMA_CONSCIOUSNESS_MCP_TOKENS"
@@ -51,6 +52,8 @@ CITIZEN_ENV = "LLAMA_CONSCIOUSNESS_MCP_CITIZEN"
 SCOPE = "memory"
 MIN_TOKEN_CHARS = 16
 MCP_PATH = "/mcp"
+TOOL_MS = "llama_consciousness/tool_ms"
+"""The ``_meta`` key of a tool result holding the milliseconds the tool itself took in the server."""
 
 _TITLES = {"remember": "Remember", "recall": "Recall", "what_changed": "What changed", "forget": "Forget",
            "restore": "Restore", "state": "Citizen state", "update_state": "Update citizen state"}
@@ -201,8 +204,7 @@ class MemoryMCPServer:
     # -- tools, resources, prompt ----------------------------------------------------------------------------
 
     def _add_tool(self, name: str) -> None:
-        from mcp.server.mcpserver.exceptions import ToolError
-        from mcp.types import ToolAnnotations
+        from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
         params = []
         for field_name, field in TOOL_ARGS[name].model_fields.items():
@@ -211,16 +213,17 @@ class MemoryMCPServer:
             params.append(inspect.Parameter(field_name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=annotation))
 
-        async def tool(**arguments: Any) -> str:
-            ok, text = await self.spec().aexecute(name, arguments)
-            if not ok:
-                raise ToolError(text.removeprefix("Error: "))
-            return text
+        async def tool(**arguments: Any) -> CallToolResult:
+            timings: dict[str, float] = {}
+            ok, text = await self.spec().aexecute(name, arguments, timings)
+            # the tool's own time in the server: what a client measures beyond it is MCP's (benchmarks/mcp_overhead.py)
+            meta = {TOOL_MS: round(timings["tool_ms"], 3)} if "tool_ms" in timings else None
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=not ok, _meta=meta)
 
         tool.__name__ = tool.__qualname__ = name
         tool.__doc__ = tool_description(name)
-        tool.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
-        tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": str}
+        tool.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
+        tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": CallToolResult}
         self.server.add_tool(
             tool, name=name, title=_TITLES[name], description=tool_description(name), structured_output=False,
             annotations=ToolAnnotations(read_only_hint=name in READ_ONLY, destructive_hint=False,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from datetime import datetime, timedelta
 from typing import Any, Literal, Optional
 
@@ -345,9 +346,21 @@ class ConsciousnessToolSpec(BaseToolSpec):
             log.exception("tool %s failed", name)
             return False, f"Error: the tool failed ({type(exc).__name__}: {_clip(str(exc), 200)})"
 
-    async def aexecute(self, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+    async def aexecute(self, name: str, arguments: dict[str, Any], timings: dict[str, float] | None = None
+                       ) -> tuple[bool, str]:
+        """``execute`` in a worker thread, waited for at most ``timeout_s``; ``timings["tool_ms"]`` is set to
+        the time ``execute`` itself took there (what a direct call would have cost)."""
+
+        def run() -> tuple[bool, str]:
+            started = time.perf_counter()
+            try:
+                return self.execute(name, arguments)
+            finally:
+                if timings is not None:
+                    timings["tool_ms"] = (time.perf_counter() - started) * 1000
+
         try:
-            return await asyncio.wait_for(asyncio.to_thread(self.execute, name, arguments), self.timeout_s)
+            return await asyncio.wait_for(asyncio.to_thread(run), self.timeout_s)
         except asyncio.TimeoutError:
             log.warning("tool %s: no answer within %g s", name, self.timeout_s)
             what = "" if name in READ_ONLY else " (the change may still be made: check with recall)"

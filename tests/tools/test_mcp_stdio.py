@@ -120,6 +120,10 @@ def test_bad_inputs_are_mcp_errors_and_change_nothing(client, memory, stdio_citi
         assert result.is_error, (what, result)
         assert "x" * 200 not in result.content[0].text, what  # a huge value is not sent back whole
     assert "Unknown tool" in client.call("erase_everything").content[0].text
+    refused = client.call("forget", {"memory_id": "mem_00000000000000000000"})  # worded as the ToolSpec words it
+    assert refused.content[0].text == ConsciousnessToolSpec(memory, stdio_citizen).forget(
+        memory_id="mem_00000000000000000000")
+    assert refused.meta["llama_consciousness/tool_ms"] >= 0  # the tool's own time in the server
     assert memory.counts("N1", stdio_citizen) == before
     assert memory.get_node(_id(client.text("recall", {"query": "passport"})), "N1",
                            stdio_citizen).forgotten_at is None
