@@ -86,7 +86,9 @@ def test_store_recall_correct_forget_restore_over_stdio(client, memory, stdio_ci
     assert memory.get_node(okafor, "N1", stdio_citizen).forgotten_at is None
 
     history = json.loads(client.run(lambda s: s.read_resource(f"memory://memories/{moss}")).contents[0].text)
-    assert history["node_id"] == moss and history["versions"][0]["why_superseded"]["superseded_by"] == okafor
+    versions = {v["node_id"]: v for v in history["versions"]}
+    assert history["node_id"] == moss and versions[moss]["why_superseded"]["superseded_by"] == okafor
+    assert versions[okafor]["current"] and not versions[moss]["current"]
     assert "embedding" not in history["memory"]
 
     client.text("update_state", {"energy": 0.6, "goal": "see the dentist"})
