@@ -630,8 +630,8 @@ class ConsciousnessToolSpec(BaseToolSpec):
             goal=living.UNSET if args.goal is None else (args.goal or None),
             mindstate=living.UNSET if args.mindstate is None else (args.mindstate or None),
             reason=args.reason)
-        was = (f"\nBefore: {_state_text(before)}" if before is not None else
-               f"\n(The first state recorded{'' if args.energy is not None else f'; energy {NEUTRAL_ENERGY} to start'}.)")
+        started = "" if args.energy is not None else f"; energy {NEUTRAL_ENERGY} to start"
+        was = f"\nBefore: {_state_text(before)}" if before is not None else f"\n(The first state recorded{started}.)"
         return f"State of {self.citizen_id} updated: {_state_text(state)}{was}"
 
 

@@ -5,6 +5,10 @@ memory is checked directly afterwards."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -74,3 +78,17 @@ def test_function_agent_stores_recalls_corrects_and_forgets_through_the_tools(me
     assert new.node_type == "Fact" and new.forgotten_by == "agent" and new.forgotten_reason.value == "user_requested"
     assert memory.citizen_state(citizen).emotion_vector == {"tired": 0.7}
     assert len(script.tool_outputs) == 11
+
+
+def test_the_tools_example_runs_offline() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "agent_tools.py"
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=180, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "-> remember(text=\"Ada's dentist is Dr Moss on Rue Cler.\"" in out
+    assert "It replaces an earlier memory, now shown as past: \"Ada's dentist is Dr Moss on Rue Cler.\"" in out
+    assert "[past, until" in out and "reality changed" in out  # what_changed
+    assert "Forgotten (incorrect)" in out and "Restored, remembered again as before" in out
+    assert "Agent: From what you told me: Ada is allergic to penicillin." in out  # restored, recalled again
+    assert "state: \"plan tomorrow's errands\"" in out
