@@ -96,8 +96,13 @@ def test_requests_without_a_valid_token_are_refused(server, who) -> None:
             answer = http.post(server.url, json=INITIALIZE, headers=headers)
             assert answer.status_code == 401, (token, answer.status_code)
             assert "invalid_token" in answer.text
-        ok = http.post(server.url, json=INITIALIZE, headers={**HEADERS, "Authorization": f"Bearer {who.ada_token}"})
+        valid = {**HEADERS, "Authorization": f"Bearer {who.ada_token}"}
+        ok = http.post(server.url, json=INITIALIZE, headers=valid)
         assert ok.status_code == 200 and ok.headers.get("mcp-session-id")
+        # a web page's request (DNS rebinding) is refused even with a valid token: foreign Host, foreign Origin
+        assert http.post(server.url, json=INITIALIZE, headers={**valid, "Host": "evil.example:80"}).status_code == 421
+        assert http.post(server.url, json=INITIALIZE, headers={**valid, "Origin": "http://evil.example"}
+                         ).status_code == 403
     with pytest.raises(BaseException):  # the SDK's client fails to connect, too
         McpClient(http_connect(server.url, "not-a-token-at-all-0000"), timeout=30)
 
