@@ -128,8 +128,10 @@ class McpClient:
 
 
 def server_env(postgres_url: str, **extra: str) -> dict[str, str]:
-    """The environment of a server subprocess on the tests' shared memory (the same vector backends)."""
-    return {"LLAMA_CONSCIOUSNESS_POSTGRES_URL": postgres_url, "LLAMA_CONSCIOUSNESS_PGVECTOR_LEVELS": "N3",
+    """The environment of a server subprocess on the tests' shared memory (the same vector backends), with the
+    machine's OpenBLAS settings (the SDK's stdio client passes a child only HOME, PATH, SHELL and TERM)."""
+    blas = {k: v for k, v in os.environ.items() if k.startswith("OPENBLAS_")}
+    return {**blas, "LLAMA_CONSCIOUSNESS_POSTGRES_URL": postgres_url, "LLAMA_CONSCIOUSNESS_PGVECTOR_LEVELS": "N3",
             "HF_HUB_OFFLINE": "1", **extra}
 
 
