@@ -231,8 +231,14 @@ class MemoryMCPServer:
                                         open_world_hint=False))
 
     async def _run(self, fn: Any, *args: Any) -> Any:
+        """``fn(spec, *args)`` of a resource in a worker thread, waited for at most the spec's timeout."""
+        from mcp.server.mcpserver.exceptions import ResourceError
+
         spec = self.spec()
-        return await asyncio.wait_for(asyncio.to_thread(fn, spec, *args), spec.timeout_s)
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(fn, spec, *args), spec.timeout_s)
+        except asyncio.TimeoutError:
+            raise ResourceError(f"the memory did not answer within {spec.timeout_s:g} s; try again later") from None
 
     def _add_resources(self) -> None:
         from mcp.server.mcpserver.exceptions import ResourceError

@@ -97,3 +97,39 @@ def test_a_bad_address_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> N
     with pytest.raises(SystemExit) as raised:
         main(["mcp", "--http", "localhost"])
     assert raised.value.code == 2 and "not HOST:PORT" in capsys.readouterr().err
+
+
+def test_a_slow_or_failing_memory_is_an_mcp_error_in_time() -> None:
+    """In process (the SDK's own MCPServer.call_tool / read_resource): a memory that does not answer within the
+    timeout, or is down, gives an error result or a resource error at once, with words a client can act on."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from mcp.server.mcpserver.exceptions import ResourceError
+
+    release = threading.Event()
+
+    def hang(*args: object, **kwargs: object) -> None:
+        release.wait(5)
+
+    def down(*args: object, **kwargs: object) -> None:
+        raise ConnectionError("connection refused")
+
+    slow = MemoryMCPServer(SimpleNamespace(citizen_state=hang, citizen_state_history=hang), citizen_id="ada",
+                           timeout_s=0.2)
+    broken = MemoryMCPServer(SimpleNamespace(citizen_state=down, citizen_state_history=down), citizen_id="ada")
+
+    async def run() -> tuple[object, object, BaseException, float]:
+        started = time.perf_counter()
+        late = await slow.server.call_tool("state", {})
+        with pytest.raises(ResourceError, match="did not answer within 0.2 s") as raised:
+            await slow.server.read_resource("memory://state")
+        elapsed = time.perf_counter() - started
+        release.set()
+        return late, await broken.server.call_tool("state", {}), raised.value, elapsed
+
+    late, failed, _, elapsed = asyncio.run(run())
+    assert late.is_error and late.content[0].text == "Error: the memory did not answer within 0.2 s; try again later"
+    assert failed.is_error and "unavailable right now (ConnectionError)" in failed.content[0].text
+    assert elapsed < 2
