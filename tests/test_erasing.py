@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from files_on_disk import files_holding
 from llama_consciousness import inspection
 from llama_consciousness.cli import main
 from llama_consciousness.retention import RetentionPolicy, RetentionRule
@@ -27,21 +28,6 @@ def _marker() -> str:
 def _node(node_id: str, text: str, level: str = "N1", citizen: str | None = None, **kw) -> MemoryNode:
     return MemoryNode(node_id=node_id, level=level, citizen_id=citizen, name=text[:60], description=text,
                       energy=0.5, confidence=0.8, **kw)
-
-
-def _on_disk(root: Path, *needles: str) -> dict[str, list[str]]:
-    """Which files under ``root`` hold each needle (as UTF-8 bytes, and lower-cased)."""
-    wanted = {n: [n.encode(), n.lower().encode()] for n in needles}
-    found: dict[str, list[str]] = {n: [] for n in needles}
-    for path in root.rglob("*"):
-        try:
-            data = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
-        except OSError:  # a socket, or a file removed meanwhile
-            continue
-        for needle, forms in wanted.items():
-            if any(form in data for form in forms):
-                found[needle].append(str(path.relative_to(root)))
-    return found
 
 
 @pytest.fixture
@@ -73,7 +59,7 @@ def test_an_erased_memory_is_in_no_query_and_no_file(memory, citizen, plain_snap
     assert "N1:secret" not in found and "N1:public" in found
     assert all(h.node_id != n3_id for h in memory.vector_search(f"ecosystem heard of {gone_n3}", "N3", k=20,
                                                                 temporal_mode="full_history"))
-    on_disk = _on_disk(memory.data_dir, gone, gone_n3, kept)
+    on_disk = files_holding(memory.data_dir, gone, gone_n3, kept)
     assert on_disk[gone] == [] and on_disk[gone_n3] == [], on_disk
     assert on_disk[kept], "the kept memory's text should still be on disk (else this test proves nothing)"
     assert memory.erase("secret", "N1", citizen).memories == 0  # again: harmless
@@ -88,7 +74,7 @@ def test_an_interrupted_erasure_is_completed_by_erasing_again(memory, citizen, p
     assert store.run(erasure.erase_memories(["diary"])).memories == 1
     receipt = memory.erase("diary", "N1", citizen)
     assert receipt.memories == 0 and receipt.files_rewritten
-    assert _on_disk(memory.data_dir, gone)[gone] == []
+    assert files_holding(memory.data_dir, gone)[gone] == []
     assert memory.get_node("other", "N1", citizen) is not None
 
 
@@ -142,13 +128,13 @@ def test_erasing_a_citizen_removes_them_everywhere(memory, plain_snapshots) -> N
     assert n2_mine in receipt.node_ids and mine not in receipt.model_dump_json()
     assert citizen not in memory.citizens()
     assert memory.get_node(n2_mine, "N2") is None and memory.get_node(n2_theirs, "N2") is not None
-    on_disk = _on_disk(memory.data_dir, mine, theirs, f"citizen_{citizen}")
+    on_disk = files_holding(memory.data_dir, mine, theirs, f"citizen_{citizen}")
     assert on_disk[mine] == [] and on_disk[f"citizen_{citizen}"] == [], on_disk
     assert on_disk[theirs]
     # the receipt is kept without the citizen's id, and found by it
     kept = [r for r in inspection.erasures(memory, citizen) if r["graphs_deleted"]]
     assert len(kept) == 1 and kept[0]["memories"] == receipt.memories and citizen not in json.dumps(kept)
-    assert _on_disk(memory.data_dir, citizen)[citizen] == []
+    assert files_holding(memory.data_dir, citizen)[citizen] == []
 
 
 def test_retention_forgets_then_erases_and_a_dry_run_changes_nothing(memory, citizen) -> None:

@@ -18,26 +18,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from files_on_disk import files_holding
 from llama_consciousness import ConsciousnessMemory
 from llama_consciousness.schema import MemoryNode
 from local_cluster import LocalCluster, Node
 
 REPLICATED_WITHIN_S = 10.0
-
-
-def _on_disk(root: Path, *needles: str) -> dict[str, list[str]]:
-    """Which files under ``root`` hold each needle (as UTF-8 bytes, and lower-cased)."""
-    wanted = {n: [n.encode(), n.lower().encode()] for n in needles}
-    found: dict[str, list[str]] = {n: [] for n in needles}
-    for path in root.rglob("*"):
-        try:
-            data = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
-        except OSError:  # a socket, or a file removed meanwhile
-            continue
-        for needle, forms in wanted.items():
-            if any(form in data for form in forms):
-                found[needle].append(str(path.relative_to(root)))
-    return found
 
 
 def _node(node_id: str, level: str, citizen: str, text: str) -> MemoryNode:
@@ -108,7 +94,7 @@ def test_erasing_a_citizen_on_a_cluster_removes_them_from_every_node(
     # the graph is on its master and its replica once the write is acknowledged (the package WAITs for it)
     assert all(len(nodes) == 2 for nodes in holders.values()), holders
     assert [f.node.node_id for f in memory.retriever(citizen_id=gone).retrieve(f"{marker[gone]} lighthouse")]
-    before = _on_disk(falkordb_cluster.directory, *marker.values())
+    before = files_holding(falkordb_cluster.directory, *marker.values())
     assert before[marker[gone]], "the citizen's text should be in the nodes' files before the erasure"
 
     receipt = memory.erase_citizen(gone)
@@ -139,15 +125,15 @@ def test_erasing_a_citizen_on_a_cluster_removes_them_from_every_node(
     assert f"N1:{kept[0]}_m0" in kept_found
 
     # the files of every node (masters and replicas) and the memory's own (keyword indexes)
-    on_disk = _on_disk(falkordb_cluster.directory, *marker.values())
-    on_disk_memory = _on_disk(memory.keyword_indexes.root, marker[gone])  # (no data_dir: a server by URL)
+    on_disk = files_holding(falkordb_cluster.directory, *marker.values())
+    on_disk_memory = files_holding(memory.keyword_indexes.root, marker[gone])  # (no data_dir: a server by URL)
     assert on_disk[marker[gone]] == [] and on_disk_memory[marker[gone]] == [], (on_disk, on_disk_memory)
     for c in kept:
         assert on_disk[marker[c]], f"the kept citizen {c}'s text should still be on disk (else this proves nothing)"
     # the citizen's id, in their graph's name: not in the nodes' files either (the package's registry keys live
     # on other masters than the graph), but for ``server.log``, the nodes' standard output as this fixture
     # starts them (no ``logfile``: the package cannot reach it; the embedded server's log it does clean)
-    names = _on_disk(falkordb_cluster.directory, f"citizen_{gone}", f"citizen_{kept[0]}")
+    names = files_holding(falkordb_cluster.directory, f"citizen_{gone}", f"citizen_{kept[0]}")
     assert [f for f in names[f"citizen_{gone}"] if not f.endswith("server.log")] == [], names
     assert [f for f in names[f"citizen_{kept[0]}"] if not f.endswith("server.log")]
     assert memory.erase_citizen(gone).memories == 0  # again: harmless

@@ -31,6 +31,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from files_on_disk import files_holding
 from llama_consciousness import ConsciousnessMemory
 
 N_ERASED = 5
@@ -128,21 +129,6 @@ class Trial:
             stderr.unlink(missing_ok=True)
 
 
-def _on_disk(root: Path, *needles: str) -> dict[str, list[str]]:
-    """Which files under ``root`` hold each needle (as UTF-8 bytes, and lower-cased)."""
-    wanted = {n: [n.encode(), n.lower().encode()] for n in needles}
-    found: dict[str, list[str]] = {n: [] for n in needles}
-    for path in root.rglob("*"):
-        try:
-            data = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
-        except OSError:  # a socket, or a file removed meanwhile
-            continue
-        for needle, forms in wanted.items():
-            if any(form in data for form in forms):
-                found[needle].append(str(path.relative_to(root)))
-    return found
-
-
 def _server_processes(directory: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
@@ -204,7 +190,7 @@ def test_an_erasure_killed_anywhere_leaves_memories_whole_and_is_completed_by_a_
                 found = _where_found(memory, trial)
                 assert not any(any(found[f"m{i}"].values()) for i in range(N_ERASED)), (what, found)
                 assert all(found["kept"].values()), (what, found)
-                on_disk = _on_disk(trial.directory, trial.gone, trial.kept)
+                on_disk = files_holding(trial.directory, trial.gone, trial.kept)
                 assert on_disk[trial.gone] == [], (what, on_disk)
                 assert on_disk[trial.kept], f"{what}: the kept text should be on disk (else this proves nothing)"
             deadline = time.monotonic() + 15
