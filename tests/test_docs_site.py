@@ -1,0 +1,34 @@
+"""The documentation site (mkdocs.yml, docs/) builds with ``mkdocs build --strict``: no broken link, no
+missing reference, and every public name of ``llama_consciousness.__all__`` has its API reference entry."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import llama_consciousness
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_public_name_is_in_the_api_reference():
+    documented = set()
+    for page in (ROOT / "docs" / "reference").glob("*.md"):
+        documented |= set(re.findall(r"^::: llama_consciousness\.(\w+)\s*$", page.read_text(), flags=re.M))
+    missing = sorted(set(llama_consciousness.__all__) - documented)
+    assert not missing, f"public names without an API reference entry in docs/reference/: {missing}"
+
+
+def test_the_site_builds_strictly(tmp_path):
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    run = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-f", str(ROOT / "mkdocs.yml"),
+         "-d", str(tmp_path / "site")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, f"mkdocs build --strict failed:\n{run.stdout}\n{run.stderr}"
+    assert (tmp_path / "site" / "reference" / "memory" / "index.html").exists()
+    assert (tmp_path / "site" / "benchmarks" / "RESULTS" / "index.html").exists()
