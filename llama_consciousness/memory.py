@@ -146,8 +146,8 @@ class ConsciousnessMemory:
         by URL.
     falkordb_url:
         An existing FalkorDB (``redis://host:port``, ``unix:///path.sock``), or any node of a FalkorDB
-        cluster (each graph is then read and written on the master that owns its slot: README, "Scaling
-        out"); ``$LLAMA_CONSCIOUSNESS_FALKORDB_URL`` by default.  When set, nothing is started.
+        cluster (each graph is then read and written on the master that owns its slot:
+        docs/how-to/cluster.md); ``$LLAMA_CONSCIOUSNESS_FALKORDB_URL`` by default.  When set, nothing is started.
     postgres_url:
         An existing Postgres with pgvector, for levels whose vectors live
         there; ``$LLAMA_CONSCIOUSNESS_POSTGRES_URL`` by default.
