@@ -106,6 +106,15 @@ def test_the_readme_keeps_the_two_commands_for_a_fresh_machine():
     assert len(readme) <= 8000, f"README is {len(readme)} characters (at most 8,000)"
 
 
+def test_the_readmes_links_lead_to_files_that_exist():
+    readme = (ROOT / "README.md").read_text()
+    for target in re.findall(r"\]\(([^)\s]+)\)", readme):
+        path = target.split("#")[0]
+        if "://" in target or not path:
+            continue
+        assert (ROOT / path).exists(), f"README links to {target}, which does not exist"
+
+
 def scripted_llm():
     """A LlamaIndex LLM that needs no key: it answers with a fixed text, and calls no tool."""
     from llama_index.core.base.llms.types import LLMMetadata
