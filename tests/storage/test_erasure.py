@@ -38,8 +38,8 @@ from llama_consciousness.storage.postgres_server import EmbeddedPostgres
 
 def marker(prefix: str) -> str:
     """A word no other test writes; capitalised, so that its lower-case form (what an index keeps) differs.
-    Its letters are G to Z, none a hex digit: tantivy's document store is LZ4-compressed, and four bytes that
-    also occur earlier in a block (the graph's and ids' hex) are stored as a back-reference, splitting the
+    Its letters are G to Z, none a hex digit: tantivy compresses its document store, and bytes that
+    also occur earlier in a block (the graph's and ids' hex) may be stored as a back-reference, splitting the
     word, so that a byte search missed a kept marker (1 run in many: a control that failed, not the erasure)."""
     return prefix + "".join(random.choice("ghijklmnopqrstuvwxyz") for _ in range(14))
 
