@@ -192,13 +192,16 @@ class WordLlamaEmbedding(_EmbedThroughBatches, BaseEmbedding):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises the class under."""
         return "WordLlamaEmbedding"
 
     @property
     def dimension(self) -> int:
+        """The number of dimensions of the vectors (``dim``)."""
         return self.dim
 
     def embedding_dimension(self) -> int:
+        """The number of dimensions of the vectors (256 by default)."""
         return self.dim
 
     @property
@@ -287,6 +290,7 @@ class OpenAIEmbedding(_EmbedThroughBatches, BaseEmbedding):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises the class under."""
         return "OpenAIEmbedding"
 
     @property

@@ -56,6 +56,7 @@ class MemorySelector(BaseModel):
         return value
 
     def is_empty(self) -> bool:
+        """True when no criterion is set (a selector that would select every memory of the level)."""
         return all(getattr(self, name) is None for name in
                    ("node_types", "created_before", "created_after", "contains", "description", "forgotten_before"))
 

@@ -249,6 +249,7 @@ class ConsciousnessMemory:
 
     @property
     def uses_pgvector(self) -> bool:
+        """True when a level keeps its vectors in Postgres (``vector_backends``)."""
         return "pgvector" in self.vector_backends.values()
 
     def _connect_falkordb(self) -> FalkorDB:
@@ -677,6 +678,8 @@ class ConsciousnessMemory:
         return self.stream_retriever(postprocessors=postprocessors, config=config).retrieve_stream(intention)
 
     async def aretrieve_stream(self, intention: Any, config: Any = None, postprocessors: Any = "default") -> Any:
+        """``retrieve_stream`` in a worker thread: the complete stream of ``intention`` (``postprocessors=None``
+        for the bare retrieval stream, a list for your own chain)."""
         return await self.stream_retriever(postprocessors=postprocessors, config=config).aretrieve_stream(intention)
 
     def property_graph_store(self, level: str, citizen_id: str | None = None, *,
@@ -694,6 +697,7 @@ class ConsciousnessMemory:
         return self.level(level, citizen_id).get_node(node_id)
 
     def get_nodes(self, node_ids: Sequence[str], level: str, citizen_id: str | None = None) -> list[MemoryNode]:
+        """The memories of a level graph with these ids, in the order given; ids not found are left out."""
         return self.level(level, citizen_id).get_nodes(node_ids)
 
     def counts(self, level: str, citizen_id: str | None = None) -> tuple[int, int]:
@@ -772,6 +776,8 @@ class ConsciousnessMemory:
 
     async def aapply_feedback(self, stream: ConsciousnessStream, citizen_id: str | None = None, *,
                               feedback_weight: float = 0.3) -> FeedbackReport:
+        """``apply_feedback`` in a worker thread: the stream's energy feedback applied to the citizen's stored
+        energy, once per stream."""
         return await asyncio.to_thread(self.apply_feedback, stream, citizen_id, feedback_weight=feedback_weight)
 
     def record_use(self, used: Any, *, use_id: str | None = None) -> Future:

@@ -357,6 +357,8 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
         return "\n".join(reversed(texts))
 
     def intention(self, question: str) -> RetrievalIntention:
+        """The ``RetrievalIntention`` the block recalls with for ``question``: its citizen, levels, temporal mode
+        and results per level."""
         return RetrievalIntention(query_text=question, citizen_id=self.citizen_id, query_levels=list(self.levels),
                                   temporal_mode=self.temporal_mode, max_results_per_level=self.max_results_per_level,
                                   generated_by="ConsciousnessMemoryBlock")

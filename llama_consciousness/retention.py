@@ -95,10 +95,12 @@ class RetentionReport(BaseModel):
 
     @property
     def forgotten(self) -> int:
+        """How many memories the policy's steps forget (or would, in a dry run)."""
         return sum(len(s.forget) for s in self.steps)
 
     @property
     def erased(self) -> int:
+        """How many memories the policy's steps erase (or would, in a dry run)."""
         return sum(len(s.erase) for s in self.steps)
 
 

@@ -276,33 +276,41 @@ class ConsciousnessToolSpec(BaseToolSpec):
 
     async def aremember(self, text: str, rationale: Optional[str] = None, kind: str = "Memory",
                         valid_from: Optional[str] = None) -> str:
+        """The ``remember`` tool, awaited: ``acall("remember", ...)``."""
         return await self.acall("remember", text=text, rationale=rationale, kind=kind, valid_from=valid_from)
 
     async def arecall(self, query: str, mode: str = "current", as_of: Optional[str] = None, k: int = 10) -> str:
+        """The ``recall`` tool, awaited: ``acall("recall", ...)``."""
         return await self.acall("recall", query=query, mode=mode, as_of=as_of, k=k)
 
     async def awhat_changed(self, topic: str) -> str:
+        """The ``what_changed`` tool, awaited: ``acall("what_changed", ...)``."""
         return await self.acall("what_changed", topic=topic)
 
     async def aforget(self, memory_id: Optional[str] = None, query: Optional[str] = None,
                       reason: str = "user_requested", note: Optional[str] = None) -> str:
+        """The ``forget`` tool, awaited: ``acall("forget", ...)``."""
         return await self.acall("forget", memory_id=memory_id, query=query, reason=reason, note=note)
 
     async def arestore(self, memory_id: Optional[str] = None, query: Optional[str] = None) -> str:
+        """The ``restore`` tool, awaited: ``acall("restore", ...)``."""
         return await self.acall("restore", memory_id=memory_id, query=query)
 
     async def astate(self) -> str:
+        """The ``state`` tool, awaited: ``acall("state")``."""
         return await self.acall("state")
 
     async def aupdate_state(self, energy: Optional[float] = None, emotions: Optional[dict[str, float]] = None,
                             goal: Optional[str] = None, mindstate: Optional[str] = None,
                             reason: Optional[str] = None) -> str:
+        """The ``update_state`` tool, awaited: ``acall("update_state", ...)``."""
         return await self.acall("update_state", energy=energy, emotions=emotions, goal=goal, mindstate=mindstate,
                                 reason=reason)
 
     # -- LlamaIndex metadata ---------------------------------------------------------------------------------
 
     def get_fn_schema_from_fn_name(self, fn_name: str, spec_functions: Any = None) -> type[BaseModel] | None:
+        """The argument model of a tool (its async form shares it), or None for a name that is not a tool."""
         return TOOL_ARGS.get(fn_name.removeprefix("a") if fn_name not in TOOL_ARGS else fn_name)
 
     def get_metadata_from_fn_name(self, fn_name: str, spec_functions: Any = None) -> ToolMetadata | None:

@@ -68,6 +68,7 @@ class ConstellationPostprocessor(StreamPostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises the class under."""
         return "ConstellationPostprocessor"
 
     def _plan(self, nodes: list[NodeWithScore], window: Optional[TemporalWindow]) -> Optional[Plan]:

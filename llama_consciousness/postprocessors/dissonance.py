@@ -55,6 +55,7 @@ class TemporalDissonancePostprocessor(StreamPostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises the class under."""
         return "TemporalDissonancePostprocessor"
 
     def detect(self, nodes: list[NodeWithScore], temporal_mode: str) -> list[TemporalDissonance]:

@@ -70,6 +70,7 @@ class MetadataQualityPostprocessor(StreamPostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises the class under."""
         return "MetadataQualityPostprocessor"
 
     def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,

@@ -136,6 +136,7 @@ class ConsciousnessRanker(StreamPostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises the class under."""
         return "ConsciousnessRanker"
 
     def query_emotions(self, text: str, intention: Any = None) -> dict[str, float]:

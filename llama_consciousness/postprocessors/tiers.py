@@ -45,6 +45,7 @@ class ActivationTierPostprocessor(StreamPostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises the class under."""
         return "ActivationTierPostprocessor"
 
     def tiers(self, nodes: list[Any]) -> dict[str, list[Any]]:

@@ -114,6 +114,7 @@ class TraversalPathPostprocessor(StreamPostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises the class under."""
         return "TraversalPathPostprocessor"
 
     def process(self, nodes: list[NodeWithScore], query_bundle: Optional[QueryBundle] = None,

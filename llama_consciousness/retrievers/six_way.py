@@ -134,6 +134,8 @@ class SixWayHybridRetriever(StreamRetriever[RetrievalIntention]):
         return self.gather(intention)[1]
 
     async def aretrieve_intention(self, intention: RetrievalIntention) -> list[NodeWithScore]:
+        """``retrieve_intention`` in a worker thread: the ranked nodes for a ``RetrievalIntention``, without
+        blocking the event loop."""
         return await asyncio.to_thread(self.retrieve_intention, intention)
 
     # -- shared pieces --------------------------------------------------------------

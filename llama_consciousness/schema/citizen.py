@@ -95,6 +95,8 @@ class UseReport(BaseModel):
 
     @property
     def message(self) -> str:
+        """One line for a log: the use, how many memories were reinforced and links co-activated, what was
+        skipped and why, and any errors."""
         parts = [f"use {self.use_id}: {len(self.counted)} memories reinforced, "
                  f"{self.co_activated_links} links co-activated"]
         by_reason: dict[str, list[str]] = {}
