@@ -53,3 +53,14 @@ def test_every_public_name_and_its_public_methods_have_a_docstring():
                 if inspect.isfunction(function) and not (function.__doc__ or "").strip():
                     missing.append(f"{name}.{attr}")
     assert not missing, f"public names without a docstring: {missing}"
+
+
+def test_the_architecture_page_names_every_module_of_the_package():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    layout = text[text.index("## Package layout"):]
+    layout = layout[: layout.index("\n## ", 1)]
+    package = ROOT / "llama_consciousness"
+    modules = [p.name for p in package.iterdir()
+               if (p.suffix == ".py" and p.name != "__init__.py") or (p.is_dir() and not p.name.startswith("__"))]
+    missing = sorted(name for name in modules if name not in layout)
+    assert not missing, f"docs/architecture.md's package layout does not name: {missing}"
