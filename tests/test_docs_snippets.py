@@ -1,4 +1,4 @@
-"""Every ```python block of README.md and docs/**/*.md runs, offline, against the embedded servers.
+"""Every ```python block of README.md and the site's pages (docs/**/*.md, examples/mcp_server.md) runs, offline, against the embedded servers.
 
 The blocks of one page run in order in one namespace, as a reader pastes them, in a fresh working and data
 directory per page (``LLAMA_CONSCIOUSNESS_HOME``), without ``OPENAI_API_KEY``. An HTML comment right
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "examples" / "mcp_server.md"]  # the site's
 MAX_SKIPS = 3
 README_COMMANDS = [
     'python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/llama-consciousness demo',
