@@ -113,6 +113,17 @@ def test_the_readmes_links_lead_to_files_that_exist():
         if "://" in target or not path:
             continue
         assert (ROOT / path).exists(), f"README links to {target}, which does not exist"
+        if "#" in target and path.endswith(".md"):
+            anchor = target.split("#", 1)[1]
+            assert anchor in github_anchors(ROOT / path), f"README links to {target}: no such heading"
+
+
+def github_anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings (lower case, punctuation dropped, spaces to hyphens)."""
+    anchors = set()
+    for heading in re.findall(r"^#+ (.+)$", page.read_text(), flags=re.M):
+        anchors.add(re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-"))
+    return anchors
 
 
 def scripted_llm():
