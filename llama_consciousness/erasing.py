@@ -124,14 +124,15 @@ def _erase(memory: MemoryKeeper, node_ids: str | Sequence[str] | None, level: st
     if (node_ids is None) == (where is None):
         raise ValueError("erase takes either node_ids or a selector (where=...), not both, not neither")
     reason = _reason(reason)
-    store = memory.writable(level, citizen_id)
+    store = memory.level(level, citizen_id)  # not ``writable``: an erase must not create a graph
     graph = store.plans.graph
+    there = store.exists()
     if node_ids is not None:
         ids = _ids(node_ids)
     else:
         selector = MemorySelector.model_validate(where).model_copy(update={"include_forgotten": True})
-        ids = store.run(selector.plan())
-    done = store.run(erasure.erase_memories(ids)) if ids else erasure.Erasure()
+        ids = store.run(selector.plan()) if there else []
+    done = store.run(erasure.erase_memories(ids)) if ids and there else erasure.Erasure()
     receipt = ErasureReceipt(at=utcnow(), reason=reason, graphs=[graph], node_ids=done.erased_ids,
                              memories=done.memories, entities=done.entities, links=done.links,
                              access_records=done.access_records, uses_touched=done.uses_touched)
@@ -140,10 +141,11 @@ def _erase(memory: MemoryKeeper, node_ids: str | Sequence[str] | None, level: st
         receipt.vector_rows = memory.pgvector.delete_nodes(graph, [*ids, *done.entity_ids])
     # the keyword index starts over under the graph's epoch (new if something was erased now; the current one
     # on a rerun, whose first run may have died before this), its old files deleted, then indexes the graph
-    epoch = done.epoch or store.run(_epoch())
-    memory.keyword_indexes.get(graph).purge(epoch)
-    memory.bump_graph(graph)
-    memory.index_written()
+    if there:
+        epoch = done.epoch or store.run(_epoch())
+        memory.keyword_indexes.get(graph).purge(epoch)
+        memory.bump_graph(graph)
+        memory.index_written()
     if wait:
         rewrite_files(memory, [graph])
         receipt.files_rewritten = True

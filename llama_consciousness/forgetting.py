@@ -118,9 +118,11 @@ def forget(memory: MemoryKeeper, node_ids: str | Sequence[str] | None, level: st
         raise ValueError("by, when given, must say who asked (a non-empty string)")
     at = utcnow() if at is None else at
     event = Retraction(event="forgotten", at=at, reason=reason, by=by, note=note).model_dump_json(exclude_none=True)
-    store = memory.writable(level, citizen_id)
-    ids = _ids(node_ids) if node_ids is not None else store.run(MemorySelector.model_validate(where).plan())
-    before = store.run(retraction.states(ids)) if ids else {}
+    store = memory.level(level, citizen_id)  # not ``writable``: a forget must not create a graph
+    there = store.exists()
+    selector = MemorySelector.model_validate(where) if where is not None else None
+    ids = _ids(node_ids) if selector is None else store.run(selector.plan()) if there else []
+    before = store.run(retraction.states(ids)) if ids and there else {}
     fresh = [i for i in ids if i in before and before[i] is None]
     done = store.run(retraction.forget(fresh, at, reason.value, by, event)) if fresh else []
     report = ForgetReport(graph=store.plans.graph, at=at, reason=reason, forgotten=done,
@@ -140,8 +142,8 @@ def restore(memory: MemoryKeeper, node_ids: str | Sequence[str], level: str, cit
     at = utcnow() if at is None else at
     ids = _ids(node_ids)
     event = Retraction(event="restored", at=at, by=by, note=note).model_dump_json(exclude_none=True)
-    store = memory.writable(level, citizen_id)
-    before = store.run(retraction.states(ids)) if ids else {}
+    store = memory.level(level, citizen_id)  # not ``writable``: a restore must not create a graph
+    before = store.run(retraction.states(ids)) if ids and store.exists() else {}
     since = at - window
     forgotten = [i for i in ids if before.get(i) is not None]
     done = store.run(retraction.restore(forgotten, since, event)) if forgotten else []

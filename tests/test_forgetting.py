@@ -202,3 +202,12 @@ def test_the_command_line_forgets_restores_and_shows_it(memory, citizen, capsys:
     assert main(["restore", "cat", "sister", *where]) == 0
     assert memory.get_node("cat", "N1", citizen).forgotten_at is None
     assert memory.get_node("sister", "N1", citizen).forgotten_at is None
+
+
+def test_acts_on_a_graph_that_does_not_exist_create_none(memory) -> None:
+    nobody = "t" + uuid.uuid4().hex[:12]
+    assert memory.forget("x", "N1", nobody, reason="obsolete").missing == ["x"]
+    assert memory.forget(None, "N1", nobody, reason="obsolete", where={"contains": "x"}).forgotten == []
+    assert memory.restore("x", "N1", nobody).missing == ["x"]
+    assert memory.erase("x", "N1", nobody, wait=False).memories == 0
+    assert nobody not in memory.citizens() and not memory.level("N1", nobody).exists()
