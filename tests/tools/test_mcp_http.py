@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tool_helpers import ID, HttpServer, McpClient, http_connect, ids_in, scripted_llm, server_env
+from tool_helpers import HttpServer, McpClient, first_id, http_connect, ids_in, scripted_llm, server_env
 
 mcp = pytest.importorskip("mcp")
 httpx2 = pytest.importorskip("httpx2")
@@ -65,14 +65,8 @@ def bob(server, who) -> Iterator[McpClient]:
     client.close()
 
 
-def _id(text: str) -> str:
-    found = ID.findall(text)
-    assert found, text
-    return found[0]
-
-
 def test_each_token_reaches_its_own_citizen_only(ada, bob, memory, who) -> None:
-    secret = _id(ada.text("remember", {"text": "Ada's locker code is 4417."}))
+    secret = first_id(ada.text("remember", {"text": "Ada's locker code is 4417."}))
     assert memory.get_node(secret, "N1", who.ada) is not None and memory.get_node(secret, "N1", who.bob) is None
     assert "4417" in ada.text("recall", {"query": "locker code"})
     assert "4417" not in bob.text("recall", {"query": "locker code"})
@@ -109,7 +103,7 @@ def test_requests_without_a_valid_token_are_refused(server, who) -> None:
 
 def test_a_session_does_not_change_hands(server, ada, memory, who) -> None:
     """Bob's token on a session ada opened: refused, or served as bob; never ada's memory."""
-    _id(ada.text("remember", {"text": "Ada's bank PIN hint is the cat's birthday."}))
+    first_id(ada.text("remember", {"text": "Ada's bank PIN hint is the cat's birthday."}))
     with httpx2.Client(timeout=10) as http:
         opened = http.post(server.url, json=INITIALIZE, headers={**HEADERS, "Authorization": f"Bearer {who.ada_token}"})
         session = opened.headers["mcp-session-id"]
@@ -136,8 +130,8 @@ def test_two_clients_writing_at_once(server, ada, bob, memory, who) -> None:
     finally:
         second_ada.close()
     assert not any(r.is_error for rs in results for r in rs)
-    ada_ids = {_id(r.content[0].text) for rs in results[:2] for r in rs}
-    bob_ids = {_id(r.content[0].text) for r in results[2]}
+    ada_ids = {first_id(r.content[0].text) for rs in results[:2] for r in rs}
+    bob_ids = {first_id(r.content[0].text) for r in results[2]}
     assert len(ada_ids) == 6 and len(bob_ids) == 6  # the same six statements twice: six memories
     assert all(memory.get_node(i, "N1", who.ada) is not None and memory.get_node(i, "N1", who.bob) is None
                for i in ada_ids)
@@ -187,7 +181,7 @@ def test_a_llamaindex_agent_uses_the_memory_through_mcp(server, memory, who) -> 
             "What tea do I like?")]
 
     stored, recalled, forgotten, after = asyncio.run(conversation())
-    tea = _id(stored)
+    tea = first_id(stored)
     assert "genmaicha" in recalled and tea in recalled
     assert "Forgotten (user requested)" in forgotten and tea in forgotten
     assert "genmaicha" not in after and "umbrella" in after  # bob's other memories are still recalled

@@ -18,7 +18,7 @@ import pytest
 from llama_consciousness import ConsciousnessToolSpec
 from llama_consciousness.tools import TOOL_ARGS, tool_description
 
-from tool_helpers import ID, McpClient, server_env, stdio_command
+from tool_helpers import McpClient, first_id, server_env, stdio_command
 
 mcp = pytest.importorskip("mcp")
 
@@ -44,12 +44,6 @@ def client(memory, shared_dir, postgres_url, stdio_citizen) -> Iterator[McpClien
         session.close()
 
 
-def _id(text: str) -> str:
-    found = ID.findall(text)
-    assert found, text
-    return found[0]
-
-
 def test_the_server_lists_the_toolspec_tools_resources_and_prompt(client) -> None:
     assert client.init.server_info.name == "llama-consciousness"
     tools = client.run(lambda s: s.list_tools()).tools
@@ -69,10 +63,10 @@ def test_the_server_lists_the_toolspec_tools_resources_and_prompt(client) -> Non
 
 
 def test_store_recall_correct_forget_restore_over_stdio(client, memory, stdio_citizen) -> None:
-    moss = _id(client.text("remember", {"text": "Ada's dentist is Dr Moss on Rue Cler.", "rationale": "visits"}))
+    moss = first_id(client.text("remember", {"text": "Ada's dentist is Dr Moss on Rue Cler.", "rationale": "visits"}))
     assert f"id={moss}" in client.text("recall", {"query": "Ada's dentist"})
     corrected = client.text("remember", {"text": "Ada's dentist is now Dr Okafor in Belleville."})
-    okafor = _id(corrected)
+    okafor = first_id(corrected)
     assert "replaces an earlier memory" in corrected
     assert memory.get_node(moss, "N1", stdio_citizen).superseded_by == okafor  # written where the citizen lives
 
@@ -127,7 +121,7 @@ def test_bad_inputs_are_mcp_errors_and_change_nothing(client, memory, stdio_citi
         memory_id="mem_00000000000000000000")
     assert refused.meta["llama_consciousness/tool_ms"] >= 0  # the tool's own time in the server
     assert memory.counts("N1", stdio_citizen) == before
-    assert memory.get_node(_id(client.text("recall", {"query": "passport"})), "N1",
+    assert memory.get_node(first_id(client.text("recall", {"query": "passport"})), "N1",
                            stdio_citizen).forgotten_at is None
     with pytest.raises(Exception, match="no memory"):
         client.run(lambda s: s.read_resource("memory://memories/mem_00000000000000000000"))
@@ -135,7 +129,7 @@ def test_bad_inputs_are_mcp_errors_and_change_nothing(client, memory, stdio_citi
 
 def test_no_argument_reaches_another_citizens_memory(client, memory, stdio_citizen) -> None:
     other = stdio_citizen + "o"
-    secret = _id(ConsciousnessToolSpec(memory, other).remember("Bob's locker code is 4417."))
+    secret = first_id(ConsciousnessToolSpec(memory, other).remember("Bob's locker code is 4417."))
     assert "4417" not in client.text("recall", {"query": "Bob's locker code"})
     # an argument the schema does not have is dropped: the call stays in the server's citizen
     assert "4417" not in client.call("recall", {"query": "Bob's locker code", "citizen_id": other}).content[0].text
@@ -165,7 +159,7 @@ def test_calls_at_once_on_one_session_and_from_a_second_server(client, memory, s
         finally:
             second.close()
     assert not any(r.is_error for r in results)
-    ids = {_id(r.content[0].text) for r in results}
+    ids = {first_id(r.content[0].text) for r in results}
     assert len(ids) == 13  # 12 distinct reminders and one bike
     assert all(memory.get_node(i, "N1", stdio_citizen) is not None for i in ids)
     assert "green one in the shed" in client.text("recall", {"query": "Ada's bike"})

@@ -18,7 +18,7 @@ from llama_index.core.memory import Memory
 
 from llama_consciousness import ConsciousnessToolSpec
 
-from tool_helpers import ID, ids_in, scripted_llm
+from tool_helpers import first_id, ids_in, scripted_llm
 
 # llama-index-workflows reads every attribute of the agent (a pydantic model) on each run: pydantic's warnings
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:inspect")
@@ -61,8 +61,8 @@ def test_function_agent_stores_recalls_corrects_and_forgets_through_the_tools(me
 
     answers = asyncio.run(conversation())
     stored, first, corrected, now, changed, state, forgotten, after, oops = answers
-    moss = ID.findall(stored)[0]
-    okafor = ID.findall(corrected)[0]
+    moss = first_id(stored)
+    okafor = first_id(corrected)
     assert "Dr Moss" in first and f"id={moss}" in first
     assert "replaces an earlier memory" in corrected and moss in corrected
     assert "Okafor" in now and "Moss" not in now  # current mode: the replaced version is not recalled

@@ -21,6 +21,13 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 ID = re.compile(r"\bmem_[0-9a-f]{20}\b")
 
 
+def first_id(text: str) -> str:
+    """The first memory id a tool's answer names (the test fails, showing the answer, when it names none)."""
+    found = ID.findall(text)
+    assert found, text
+    return found[0]
+
+
 class ToolScript:
     """What a function-calling LLM decides, one turn at a time: ``plan(user_text, history)`` gives the tool
     calls for a user message (``[(name, kwargs)]``); once the tools have answered, the LLM replies with their
