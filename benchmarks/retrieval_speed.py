@@ -175,7 +175,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -588,39 +588,40 @@ def mixed_questions(n: int, seed: int, series: str) -> list[str]:
     return make_queries(n, random.Random(f"{seed}:mixed:{series}"))
 
 
-def _mixed_record() -> dict[str, Any]:
-    return {"ms": [], "after_write": [], "write_ms": [], "gc_ms": [], "full_gc": []}
+@contextlib.contextmanager
+def _mixed_series(memory: ConsciousnessMemory, series: str, n: int, seed: int
+                  ) -> Iterator[tuple[dict[str, Any], Iterator[str]]]:
+    """The record of one series and its questions: the caller asks each question it is given; before it, every
+    ``WRITE_EVERY``-th, a ``memory.upsert`` of one N1 turn memory is made (as a chatbot stores its turns);
+    after it, its ms, whether a write preceded it and the garbage collector's pauses inside it are recorded,
+    and each write's ms and the pauses by generation over the series."""
+    record: dict[str, Any] = {"ms": [], "after_write": [], "write_ms": [], "gc_ms": [], "full_gc": []}
 
+    def questions(pauses: GcPauses) -> Iterator[str]:
+        for number, text in enumerate(mixed_questions(n, seed, series)):
+            wrote = number % WRITE_EVERY == WRITE_EVERY - 1
+            if wrote:
+                t0 = time.perf_counter()
+                memory.upsert([turn_memory(f"reopened_{seed}_{series}_{number}", text)])
+                record["write_ms"].append(ms_since(t0))
+            gc0, full0, t0 = pauses.total_ms, len(pauses.pauses), time.perf_counter()
+            yield text  # asked here
+            record["ms"].append(ms_since(t0))
+            record["after_write"].append(wrote)
+            record["gc_ms"].append(pauses.total_ms - gc0)
+            record["full_gc"].append(len(pauses.pauses) > full0)
 
-def _asked(record: dict[str, Any], pauses: GcPauses, t0: float, gc0: float, full0: int, wrote: bool) -> None:
-    """One question's ms, whether a write came right before it, and the gc pauses inside it."""
-    record["ms"].append(ms_since(t0))
-    record["after_write"].append(wrote)
-    record["gc_ms"].append(pauses.total_ms - gc0)
-    record["full_gc"].append(len(pauses.pauses) > full0)
-
-
-def _chat_turn(memory: ConsciousnessMemory, record: dict[str, Any], node_id: str, text: str) -> None:
-    t0 = time.perf_counter()
-    memory.upsert([turn_memory(node_id, text)])
-    record["write_ms"].append(ms_since(t0))
+    with GcPauses() as pauses:
+        yield record, questions(pauses)
+    record["gc"] = pauses.by_generation
 
 
 def mixed_sync(memory: ConsciousnessMemory, retrieve: Callable[[str], Any], series: str, n: int, seed: int
                ) -> dict[str, Any]:
-    """``n`` questions through ``retrieve``, every ``WRITE_EVERY``-th right after a ``memory.upsert`` of one N1
-    turn memory (as a chatbot stores its turns); each question's ms, whether a write preceded it, each
-    write's ms and the garbage collector's pauses (by generation) while it ran."""
-    record = _mixed_record()
-    with GcPauses() as pauses:
-        for number, text in enumerate(mixed_questions(n, seed, series)):
-            wrote = number % WRITE_EVERY == WRITE_EVERY - 1
-            if wrote:
-                _chat_turn(memory, record, f"reopened_{seed}_{series}_{number}", text)
-            gc0, full0, t0 = pauses.total_ms, len(pauses.pauses), time.perf_counter()
+    """``n`` questions through ``retrieve``, mixed with chatbot writes (``_mixed_series``)."""
+    with _mixed_series(memory, series, n, seed) as (record, questions):
+        for text in questions:
             retrieve(text)
-            _asked(record, pauses, t0, gc0, full0, wrote)
-    record["gc"] = pauses.by_generation
     return record
 
 
@@ -628,16 +629,9 @@ def mixed_async(memory: ConsciousnessMemory, retriever: Any, series: str, n: int
     """``mixed_sync`` with ``await retriever.aretrieve``, every question on one event loop (``asyncio.run``);
     the writes are the memory's sync ``upsert``, called from the loop as a chatbot handler would."""
     async def run() -> dict[str, Any]:
-        record = _mixed_record()
-        with GcPauses() as pauses:
-            for number, text in enumerate(mixed_questions(n, seed, series)):
-                wrote = number % WRITE_EVERY == WRITE_EVERY - 1
-                if wrote:
-                    _chat_turn(memory, record, f"reopened_{seed}_{series}_{number}", text)
-                gc0, full0, t0 = pauses.total_ms, len(pauses.pauses), time.perf_counter()
+        with _mixed_series(memory, series, n, seed) as (record, questions):
+            for text in questions:
                 await retriever.aretrieve(text)
-                _asked(record, pauses, t0, gc0, full0, wrote)
-        record["gc"] = pauses.by_generation
         return record
 
     return asyncio.run(run())

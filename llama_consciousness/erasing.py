@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from llama_consciousness.forgetting import MemorySelector
+from llama_consciousness.forgetting import MemorySelector, node_id_list
 from llama_consciousness.levels import check_level, graph_level, graph_name
 from llama_consciousness.schema import ErasureReceipt
 from llama_consciousness.storage.reader import MemoryKeeper
@@ -36,15 +36,6 @@ from llama_consciousness.storage.level_store import (
 
 
 logger = logging.getLogger(__name__)
-
-
-def _ids(node_ids: Any) -> list[str]:
-    if isinstance(node_ids, str):
-        node_ids = [node_ids]
-    ids = list(dict.fromkeys(node_ids))
-    if not ids or not all(isinstance(i, str) and i.strip() for i in ids):
-        raise ValueError("erase needs node ids (non-empty strings) or a selector")
-    return ids
 
 
 def _epoch() -> Any:
@@ -128,7 +119,9 @@ def _erase(memory: MemoryKeeper, node_ids: str | Sequence[str] | None, level: st
     graph = store.plans.graph
     there = store.exists()
     if node_ids is not None:
-        ids = _ids(node_ids)
+        ids = node_id_list(node_ids)
+        if not ids:
+            raise ValueError("erase needs node ids (non-empty strings) or a selector")
     else:
         selector = MemorySelector.model_validate(where).model_copy(update={"include_forgotten": True})
         ids = store.run(selector.plan()) if there else []

@@ -97,7 +97,9 @@ class MemorySelector(BaseModel):
         return sorted(row[0] for row in rows)
 
 
-def _ids(node_ids: Any) -> list[str]:
+def node_id_list(node_ids: Any) -> list[str]:
+    """``node_ids`` (one id, or several) as a list without repeats; ``ValueError`` unless each is a non-empty
+    string."""
     if isinstance(node_ids, str):
         node_ids = [node_ids]
     ids = list(dict.fromkeys(node_ids))
@@ -121,7 +123,7 @@ def forget(memory: MemoryKeeper, node_ids: str | Sequence[str] | None, level: st
     store = memory.level(level, citizen_id)  # not ``writable``: a forget must not create a graph
     there = store.exists()
     selector = MemorySelector.model_validate(where) if where is not None else None
-    ids = _ids(node_ids) if selector is None else store.run(selector.plan()) if there else []
+    ids = node_id_list(node_ids) if selector is None else store.run(selector.plan()) if there else []
     before = store.run(retraction.states(ids)) if ids and there else {}
     fresh = [i for i in ids if i in before and before[i] is None]
     done = store.run(retraction.forget(fresh, at, reason.value, by, event)) if fresh else []
@@ -140,7 +142,7 @@ def restore(memory: MemoryKeeper, node_ids: str | Sequence[str], level: str, cit
     if not isinstance(window, timedelta) or window <= timedelta(0):
         raise ValueError(f"the restore window must be a positive timedelta, got {window!r}")
     at = utcnow() if at is None else at
-    ids = _ids(node_ids)
+    ids = node_id_list(node_ids)
     event = Retraction(event="restored", at=at, by=by, note=note).model_dump_json(exclude_none=True)
     store = memory.level(level, citizen_id)  # not ``writable``: a restore must not create a graph
     before = store.run(retraction.states(ids)) if ids and store.exists() else {}
