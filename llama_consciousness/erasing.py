@@ -166,7 +166,7 @@ def erase_citizen(memory: MemoryKeeper, citizen_id: str, *, reason: str = "user_
         if not shared.exists():
             continue
         ids = shared.run(_citizen_records(citizen_id))
-        links = memory.writable(level).run(_citizen_links(citizen_id))
+        links = shared.run(_citizen_links(citizen_id))
         if not ids and not links:
             continue
         part = _erase(memory, ids, level, reason=reason, wait=False) if ids else None

@@ -123,7 +123,10 @@ def forget(memory: MemoryKeeper, node_ids: str | Sequence[str] | None, level: st
     store = memory.level(level, citizen_id)  # not ``writable``: a forget must not create a graph
     there = store.exists()
     selector = MemorySelector.model_validate(where) if where is not None else None
-    ids = node_id_list(node_ids) if selector is None else store.run(selector.plan()) if there else []
+    if selector is None:
+        ids = node_id_list(node_ids)
+    else:
+        ids = store.run(selector.plan()) if there else []
     before = store.run(retraction.states(ids)) if ids and there else {}
     fresh = [i for i in ids if i in before and before[i] is None]
     done = store.run(retraction.forget(fresh, at, reason.value, by, event)) if fresh else []

@@ -21,13 +21,13 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llama_consciousness.erasing import rewrite_files
 from llama_consciousness.forgetting import MemorySelector
-from llama_consciousness.schema import ForgetReason
+from llama_consciousness.schema import ErasureReceipt, ForgetReason
 from llama_consciousness.storage.reader import MemoryKeeper
 from llama_consciousness.schema._time import utcnow
 from llama_consciousness.schema.common import LevelName
@@ -91,7 +91,7 @@ class RetentionReport(BaseModel):
     at: datetime
     dry_run: bool
     steps: list[RetentionStep] = Field(default_factory=list)
-    receipts: list[Any] = Field(default_factory=list, description="the erasure receipts (not in a dry run)")
+    receipts: list[ErasureReceipt] = Field(default_factory=list, description="the erasure receipts (not in a dry run)")
 
     @property
     def forgotten(self) -> int:
