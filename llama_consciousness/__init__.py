@@ -13,6 +13,7 @@ from llama_consciousness.errors import (
     EmbeddingDimensionError,
     LevelError,
     StorageError,
+    VectorBackendError,
 )
 from llama_consciousness.forgetting import MemorySelector
 from llama_consciousness.memory import ConsciousnessMemory
@@ -88,6 +89,7 @@ __all__ = [
     "StorageError",
     "TemporalWindow",
     "UpsertResult",
+    "VectorBackendError",
     "VectorIndexConfig",
     "WordLlamaEmbedding",
     "resolve_embed_model",

@@ -25,6 +25,11 @@ class EmbeddingDimensionError(ConsciousnessError, ValueError):
     """A vector does not have the dimension of the level's index."""
 
 
+class VectorBackendError(ConsciousnessError, ValueError):
+    """A level graph is opened with its vectors expected elsewhere than where they were written (FalkorDB or
+    Postgres, ``vector_backends``): its vector channel would find nothing."""
+
+
 class LevelError(ConsciousnessError, ValueError):
     """An unknown level, or a level that needs a citizen id without one."""
 

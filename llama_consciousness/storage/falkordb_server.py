@@ -53,6 +53,8 @@ LOCK_FILE = "server.lock"
 LOG_FILE = "falkordb.log"
 PID_FILE = "redis.pid"
 SOCKET_NAME = "falkordb.sock"
+SLOW_LOAD_S = 10.0
+"""A start that takes longer is logged with its cause and the remedy (``_said_slow_load``)."""
 
 # Holds taken by this process, per server directory: several objects of one
 # process may share a server, and only the last release may give it up.
@@ -728,6 +730,7 @@ class EmbeddedFalkorDB:
             "CMD_INFO", "no",
         ]
         logger.info("starting FalkorDB: %s", " ".join(args))
+        started = time.monotonic()
         try:
             proc = subprocess.run(args, capture_output=True, text=True, timeout=self.startup_timeout)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -749,6 +752,7 @@ class EmbeddedFalkorDB:
             if self._ping(sock):
                 if pid is None:
                     pid = int(pidfile.read_text().strip())
+                _said_slow_load(time.monotonic() - started, self.directory)
                 return pid, sock
             time.sleep(0.02)
         if pid is not None and pid_alive(pid):
@@ -786,3 +790,18 @@ class EmbeddedFalkorDB:
             proc = psutil.Process(pid)
             proc.terminate()
             proc.wait(timeout=10)
+
+
+def _said_slow_load(seconds: float, directory: Path) -> bool:
+    """Warn when a start took ``SLOW_LOAD_S`` or more, saying why and what bounds it.  Nearly all of a slow start
+    is FalkorDB rebuilding its vector indexes: a snapshot keeps the vectors, not their HNSW graph, so each is
+    built again, memory by memory, before the server answers (30,000 memories: 15 s on 2 cores, against 0.3 s
+    without the index; ``benchmarks/recovery.py``).  Postgres keeps its HNSW index on disk."""
+    if seconds < SLOW_LOAD_S:
+        return False
+    logger.warning(
+        "the FalkorDB server of %s took %.0f s to start: loading its data rebuilds every vector index in it. "
+        "Levels of many memories restart (and recover from a crash) in seconds with their vectors in Postgres: "
+        "ConsciousnessMemory(vector_backends={'N1': 'pgvector', 'N2': 'pgvector', 'N3': 'pgvector'}) for new "
+        "data (docs/how-to/pgvector.md)", directory, seconds)
+    return True

@@ -21,7 +21,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from llama_consciousness.errors import EmbeddingDimensionError, StorageError
+from llama_consciousness.errors import EmbeddingDimensionError, StorageError, VectorBackendError
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessRelationship, MemoryNode
 from llama_consciousness.schema.memory import retrieved_node
 from llama_consciousness.storage import knn_gate, records, replies
@@ -526,10 +526,25 @@ class LevelPlans:
         """
         yield from create_missing(self._missing_schema)
 
+    def _check_vector_home(self) -> Plan:
+        """Refuse to open a graph whose vectors are kept elsewhere than ``store_vectors`` says: its vector channel
+        would answer nothing, silently.  A graph's memories all carry their vector (FalkorDB) or none do
+        (Postgres), so one memory tells; an empty graph takes the backend it is opened with."""
+        rows = yield Query(f"MATCH (n:{NODE_LABEL}) WITH n LIMIT 1 RETURN n.{VECTOR_PROPERTY} IS NOT NULL",
+                           read_only=True)
+        if rows and bool(rows[0][0]) != self.store_vectors:
+            where, backend = ("FalkorDB", "falkordb") if rows[0][0] else ("Postgres", "pgvector")
+            raise VectorBackendError(
+                f"graph {self.graph!r} keeps its vectors in {where}, where they were written: open it with "
+                f"vector_backends={{{self.level!r}: {backend!r}}} (a level's vectors stay in the backend of its "
+                "first write)")
+
     def _missing_schema(self) -> Plan:
         """What the graph still lacks, as :class:`SchemaItem` (read afresh each time)."""
         # Not read-only: GRAPH.RO_QUERY refuses a graph that does not exist yet, GRAPH.QUERY creates it.
         have, vector_options = yield from indexed(read_only=False)
+        if self.dimension is not None:
+            yield from self._check_vector_home()
         keys = yield Query("CALL db.propertyKeys() YIELD propertyKey RETURN propertyKey", read_only=True)
         known = {k[0] for k in keys}
         labels = yield Query("CALL db.labels() YIELD label RETURN label", read_only=True)

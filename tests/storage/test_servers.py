@@ -138,6 +138,27 @@ def _wait_for(check, timeout_s: float = 20.0) -> bool:  # noqa: ANN001
     return False
 
 
+def test_a_slow_start_says_why_and_what_bounds_it(data_root: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """A start that rebuilds large vector indexes takes minutes (126 s at 100K memories per level): the log
+    says so and names the backend that restarts in seconds; a quick start says nothing."""
+    import logging
+
+    from llama_consciousness.storage import falkordb_server
+
+    with caplog.at_level(logging.WARNING, logger=falkordb_server.__name__):
+        quick = EmbeddedFalkorDB(data_root / "quick").start()
+        quick.stop()
+        assert not [r for r in caplog.records if "took" in r.getMessage()]
+        monkeypatch.setattr(falkordb_server, "SLOW_LOAD_S", 0.0)  # as if loading had taken long
+        slow = EmbeddedFalkorDB(data_root / "slow").start()
+        slow.stop()
+    said = [r.getMessage() for r in caplog.records if "took" in r.getMessage()]
+    assert len(said) == 1, said
+    assert str(data_root / "slow") in said[0] and "rebuilds every vector index" in said[0]
+    assert "vector_backends" in said[0] and "pgvector" in said[0]
+
+
 def test_second_object_reuses_running_server(data_root: Path) -> None:
     first = EmbeddedFalkorDB(data_root / "reuse").start()
     second = EmbeddedFalkorDB(data_root / "reuse").start()
