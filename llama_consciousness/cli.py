@@ -268,6 +268,20 @@ def run_citizens(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_move_vectors(args: argparse.Namespace) -> int:
+    from llama_consciousness.memory import PGVECTOR_LEVELS_ENV, ConsciousnessMemory
+
+    with ConsciousnessMemory(data_dir=args.data_dir) as memory:
+        report = memory.move_vectors(args.level, args.to)
+    for graph, count in report.moved.items():
+        print(f"{graph}: {count} vectors moved")
+    print(f"{report.total} vectors of {args.level} moved to {args.to} in {report.seconds:.1f} s. From now on, open "
+          f"this data directory with {args.level}'s vectors in {args.to}: vector_backends={{{args.level!r}: "
+          f"{args.to!r}}} (with the other levels' as before), or {PGVECTOR_LEVELS_ENV} listing the levels in "
+          "Postgres.")
+    return 0
+
+
 def _fmt(value: object, digits: int = 2) -> str:
     if value is None:
         return "-"
@@ -431,6 +445,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "$LLAMA_CONSCIOUSNESS_FALKORDB_URL, a server or any node of a cluster)")
     cit.add_argument("--json", action="store_true", help="JSON output")
     cit.set_defaults(func=run_citizens)
+
+    mv = sub.add_parser("move-vectors", help="move a level's vectors to Postgres (a large level then restarts and "
+                                             "recovers in seconds) or back to FalkorDB")
+    mv.add_argument("--level", required=True, choices=["N1", "N2", "N3"], help="every graph of it (N1: each citizen's)")
+    mv.add_argument("--to", required=True, choices=["pgvector", "falkordb"])
+    mv.add_argument("--data-dir", default=None,
+                    help="the memory's data directory (default: $LLAMA_CONSCIOUSNESS_HOME)")
+    mv.set_defaults(func=run_move_vectors)
     _add_inspect(sub)
     from llama_consciousness.cli_forgetting import add_forgetting_parsers
 

@@ -378,6 +378,26 @@ class ConsciousnessMemory:
             self._schema_ready.add(store.plans.graph)
         return store
 
+    def move_vectors(self, level: str, to: str) -> Any:
+        """Move the vectors of every graph of ``level`` to ``to`` ("pgvector" or "falkordb") and use them there.
+
+        FalkorDB rebuilds each vector index it loads, memory by memory, at every start and crash recovery
+        (minutes at 100,000 memories per level); Postgres keeps its index on disk, so a large level restarts
+        in seconds with its vectors there.  In batches; run it again to complete an interrupted move.  Nothing
+        else should write to the level meanwhile, and later processes open it with the new
+        ``vector_backends`` (a write with the old one raises ``VectorBackendError``).  Returns a
+        :class:`~llama_consciousness.vector_moves.VectorMoveReport`."""
+        from llama_consciousness.vector_moves import move_vectors
+
+        return move_vectors(self, level, to)
+
+    def _use_vector_backend(self, level: str, backend: str) -> None:
+        """Read and write ``level``'s vectors in ``backend`` from now on (its stores are made again)."""
+        self.vector_backends[check_level(level)] = backend
+        for name in [n for n, store in self._stores.items() if store.plans.level == level]:
+            del self._stores[name]
+            self._schema_ready.discard(name)
+
     def graph_version(self, graph: str) -> int:
         """How many writes this process has made to ``graph`` (for cache invalidation)."""
         return self._versions.get(graph, 0)

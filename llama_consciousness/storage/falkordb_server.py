@@ -802,6 +802,6 @@ def _said_slow_load(seconds: float, directory: Path) -> bool:
     logger.warning(
         "the FalkorDB server of %s took %.0f s to start: loading its data rebuilds every vector index in it. "
         "Levels of many memories restart (and recover from a crash) in seconds with their vectors in Postgres: "
-        "ConsciousnessMemory(vector_backends={'N1': 'pgvector', 'N2': 'pgvector', 'N3': 'pgvector'}) for new "
-        "data (docs/how-to/pgvector.md)", directory, seconds)
+        "`llama-consciousness move-vectors --level N1 --to pgvector` (or memory.move_vectors), then "
+        "vector_backends={'N1': 'pgvector'} (docs/how-to/pgvector.md)", directory, seconds)
     return True

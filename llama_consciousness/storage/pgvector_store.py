@@ -8,6 +8,7 @@ are bound parameters, a write is an idempotent upsert keyed by ``(graph, node_id
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import select
@@ -353,6 +354,16 @@ class PgVectorStore:
         template = "(%s, %s, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::timestamptz, %s::boolean)"
         return self._call(f"updating vector rows of graph {graph!r} in Postgres",
                           _in_transaction(statement, template, rows))
+
+    def vectors_after(self, graph: str, after: str, limit: int) -> list[tuple[str, list[float]]]:
+        """``(node_id, vector)`` of ``graph``'s memories with node ids after ``after``, in id order, at most
+        ``limit`` (a page of ``ConsciousnessMemory.move_vectors``)."""
+        def work(cur: Any, deadline: float) -> list[tuple[str, list[float]]]:
+            _execute(cur, sql.SQL("SELECT node_id, embedding::text FROM {t} WHERE graph = %s AND node_id > %s "
+                                  "ORDER BY node_id LIMIT %s").format(t=self.table), (graph, after, limit), deadline)
+            return [(node_id, json.loads(text)) for node_id, text in cur.fetchall()]
+
+        return self._call(f"reading the vectors of graph {graph!r}", work)
 
     def delete_graph(self, graph: str) -> int:
         """Remove every vector of ``graph`` (the graph itself was deleted); returns the rows removed."""
