@@ -514,6 +514,7 @@ class ConsciousnessGraphWriter(ReportingTransform):
             grouped[max(slot.get(change.old_id, 0), slot.get(change.new_id, 0))][2].append(change)
 
         vectors = mem.vectors(store.plans.level)
+        store.check_vector_home()  # before the vectors go anywhere
         for part, (extra, chunk_links, chunk_changes) in zip(parts, grouped):
             if not (part or extra or chunk_links or chunk_changes):
                 continue

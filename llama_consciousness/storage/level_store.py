@@ -516,6 +516,7 @@ class LevelPlans:
         self.dimension = dimension
         self.index = index or VectorIndexConfig()
         self.store_vectors = store_vectors
+        self._vector_home_known = False  # check_vector_home has passed
 
     # -- schema ---------------------------------------------------------------
 
@@ -526,10 +527,14 @@ class LevelPlans:
         """
         yield from create_missing(self._missing_schema)
 
-    def _check_vector_home(self) -> Plan:
-        """Refuse to open a graph whose vectors are kept elsewhere than ``store_vectors`` says: its vector channel
-        would answer nothing, silently.  A graph's memories all carry their vector (FalkorDB) or none do
-        (Postgres), so one memory tells; an empty graph takes the backend it is opened with."""
+    def check_vector_home(self) -> Plan:
+        """Refuse to write memories into a graph whose vectors are kept elsewhere than ``store_vectors`` says:
+        they would go where its vector channel never looks.  A graph's memories all carry their vector
+        (FalkorDB) or none do (Postgres), so one memory tells; an empty graph takes the backend it is written
+        with.  Once per plans object (a store keeps its plans); other writes (uses, states, forgetting) touch no
+        vector and are not checked."""
+        if self._vector_home_known or self.dimension is None:
+            return
         rows = yield Query(f"MATCH (n:{NODE_LABEL}) WITH n LIMIT 1 RETURN n.{VECTOR_PROPERTY} IS NOT NULL",
                            read_only=True)
         if rows and bool(rows[0][0]) != self.store_vectors:
@@ -538,13 +543,12 @@ class LevelPlans:
                 f"graph {self.graph!r} keeps its vectors in {where}, where they were written: open it with "
                 f"vector_backends={{{self.level!r}: {backend!r}}} (a level's vectors stay in the backend of its "
                 "first write)")
+        self._vector_home_known = True
 
     def _missing_schema(self) -> Plan:
         """What the graph still lacks, as :class:`SchemaItem` (read afresh each time)."""
         # Not read-only: GRAPH.RO_QUERY refuses a graph that does not exist yet, GRAPH.QUERY creates it.
         have, vector_options = yield from indexed(read_only=False)
-        if self.dimension is not None:
-            yield from self._check_vector_home()
         keys = yield Query("CALL db.propertyKeys() YIELD propertyKey RETURN propertyKey", read_only=True)
         known = {k[0] for k in keys}
         labels = yield Query("CALL db.labels() YIELD label RETURN label", read_only=True)
@@ -644,6 +648,8 @@ class LevelPlans:
             self._check_node(node)
         if not nodes and not edges and not supersessions:
             return UpsertResult()
+        if nodes:
+            yield from self.check_vector_home()
         base_ids = base_ids or {}
         volatile = volatile or {}
         node_rows = [records.node_row(n, base_ids.get(n.node_id), volatile.get(n.node_id, ())) for n in nodes]
@@ -1011,5 +1017,6 @@ def _runs(name: str, plan: str | None = None) -> Callable[..., Any]:
 
 LevelGraphStore.ensure_schema = _runs("ensure_schema", "ensure_ready")  # type: ignore[attr-defined]
 for _name in ("upsert", "get_node", "get_nodes", "statements", "get_relationships", "counts", "named_nodes", "versions",
-              "existing_ids", "nearest", "has_current_memories", "vector_search", "reindex_vectors", "unsupersede"):
+              "existing_ids", "nearest", "has_current_memories", "vector_search", "reindex_vectors", "unsupersede",
+              "check_vector_home"):
     setattr(LevelGraphStore, _name, _runs(_name))
