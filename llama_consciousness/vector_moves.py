@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from llama_consciousness.levels import check_level, graph_level
-from llama_consciousness.storage.level_store import NODE_LABEL, VECTOR_PROPERTY, Query
+from llama_consciousness.storage.level_store import NODE_LABEL, VECTOR_PROPERTY, Query, indexed
 from llama_consciousness.storage.params import Ids, Rows
 
 if TYPE_CHECKING:
@@ -108,9 +108,8 @@ def _to_falkordb(memory: ConsciousnessMemory, level: str, citizen: str | None, b
 
 
 def _drop_vector_index() -> Any:
-    have = yield Query("CALL db.indexes() YIELD label, properties, types RETURN label, properties, types",
-                       read_only=True)
-    if any(label == NODE_LABEL and VECTOR_PROPERTY in str(types) for label, _, types in have):
+    _, vector_options = yield from indexed()
+    if vector_options is not None:
         yield Query(f"DROP VECTOR INDEX FOR (n:{NODE_LABEL}) ON (n.{VECTOR_PROPERTY})")
 
 

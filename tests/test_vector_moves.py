@@ -48,6 +48,9 @@ def test_a_level_moves_to_postgres_and_back_with_the_same_answers(directory: Pat
         assert memory.vector_backends["N1"] == "pgvector"
         assert {c: _ranked(memory, "N1", c) for c in (citizen, other)} == before  # every citizen's graph
         assert memory.pgvector.count(f"citizen_{citizen}") == 6
+        graph = memory.level("N1", citizen).graph
+        assert "VECTOR" not in str(graph.query("CALL db.indexes() YIELD types RETURN types").result_set)  # gone
+        assert graph.query("MATCH (n:Memory) WHERE n.embedding IS NOT NULL RETURN count(n)").result_set == [[0]]
         assert _ranked(memory, "N2", None) == n2_before  # another level is untouched
         memory.upsert([MemoryNode(node_id="a_new", level="N1", citizen_id=citizen, name="Lamp oil",
                                   description="The lighthouse lamp needs new oil", energy=0.5, confidence=0.8)])
@@ -65,6 +68,8 @@ def test_a_level_moves_to_postgres_and_back_with_the_same_answers(directory: Pat
         assert back.moved[f"citizen_{citizen}"] == 7
         assert memory.pgvector.count(f"citizen_{citizen}") == 0
         assert _ranked(memory, "N1", citizen) == moved_once  # float32 vectors, both ways
+        graph = memory.level("N1", citizen).graph
+        assert "VECTOR" in str(graph.query("CALL db.indexes() YIELD types RETURN types").result_set)  # made again
         stream = memory.retrieve_stream(RetrievalIntention(query_text="lighthouse lamp", citizen_id=citizen,
                                                            query_levels=["N1"]))
         assert "a2" in {n.node_id for nodes in stream.activation_tiers.values() for n in nodes}
