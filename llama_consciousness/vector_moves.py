@@ -18,14 +18,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llama_consciousness.levels import check_level, graph_level
 from llama_consciousness.storage.level_store import NODE_LABEL, VECTOR_PROPERTY, Query, indexed
 from llama_consciousness.storage.params import Ids, Rows
-
-if TYPE_CHECKING:
-    from llama_consciousness.memory import ConsciousnessMemory
+from llama_consciousness.storage.reader import MemoryKeeper
 
 BACKENDS = ("falkordb", "pgvector")
 BATCH = 1_000
@@ -46,7 +44,7 @@ class VectorMoveReport:
         return sum(self.moved.values())
 
 
-def move_vectors(memory: ConsciousnessMemory, level: str, to: str, *, batch: int = BATCH) -> VectorMoveReport:
+def move_vectors(memory: MemoryKeeper, level: str, to: str, *, batch: int = BATCH) -> VectorMoveReport:
     """Move every vector of ``level`` to ``to`` ("falkordb" or "pgvector"), then use it there (see the module)."""
     check_level(level)
     if to not in BACKENDS:
@@ -72,7 +70,7 @@ def move_vectors(memory: ConsciousnessMemory, level: str, to: str, *, batch: int
     return VectorMoveReport(level, to, moved, time.perf_counter() - started)
 
 
-def _to_postgres(memory: ConsciousnessMemory, level: str, citizen: str | None, batch: int) -> int:
+def _to_postgres(memory: MemoryKeeper, level: str, citizen: str | None, batch: int) -> int:
     """FalkorDB's index goes first (clearing vectors one by one from a live index costs more than building
     it); then, batch by batch, the vectors are written to Postgres and cleared from the nodes."""
     store = memory.level(level, citizen)
@@ -90,7 +88,7 @@ def _to_postgres(memory: ConsciousnessMemory, level: str, citizen: str | None, b
         moved += len(rows)
 
 
-def _to_falkordb(memory: ConsciousnessMemory, level: str, citizen: str | None, batch: int) -> int:
+def _to_falkordb(memory: MemoryKeeper, level: str, citizen: str | None, batch: int) -> int:
     """Batch by batch (by node id), each vector set on its node; the graph's index is made after the last
     (``move_vectors``), then the Postgres rows go."""
     store = memory.level(level, citizen)

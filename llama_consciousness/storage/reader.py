@@ -78,6 +78,20 @@ class MemoryKeeper(MemoryReader, Protocol):
     """The ``PgVectorStore`` of the levels whose vectors live in Postgres."""
     data_dir: Any
     """The memory's own data directory (a ``Path``), None when its servers are given by URL."""
+    postgres_url: Any
+    """The Postgres given by URL (None: the embedded one, in ``data_dir``, when a level needs it)."""
+
+    def graphs(self) -> list[str]:
+        """The level graphs that exist on the server."""
+        ...
+
+    def _open_pgvector(self) -> None:
+        """Connect the Postgres vector store (starting the embedded Postgres without ``postgres_url``)."""
+        ...
+
+    def _use_vector_backend(self, level: str, backend: str) -> None:
+        """Read and write ``level``'s vectors in ``backend`` from now on (``move_vectors`` moved them)."""
+        ...
 
     def delete_level(self, level: str, citizen_id: str | None = None) -> None:
         """Delete one level graph with its vectors and keyword index."""
