@@ -66,7 +66,7 @@ def move_vectors(memory: MemoryKeeper, level: str, to: str, *, batch: int = BATC
             moved[graph] = _to_falkordb(memory, level, citizen, batch)
     memory._use_vector_backend(level, to)
     for graph, citizen in graphs:
-        memory.writable(level, citizen)  # the new home's schema (FalkorDB's index, moving back); checked there
+        memory.writable(level, citizen)  # the schema of the new home (moving back: FalkorDB's vector index)
     return VectorMoveReport(level, to, moved, time.perf_counter() - started)
 
 
