@@ -448,8 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     mv = sub.add_parser("move-vectors", help="move a level's vectors to Postgres (a large level then restarts and "
                                              "recovers in seconds) or back to FalkorDB")
-    mv.add_argument("--level", required=True, choices=["N1", "N2", "N3"], help="every graph of it (N1: each citizen's)")
-    mv.add_argument("--to", required=True, choices=["pgvector", "falkordb"])
+    mv.add_argument("--level", required=True, choices=("N1", "N2", "N3"), help="every graph of it (N1: each citizen's)")
+    mv.add_argument("--to", required=True, choices=("pgvector", "falkordb"))
     mv.add_argument("--data-dir", default=None,
                     help="the memory's data directory (default: $LLAMA_CONSCIOUSNESS_HOME)")
     mv.set_defaults(func=run_move_vectors)

@@ -51,7 +51,7 @@ from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.keyword_index import KeywordIndexes
 from llama_consciousness.storage.paths import default_data_dir, ensure_writable_dir
 from llama_consciousness.storage.pool import CONNECTIONS_PER_RETRIEVAL, DEFAULT_MAX_CONNECTIONS, BoundedPool
-from llama_consciousness.storage.vectors import GraphVectors, LevelVectors, PostgresVectors
+from llama_consciousness.storage.vectors import VECTOR_BACKENDS, GraphVectors, LevelVectors, PostgresVectors
 from llama_consciousness.schema._time import utcnow
 from llama_consciousness.temporal import TemporalWindow
 
@@ -62,7 +62,6 @@ SERVER_IDLE_ENV = "LLAMA_CONSCIOUSNESS_SERVER_IDLE_S"
 POSTGRES_URL_ENV = "LLAMA_CONSCIOUSNESS_POSTGRES_URL"
 PGVECTOR_LEVELS_ENV = "LLAMA_CONSCIOUSNESS_PGVECTOR_LEVELS"
 
-VECTOR_BACKENDS = ("falkordb", "pgvector")
 
 CONNECT_TIMEOUT_S = 5.0
 """How long connecting to FalkorDB may take."""

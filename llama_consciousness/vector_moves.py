@@ -24,8 +24,8 @@ from llama_consciousness.levels import check_level, graph_level
 from llama_consciousness.storage.level_store import NODE_LABEL, VECTOR_PROPERTY, Query, indexed
 from llama_consciousness.storage.params import Ids, Rows
 from llama_consciousness.storage.reader import MemoryKeeper
+from llama_consciousness.storage.vectors import VECTOR_BACKENDS
 
-BACKENDS = ("falkordb", "pgvector")
 BATCH = 1_000
 """Memories per round trip of a move (a batch of 256-d vectors is about 2 MB on the wire)."""
 
@@ -47,8 +47,8 @@ class VectorMoveReport:
 def move_vectors(memory: MemoryKeeper, level: str, to: str, *, batch: int = BATCH) -> VectorMoveReport:
     """Move every vector of ``level`` to ``to`` ("falkordb" or "pgvector"), then use it there (see the module)."""
     check_level(level)
-    if to not in BACKENDS:
-        raise ValueError(f"vectors can move to one of {BACKENDS}, not {to!r}")
+    if to not in VECTOR_BACKENDS:
+        raise ValueError(f"vectors can move to one of {VECTOR_BACKENDS}, not {to!r}")
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     started = time.perf_counter()
@@ -89,8 +89,8 @@ def _to_postgres(memory: MemoryKeeper, level: str, citizen: str | None, batch: i
 
 
 def _to_falkordb(memory: MemoryKeeper, level: str, citizen: str | None, batch: int) -> int:
-    """Batch by batch (by node id), each vector set on its node; the graph's index is made after the last
-    (``move_vectors``), then the Postgres rows go."""
+    """Batch by batch (by node id), each vector set on its node, then the Postgres rows go; the graph's index
+    is made by ``move_vectors`` after every graph has moved (a start makes a missing one too)."""
     store = memory.level(level, citizen)
     graph = store.plans.graph
     moved, after = 0, ""

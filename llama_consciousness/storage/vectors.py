@@ -12,6 +12,9 @@ from llama_consciousness.schema import MemoryNode
 from llama_consciousness.storage.filters import MemoryFilter
 from llama_consciousness.storage.level_store import Await, LevelPlans, Plan, VectorHit
 
+VECTOR_BACKENDS = ("falkordb", "pgvector")
+"""Where a level's vectors can be (``ConsciousnessMemory(vector_backends=...)``, ``move_vectors``)."""
+
 # Postgres searches run here, beside the graph queries (each waits for a pooled connection)
 _SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lc-pgvector")
 
