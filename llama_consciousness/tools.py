@@ -567,15 +567,17 @@ class ConsciousnessToolSpec(BaseToolSpec):
         nodes = self.memory.get_nodes(ids, "N1", self.citizen_id)
         return {n.node_id: _clip(n.description or n.name, 120) for n in nodes}
 
-    def _forget(self, args: ForgetArgs) -> str:
+    def _targets(self, args: ForgetArgs | RestoreArgs, forgotten: bool) -> list[str]:
+        """The memories a forget or restore names: its ``memory_id``, or those its ``query`` selects among the
+        forgotten ones (restore) or the others (forget); empty when the query selects none."""
         self._one_of(args)
-        if args.memory_id is not None:
-            ids = [args.memory_id]
-        else:
-            ids = self._select(args.query, forgotten=False)
-            if not ids:
-                return (f"No memory contains {_clip(args.query, 80)!r} (forgotten ones aside): nothing forgotten. Use "
-                        "recall to find it, then forget it by memory_id.")
+        return [args.memory_id] if args.memory_id is not None else self._select(args.query, forgotten=forgotten)
+
+    def _forget(self, args: ForgetArgs) -> str:
+        ids = self._targets(args, forgotten=False)
+        if not ids:
+            return (f"No memory contains {_clip(args.query, 80)!r} (forgotten ones aside): nothing forgotten. Use "
+                    "recall to find it, then forget it by memory_id.")
         report = self.memory.forget(ids, "N1", self.citizen_id, reason=args.reason, by=self.by, note=args.note)
         if report.missing and len(report.missing) == len(ids):  # only in this citizen's N1: nothing else is looked at
             raise ToolCallError(_not_mine(report.missing, self.citizen_id, "nothing forgotten"))
@@ -592,13 +594,9 @@ class ConsciousnessToolSpec(BaseToolSpec):
         return "\n".join(lines)
 
     def _restore(self, args: RestoreArgs) -> str:
-        self._one_of(args)
-        if args.memory_id is not None:
-            ids = [args.memory_id]
-        else:
-            ids = self._select(args.query, forgotten=True)
-            if not ids:
-                return f"No forgotten memory contains {_clip(args.query, 80)!r}: nothing restored."
+        ids = self._targets(args, forgotten=True)
+        if not ids:
+            return f"No forgotten memory contains {_clip(args.query, 80)!r}: nothing restored."
         report = self.memory.restore(ids, "N1", self.citizen_id, by=self.by)
         if report.missing and len(report.missing) == len(ids):
             raise ToolCallError(_not_mine(report.missing, self.citizen_id, "nothing restored"))
