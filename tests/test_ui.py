@@ -73,6 +73,18 @@ def _api(ui, path: str, **params: Any) -> tuple[int, Any]:
     return status, json.loads(body)
 
 
+def ask_n1(page: Any, citizen: str, question: str, mode: str | None = None) -> None:
+    """On the loaded page: ask ``question`` of ``citizen``'s N1 alone (N2 and N3 unchecked), in ``mode``."""
+    page.wait_for_selector(f"#citizen option[value={citizen}]", state="attached")
+    page.select_option("#citizen", citizen)
+    page.fill("#question", question)
+    if mode is not None:
+        page.select_option("#mode", mode)
+    page.uncheck("input[name=level][value=N2]")
+    page.uncheck("input[name=level][value=N3]")
+    page.click("#ask")
+
+
 def test_json_api(ui, memory, citizen: str) -> None:
     # the page and its files, with the headers that keep memory text inert
     status, headers, body = _get(ui.url)
@@ -263,12 +275,7 @@ def test_page_in_a_real_browser(ui, memory, citizen: str) -> None:
 
             # a memory whose text is markup: shown as text, never run
             page.reload()
-            page.wait_for_selector(f"#citizen option[value={citizen}]", state="attached")
-            page.select_option("#citizen", citizen)
-            page.fill("#question", "zebra marker text")
-            page.uncheck('input[name=level][value=N2]')
-            page.uncheck('input[name=level][value=N3]')
-            page.click("#ask")
+            ask_n1(page, citizen, "zebra marker text")
             card = page.locator(f'#view-stream .memory-card[data-gid="N1:{payload_id}"]')
             card.wait_for()
             assert PAYLOAD in card.inner_text()

@@ -12,7 +12,7 @@ import pytest
 
 from llama_consciousness.schema import MemoryNode
 from llama_consciousness.ui import serve
-from test_ui import CHROMIUM_ARGS, _api, _chromium
+from test_ui import CHROMIUM_ARGS, _api, _chromium, ask_n1
 
 QUESTION = "Which telescope does the observatory on the hill use?"
 TEXTS = {
@@ -89,13 +89,7 @@ def test_the_page_greys_a_forgotten_memory_with_its_reason(ui, forgotten: tuple[
             page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
 
             page.goto(ui.url)
-            page.wait_for_selector(f"#citizen option[value={citizen}]", state="attached")
-            page.select_option("#citizen", citizen)
-            page.fill("#question", QUESTION)
-            page.select_option("#mode", "full_history")
-            page.uncheck("input[name=level][value=N2]")
-            page.uncheck("input[name=level][value=N3]")
-            page.click("#ask")
+            ask_n1(page, citizen, QUESTION, mode="full_history")
 
             card = page.locator(f'#view-stream .memory-card[data-gid="N1:{node_id}"]')
             card.wait_for()
