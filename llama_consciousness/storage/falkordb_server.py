@@ -792,16 +792,15 @@ class EmbeddedFalkorDB:
             proc.wait(timeout=10)
 
 
-def _said_slow_load(seconds: float, directory: Path) -> bool:
+def _said_slow_load(seconds: float, directory: Path) -> None:
     """Warn when a start took ``SLOW_LOAD_S`` or more, saying why and what bounds it.  Nearly all of a slow start
     is FalkorDB rebuilding its vector indexes: a snapshot keeps the vectors, not their HNSW graph, so each is
     built again, memory by memory, before the server answers (30,000 memories: 15 s on 2 cores, against 0.3 s
     without the index; ``benchmarks/recovery.py``).  Postgres keeps its HNSW index on disk."""
     if seconds < SLOW_LOAD_S:
-        return False
+        return
     logger.warning(
         "the FalkorDB server of %s took %.0f s to start: loading its data rebuilds every vector index in it. "
         "Levels of many memories restart (and recover from a crash) in seconds with their vectors in Postgres: "
         "`llama-consciousness move-vectors --level N1 --to pgvector` (or memory.move_vectors), then "
         "vector_backends={'N1': 'pgvector'} (docs/how-to/pgvector.md)", directory, seconds)
-    return True
