@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 Record = tuple[str, str, dict[str, Any], "list[float] | None"]
 
+_HELLO = b"ready"
+"""The child's first message: its imports are done."""
+
 
 class IngestWorkerError(ConsciousnessError, RuntimeError):
     """The worker process failed (died, or raised an error that cannot cross processes)."""
@@ -112,6 +115,26 @@ class PureStageWorker:
         self._requests = Connection(to_child_w, readable=False)
         self._replies = Connection(from_child_r, writable=False)
         self._sent = self._read = 0  # chunks sent, answers read: the next answer is to ticket ``_read``
+        self._ready = False  # the child's first message, once its imports are done, was read
+
+    def ready(self) -> bool:
+        """Whether the child has started (its imports, about a second, are done); never waits."""
+        if not self._ready:
+            try:
+                if self._replies.poll(0):
+                    self._read_hello()
+            except (EOFError, OSError):  # dead: ``result`` says so when asked
+                return False
+        return self._ready
+
+    def _read_hello(self) -> None:
+        try:
+            hello = self._replies.recv_bytes()
+        except (EOFError, OSError) as exc:
+            raise IngestWorkerError(f"the ingestion worker died (exit code {self._process.poll()})") from exc
+        if hello != _HELLO:
+            raise IngestWorkerError(f"the ingestion worker began with {hello[:40]!r}, not its hello")
+        self._ready = True
 
     @property
     def pending(self) -> int:
@@ -136,6 +159,8 @@ class PureStageWorker:
         if ticket != self._read or not self.pending:
             pending = list(range(self._read, self._sent))
             raise ValueError(f"ticket {ticket} is not the next answer (pending: {pending})")
+        if not self._ready:
+            self._read_hello()
         try:
             answer, status, payload, report = pickle.loads(self._replies.recv_bytes())
         except (EOFError, OSError) as exc:
@@ -193,6 +218,12 @@ def release(worker: PureStageWorker, healthy: bool) -> None:
                 _idle.append(worker)
                 return
     worker.close()
+
+
+def idle() -> bool:
+    """Whether a started worker is kept for the next ingestion (it then costs no start)."""
+    with _idle_lock:
+        return bool(_idle)
 
 
 def shutdown() -> None:
@@ -263,6 +294,10 @@ def main(argv: Sequence[str]) -> int:
     gc.freeze()
     requests = Connection(int(argv[1]), writable=False)
     replies = Connection(int(argv[2]), readable=False)
+    try:
+        replies.send_bytes(_HELLO)
+    except OSError:  # the parent is gone (or stopped this worker) before it started: nothing to do
+        return 0
     with fewer_collections(young=BULK_YOUNG_COLLECTION_THRESHOLD):
         _serve(requests, replies)
     return 0

@@ -118,6 +118,13 @@ def query_terms(text: str, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
     return list(dict.fromkeys(analyze(text)))[:max_terms]
 
 
+ABOUT_MAX_CHARS = 600
+"""The longest memory whose subjects (``about_words``) are indexed, as long as the offline update judge reads by
+default (``IngestOptions.update_max_chars``): the patterns are of chat facts.  On BEAM's tune half, indexing them
+up to 1,600 characters instead gave the same recall in every category, for 0.34 ms of ``memory_terms`` a message
+against 0.20 ms (2,448 messages of conversations 1-3)."""
+
+
 def memory_terms(name: str | None, description: str | None) -> list[str]:
     """The terms of a memory: its name, then its description (a name the description already contains, a title
     repeated in the text, is not counted twice), then, once each, the words of what it states something about
@@ -127,7 +134,7 @@ def memory_terms(name: str | None, description: str | None) -> list[str]:
     text = description if name in description else f"{name}\n{description}"
     terms = analyze(text)
     speaker, body = speaker_of(text)
-    about = about_words(body, speaker)
+    about = about_words(body, speaker) if len(body) <= ABOUT_MAX_CHARS else ""
     if about:  # only words the memory does not say itself: they name its subject, they do not repeat it
         have = set(terms)
         terms += [t for t in dict.fromkeys(analyze(about)) if t not in have]

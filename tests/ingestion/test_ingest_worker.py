@@ -279,3 +279,90 @@ def test_the_package_does_not_import_the_worker_module() -> None:
             "print('llama_consciousness.ingestion.worker' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_worker_says_when_it_has_started_and_answers_after() -> None:
+    """``ready`` never waits; the child's hello is read once, by ``ready`` or by the first ``result``."""
+    import time
+
+    worker = PureStageWorker()
+    try:
+        assert worker.ready() is False  # its imports take about a second
+        deadline = time.monotonic() + 60
+        while not worker.ready():
+            assert time.monotonic() < deadline, "the worker never started"
+            time.sleep(0.02)
+        out, _, _ = worker.result(worker.submit(IngestOptions(), _nodes(0, 2)))
+        assert [n.node_id for n in out] == ["w_0", "w_1"]
+    finally:
+        worker.close()
+    unread = PureStageWorker()  # submitted before it started: the hello is skipped by ``result``
+    try:
+        out, _, _ = unread.result(unread.submit(IngestOptions(), _nodes(2, 1)))
+        assert [n.node_id for n in out] == ["w_2"] and unread.ready()
+    finally:
+        unread.close()
+
+
+@pytest.mark.parametrize("started", [False, True])
+def test_auto_runs_chunks_here_until_its_worker_has_started(memory, monkeypatch, started) -> None:
+    """``worker="auto"`` over enough text starts a worker, but gives it chunks only once it is ready: a run
+    does not wait a second of imports; ``"on"`` always waits (the tests above)."""
+    import uuid
+
+    from llama_consciousness.ingestion import pipeline
+
+    here, sent = [], []
+    pure_here, submit = pipeline._pure_here, PureStageWorker.submit
+    monkeypatch.setattr(pipeline, "_pure_here", lambda o, chunk: here.append(len(chunk)) or pure_here(o, chunk))
+    monkeypatch.setattr(PureStageWorker, "submit",
+                        lambda self, o, nodes, embed=None: sent.append(len(nodes)) or submit(self, o, nodes, embed))
+    monkeypatch.setattr(PureStageWorker, "ready", lambda self: started)
+    monkeypatch.setattr(pipeline, "WORKER_CHARS", 100)
+    monkeypatch.setattr(pipeline, "WORKER_CHARS_KEPT", 100)
+    tag = uuid.uuid4().hex[:8]
+    records = [_record(i, node_id=f"au_{tag}_{i}") for i in range(6)]
+    report = memory.ingest([_raw_text_node(r, i + 1) for i, r in enumerate(records)], chunk_size=2,
+                           entities=False, duplicates="off")
+    assert report.inserted == 6
+    assert (here, sent) == (([], [2, 2, 2]) if started else ([2, 2, 2], []))
+    stored = memory.get_nodes([r["node_id"] for r in records], "N2")
+    assert len(stored) == 6 and all("[REDACTED:email]" in n.description for n in stored)
+
+
+def test_auto_starts_a_worker_for_long_text_not_for_a_few_messages(memory, monkeypatch) -> None:
+    """The choice reads the text's size as well as the records' number (2 KB messages pay a worker long before
+    3,000 of them); a worker kept from an earlier run lowers the bar, since it costs no start."""
+    import uuid
+
+    from llama_consciousness.ingestion import pipeline
+
+    acquired = []
+    real = workers.acquire
+    monkeypatch.setattr(workers, "acquire", lambda: acquired.append(1) or real())
+    tag = uuid.uuid4().hex[:8]
+
+    def ingest(count: int, size: int) -> None:
+        records = [_record(i, node_id=f"lt_{tag}_{size}_{i}", description=f"Reading {i}. " + "x" * size)
+                   for i in range(count)]
+        assert memory.ingest([_raw_text_node(r, 1) for r in records], entities=False).inserted == count
+
+    workers.shutdown()  # none kept
+    ingest(3, 1_000)
+    assert acquired == []
+    monkeypatch.setattr(pipeline, "WORKER_CHARS", 20_000)
+    ingest(3, 10_000)
+    assert acquired == [1]  # 30,000 characters in 3 records
+    assert workers.idle()
+    monkeypatch.setattr(pipeline, "WORKER_CHARS_KEPT", 5_000)
+    ingest(3, 2_000)
+    assert acquired == [1, 1]
+
+
+def test_chunks_end_at_their_records_or_their_text() -> None:
+    from llama_consciousness.ingestion.pipeline import _chunks
+
+    nodes = [_raw_text_node(_record(i, description="y" * length), 1) for i, length in enumerate([10, 50, 45, 5, 200, 1])]
+    assert [[n.node_id for n in c] for c in _chunks(nodes, 3, 100)] == [["w_0", "w_1", "w_2"], ["w_3", "w_4"], ["w_5"]]
+    assert [len(c) for c in _chunks(nodes, 2, 10_000)] == [2, 2, 2]
+    assert [len(c) for c in _chunks(nodes, 10, 1)] == [1] * 6
