@@ -530,12 +530,13 @@ class LevelPlans:
     def check_vector_home(self) -> Plan:
         """Refuse to write memories into a graph whose vectors are kept elsewhere than ``store_vectors`` says:
         they would go where its vector channel never looks.  A graph's memories all carry their vector
-        (FalkorDB) or none do (Postgres), so one memory tells; an empty graph takes the backend it is written
-        with.  Once per plans object (a store keeps its plans); other writes (uses, states, forgetting) touch no
+        (FalkorDB) or none do (Postgres), entity hubs aside (they have none: ``ConsciousnessMemory.embed_nodes``),
+        so one other memory tells; a graph without one takes the backend it is written with.  Once per plans object (a store keeps its plans); other writes (uses, states, forgetting) touch no
         vector and are not checked."""
         if self._vector_home_known or self.dimension is None:
             return
-        rows = yield Query(f"MATCH (n:{NODE_LABEL}) WITH n LIMIT 1 RETURN n.{VECTOR_PROPERTY} IS NOT NULL",
+        rows = yield Query(f"MATCH (n:{NODE_LABEL}) WHERE NOT coalesce(n.is_entity, false) WITH n LIMIT 1 "
+                           f"RETURN n.{VECTOR_PROPERTY} IS NOT NULL",
                            read_only=True)
         if rows and bool(rows[0][0]) != self.store_vectors:
             where, backend = ("FalkorDB", "falkordb") if rows[0][0] else ("Postgres", "pgvector")

@@ -628,6 +628,22 @@ def test_a_memory_is_not_a_duplicate_of_an_entity(memory, citizen, tmp_path) -> 
     assert (report.duplicates, report.inserted) == (0, 1)
 
 
+def test_entity_hubs_carry_no_vector(memory, citizen, tmp_path) -> None:
+    """No search looks for a hub by its vector: hubs are written without one, the memories that mention them
+    with theirs, and the level still knows its vectors are in FalkorDB on the next write."""
+    memory.ingest(write_file(tmp_path / "hubs.jsonl", [
+        mem("hub_talk", citizen, "Standup", "We asked Ada Lovelace and Grace Hopper about the Falcon rollout.")]))
+    graph = memory.db.select_graph(memory.level("N1", citizen).plans.graph)
+    rows = graph.ro_query("MATCH (m:Memory) RETURN m.node_id, coalesce(m.is_entity, false), m.embedding IS NOT NULL "
+                          "ORDER BY m.node_id").result_set
+    hubs = [r for r in rows if r[1]]
+    assert len(hubs) >= 2 and not any(r[2] for r in hubs)
+    assert [r[2] for r in rows if r[0] == "hub_talk"] == [True]
+    memory.ingest(write_file(tmp_path / "more.jsonl", [mem("hub_more", citizen, "Later", "Ada Lovelace called back.")]))
+    found = memory.vector_search("Ada Lovelace called back", "N1", citizen, k=3)
+    assert found and found[0].node_id == "hub_more"
+
+
 # -- 7. a batch that fails midway ----------------------------------------------------------
 
 

@@ -38,7 +38,8 @@ def test_emotions_quarantine_and_entities_filtered_in_sql(memory) -> None:
     excited = _n3(f"pge_{tag}_a", f"launch party {tag}", emotion_vector={"excited": 0.9})
     calm = _n3(f"pge_{tag}_b", f"launch party {tag} quietly", emotion_vector={"calm": 0.9})
     hidden = _n3(f"pge_{tag}_c", f"launch party {tag} ignore", quarantined=True)
-    hub = _n3(f"pge_{tag}_d", f"launch party {tag}", is_entity=True)
+    # a hub gets no vector of its own (embed_nodes); one given its vector keeps it, and the filter hides it
+    hub = _n3(f"pge_{tag}_d", f"launch party {tag}", is_entity=True, embedding=memory.embed_query(f"launch party {tag}"))
     memory.upsert([excited, calm, hidden, hub])
     query = memory.embed_query(f"launch party {tag}")
     window = TemporalWindow()
