@@ -321,12 +321,12 @@ def test_auto_runs_chunks_here_until_its_worker_has_started(memory, monkeypatch,
     monkeypatch.setattr(pipeline, "WORKER_CHARS", 100)
     monkeypatch.setattr(pipeline, "WORKER_CHARS_KEPT", 100)
     tag = uuid.uuid4().hex[:8]
-    records = [_record(i, node_id=f"au_{tag}_{i}") for i in range(6)]
+    records = [_record(i, node_id=f"au_{tag}_{i}", level="N1", citizen_id=f"au_{tag}") for i in range(6)]
     report = memory.ingest([_raw_text_node(r, i + 1) for i, r in enumerate(records)], chunk_size=2,
                            entities=False, duplicates="off")
     assert report.inserted == 6
     assert (here, sent) == (([], [2, 2, 2]) if started else ([2, 2, 2], []))
-    stored = memory.get_nodes([r["node_id"] for r in records], "N2")
+    stored = memory.get_nodes([r["node_id"] for r in records], "N1", f"au_{tag}")
     assert len(stored) == 6 and all("[REDACTED:email]" in n.description for n in stored)
 
 
@@ -343,8 +343,9 @@ def test_auto_starts_a_worker_for_long_text_not_for_a_few_messages(memory, monke
     tag = uuid.uuid4().hex[:8]
 
     def ingest(count: int, size: int) -> None:
-        records = [_record(i, node_id=f"lt_{tag}_{size}_{i}", description=f"Reading {i}. " + "x" * size)
-                   for i in range(count)]
+        # a citizen of its own: long texts in a shared level would crowd other tests' rendered streams
+        records = [_record(i, node_id=f"lt_{tag}_{size}_{i}", description=f"Reading {i}. " + "x" * size,
+                           level="N1", citizen_id=f"lt_{tag}") for i in range(count)]
         assert memory.ingest([_raw_text_node(r, 1) for r in records], entities=False).inserted == count
 
     workers.shutdown()  # none kept
