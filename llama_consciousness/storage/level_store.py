@@ -531,8 +531,9 @@ class LevelPlans:
         """Refuse to write memories into a graph whose vectors are kept elsewhere than ``store_vectors`` says:
         they would go where its vector channel never looks.  A graph's memories all carry their vector
         (FalkorDB) or none do (Postgres), entity hubs aside (they have none: ``ConsciousnessMemory.embed_nodes``),
-        so one other memory tells; a graph without one takes the backend it is written with.  Once per plans object (a store keeps its plans); other writes (uses, states, forgetting) touch no
-        vector and are not checked."""
+        so one other memory tells; a graph without one takes the backend it is written with.  Once per plans
+        object (a store keeps its plans); other writes (uses, states, forgetting) touch no vector and are not
+        checked."""
         if self._vector_home_known or self.dimension is None:
             return
         rows = yield Query(f"MATCH (n:{NODE_LABEL}) WHERE NOT coalesce(n.is_entity, false) WITH n LIMIT 1 "
