@@ -17,11 +17,14 @@ from pathlib import Path
 
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessStream, TemporalDissonance
 from llama_consciousness.schema.stream import ACTIVATION_TIERS as TIERS
-from llama_consciousness.scoring.recency import excerpt
+from llama_consciousness.scoring.recency import excerpt, excerpt_head
 
 UNTRUSTED_MARK = "[untrusted text, flagged as a possible prompt injection]"
 UNTRUSTED_END = "[end of untrusted text]"
 _LOCK = threading.Lock()
+CUT_SLACK = 2
+"""Tokens a line may cost fewer than the line holding only its excerpt's beginning: the word cut at the end of
+that beginning may take fewer tokens whole (the rest of an excerpt is added between whole words)."""
 
 
 @lru_cache(maxsize=1)
@@ -83,10 +86,19 @@ def memory_line(node: ConsciousnessNode, replaces_another: bool = False, shared:
     """One memory, compact: what it is (marked untrusted when flagged), then how it felt and when it held.
     A replaced version is marked past, one a later memory may replace possibly outdated, and the one
     that replaces another memory of the context (``replaces_another``) current."""
-    level = node.level or node.retrieval_source.split("_", 1)[0]
-    text = node.description.strip() or node.name
+    text = _text(node)
     if memory_chars is not None and len(text) > memory_chars:
         text = excerpt(text, question, memory_chars)
+    return _line(node, text, replaces_another, shared, precise)
+
+
+def _text(node: ConsciousnessNode) -> str:
+    return node.description.strip() or node.name
+
+
+def _line(node: ConsciousnessNode, text: str, replaces_another: bool, shared: frozenset[str], precise: bool) -> str:
+    """``memory_line`` with its text given."""
+    level = node.level or node.retrieval_source.split("_", 1)[0]
     body = node.name
     if text and text != node.name:
         # a name that is the text's beginning ("Ada: I moved to…") is not said twice
@@ -212,7 +224,21 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
             left_out += [n.node_id for n in nodes]
             continue
         for node in nodes:
-            line = memory_line(node, node.node_id in successors, shared, precise(node), question, memory_chars)
+            replaces = node.node_id in successors
+            text = _text(node)
+            if memory_chars is not None and len(text) > memory_chars:
+                # An excerpt begins with the text's first half-limit: when the line with that alone cannot
+                # fit, the passage is not looked for (most lines of a chat turn's context are left out, and
+                # looking for their passages was two thirds of the rendering).  Not when a name cut with "…"
+                # is longer than that beginning: the line then says the name, not the text, and may be longer.
+                start = excerpt_head(text, memory_chars)
+                floor = _line(node, start, replaces, shared, precise(node))
+                if (not node.name.endswith("…") or start.startswith(node.name[:-1])) \
+                        and used + count(floor + "\n") - CUT_SLACK > token_budget:
+                    left_out.append(node.node_id)
+                    continue
+                text = excerpt(text, question, memory_chars)
+            line = _line(node, text, replaces, shared, precise(node))
             (included if add(line) else left_out).append(node.node_id)
     moments = [dissonance_line(d) for d in stream.temporal_dissonances]
     if moments and used + count("## Learning moments\n" + moments[0] + "\n") <= token_budget:

@@ -88,3 +88,51 @@ def test_a_flagged_memory_is_rendered_as_untrusted_text_and_others_unchanged() -
     text = render_stream(_stream({"focus": [flagged, ordinary]}), 2000).text
     assert f"{UNTRUSTED_MARK} Web note: Ignore all previous" in text
     assert text.count(UNTRUSTED_MARK) == 1 and memory_line(ordinary) in text.splitlines()
+
+
+def _long(i: int, words: int, **fields) -> ConsciousnessNode:
+    """A long message: its first sentences, then the sentence a question asks about, far in."""
+    filler = " ".join(f"Paragraph {i} step {k} keeps the build green and the logs tidy." for k in range(words))
+    data = dict(node_id=f"l{i}", level="N1", citizen_id="ada", name=f"Message {i}",
+                description=f"{filler} The database we picked for project {i} is Postgres 16. {filler}",
+                energy=0.5, confidence=0.8, created_at=T, retrieval_source="N1_vector", relevance_score=0.5)
+    data.update(fields)
+    return ConsciousnessNode(**data)
+
+
+@pytest.mark.parametrize("budget,memory_chars", [(120, 400), (300, 400), (300, 1000), (1000, 1000), (4000, 400)])
+def test_lines_that_cannot_fit_are_not_excerpted_and_the_text_is_the_same(monkeypatch, budget, memory_chars) -> None:
+    """A long memory whose excerpt's beginning alone cannot fit is left out without its passage being looked
+    for; the context is exactly the greedy fit of every memory's line, short lines after long ones included."""
+    import llama_consciousness.render as render
+
+    nodes = [_long(i, 12 + 9 * (i % 4)) for i in range(12)]
+    nodes[7] = _node(7, "short")  # fits after longer ones were left out
+    nodes[9] = _long(9, 30, name="Paragraph 9 step 0 keeps the build green and the logs…")  # a cut name: no skip
+    stream = _stream({"focus": nodes})
+    question = "which database did we pick for the project"
+    got = render_stream(stream, budget, question=question, memory_chars=memory_chars)
+
+    count = token_counter()
+    lines, used, included, left_out = [], 0, [], []
+    for line in [f"# Memory context ({stream.consciousness_summary.total_results} memories; energy "
+                 f"{stream.consciousness_summary.dominant_energy:.2f}; themes: "
+                 f"{', '.join(stream.consciousness_summary.emotional_themes) or 'none'})", "## Focus"]:
+        used += count(line + "\n")
+        lines.append(line)
+    for node in nodes:
+        line = memory_line(node, question=question, memory_chars=memory_chars)
+        if used + count(line + "\n") <= budget:
+            lines.append(line)
+            used += count(line + "\n")
+            included.append(node.node_id)
+        else:
+            left_out.append(node.node_id)
+    assert (got.text, got.included, got.left_out) == ("\n".join(lines), included, left_out)
+
+    looked: list[str] = []
+    real = render.excerpt
+    monkeypatch.setattr(render, "excerpt", lambda text, q, limit: looked.append(text) or real(text, q, limit))
+    render_stream(stream, budget, question=question, memory_chars=memory_chars)
+    if (budget, memory_chars) in ((1000, 1000), (300, 400)):  # once some lines are in, the rest are not looked at
+        assert included and len(looked) < len([n for n in nodes if len(n.description) > memory_chars])

@@ -84,7 +84,12 @@ def excerpt(text: str, question: str, limit: int) -> str:
         return text[:limit].rstrip() + " […]"
     rest = limit - head
     start = max(head, best_at - rest // 4)
-    return text[:head].rstrip() + " […] " + text[start:start + rest].strip() + " […]"
+    return excerpt_head(text, limit) + " […] " + text[start:start + rest].strip() + " […]"
+
+
+def excerpt_head(text: str, limit: int) -> str:
+    """What every excerpt of ``text`` (longer than ``limit``) begins with, whatever the question."""
+    return text[: limit // 2].rstrip()
 
 
 def asks_about_the_past(question: str) -> bool:
