@@ -123,7 +123,7 @@ class PureStageWorker:
             try:
                 if self._replies.poll(0):
                     self._read_hello()
-            except (EOFError, OSError):  # dead: ``result`` says so when asked
+            except (EOFError, OSError, IngestWorkerError):  # dead before it started: never ready
                 return False
         return self._ready
 

@@ -367,3 +367,25 @@ def test_chunks_end_at_their_records_or_their_text() -> None:
     assert [[n.node_id for n in c] for c in _chunks(nodes, 3, 100)] == [["w_0", "w_1", "w_2"], ["w_3", "w_4"], ["w_5"]]
     assert [len(c) for c in _chunks(nodes, 2, 10_000)] == [2, 2, 2]
     assert [len(c) for c in _chunks(nodes, 10, 1)] == [1] * 6
+
+
+def test_auto_finishes_here_when_its_worker_dies_before_it_starts(memory, monkeypatch) -> None:
+    import uuid
+
+    from llama_consciousness.ingestion import pipeline
+
+    def dead_on_arrival() -> PureStageWorker:
+        worker = PureStageWorker()
+        worker._process.kill()
+        worker._process.wait()
+        return worker
+
+    monkeypatch.setattr(workers, "acquire", dead_on_arrival)
+    monkeypatch.setattr(pipeline, "WORKER_CHARS", 100)
+    monkeypatch.setattr(pipeline, "WORKER_CHARS_KEPT", 100)
+    tag = uuid.uuid4().hex[:8]
+    records = [_record(i, node_id=f"da_{tag}_{i}", level="N1", citizen_id=f"da_{tag}") for i in range(5)]
+    report = memory.ingest([_raw_text_node(r, i + 1) for i, r in enumerate(records)], chunk_size=2,
+                           entities=False, duplicates="off")
+    assert report.inserted == 5 and report.rejected == []
+    assert all(w.alive() for w in workers._idle)  # the dead one was not kept
