@@ -304,12 +304,26 @@ def test_a_worker_says_when_it_has_started_and_answers_after() -> None:
         unread.close()
 
 
+def _ingest_auto_over_a_low_bar(memory, monkeypatch, count: int):
+    """``count`` records in chunks of 2 with ``worker="auto"`` and its text bars at 100 characters, into a
+    citizen of its own: the report, the ids, the citizen."""
+    import uuid
+
+    from llama_consciousness.ingestion import pipeline
+
+    monkeypatch.setattr(pipeline, "WORKER_CHARS", 100)
+    monkeypatch.setattr(pipeline, "WORKER_CHARS_KEPT", 100)
+    citizen = "au_" + uuid.uuid4().hex[:8]
+    records = [_record(i, node_id=f"{citizen}_{i}", level="N1", citizen_id=citizen) for i in range(count)]
+    report = memory.ingest([_raw_text_node(r, i + 1) for i, r in enumerate(records)], chunk_size=2,
+                           entities=False, duplicates="off")
+    return report, [r["node_id"] for r in records], citizen
+
+
 @pytest.mark.parametrize("started", [False, True])
 def test_auto_runs_chunks_here_until_its_worker_has_started(memory, monkeypatch, started) -> None:
     """``worker="auto"`` over enough text starts a worker, but gives it chunks only once it is ready: a run
     does not wait a second of imports; ``"on"`` always waits (the tests above)."""
-    import uuid
-
     from llama_consciousness.ingestion import pipeline
 
     here, sent = [], []
@@ -318,15 +332,10 @@ def test_auto_runs_chunks_here_until_its_worker_has_started(memory, monkeypatch,
     monkeypatch.setattr(PureStageWorker, "submit",
                         lambda self, o, nodes, embed=None: sent.append(len(nodes)) or submit(self, o, nodes, embed))
     monkeypatch.setattr(PureStageWorker, "ready", lambda self: started)
-    monkeypatch.setattr(pipeline, "WORKER_CHARS", 100)
-    monkeypatch.setattr(pipeline, "WORKER_CHARS_KEPT", 100)
-    tag = uuid.uuid4().hex[:8]
-    records = [_record(i, node_id=f"au_{tag}_{i}", level="N1", citizen_id=f"au_{tag}") for i in range(6)]
-    report = memory.ingest([_raw_text_node(r, i + 1) for i, r in enumerate(records)], chunk_size=2,
-                           entities=False, duplicates="off")
+    report, ids, citizen = _ingest_auto_over_a_low_bar(memory, monkeypatch, 6)
     assert report.inserted == 6
     assert (here, sent) == (([], [2, 2, 2]) if started else ([2, 2, 2], []))
-    stored = memory.get_nodes([r["node_id"] for r in records], "N1", f"au_{tag}")
+    stored = memory.get_nodes(ids, "N1", citizen)
     assert len(stored) == 6 and all("[REDACTED:email]" in n.description for n in stored)
 
 
@@ -370,10 +379,6 @@ def test_chunks_end_at_their_records_or_their_text() -> None:
 
 
 def test_auto_finishes_here_when_its_worker_dies_before_it_starts(memory, monkeypatch) -> None:
-    import uuid
-
-    from llama_consciousness.ingestion import pipeline
-
     def dead_on_arrival() -> PureStageWorker:
         worker = PureStageWorker()
         worker._process.kill()
@@ -381,11 +386,6 @@ def test_auto_finishes_here_when_its_worker_dies_before_it_starts(memory, monkey
         return worker
 
     monkeypatch.setattr(workers, "acquire", dead_on_arrival)
-    monkeypatch.setattr(pipeline, "WORKER_CHARS", 100)
-    monkeypatch.setattr(pipeline, "WORKER_CHARS_KEPT", 100)
-    tag = uuid.uuid4().hex[:8]
-    records = [_record(i, node_id=f"da_{tag}_{i}", level="N1", citizen_id=f"da_{tag}") for i in range(5)]
-    report = memory.ingest([_raw_text_node(r, i + 1) for i, r in enumerate(records)], chunk_size=2,
-                           entities=False, duplicates="off")
+    report, _, _ = _ingest_auto_over_a_low_bar(memory, monkeypatch, 5)
     assert report.inserted == 5 and report.rejected == []
     assert all(w.alive() for w in workers._idle)  # the dead one was not kept
