@@ -190,6 +190,23 @@ def _pure_here(o: IngestOptions, chunk: list[BaseNode]) -> _Pure:
     return (*run_pure(o, chunk), {})
 
 
+def _wants_worker(o: IngestOptions, records: int | None, chars: int) -> bool:
+    """Whether the pure steps of this run go to a worker process: never with an LLM extracting entities (its
+    client does not travel), always with ``worker="on"``; with ``"auto"``, for more records than
+    ``WORKER_THRESHOLD`` or more text than ``WORKER_CHARS`` (``WORKER_CHARS_KEPT`` when a started worker is
+    kept)."""
+    from llama_consciousness.ingestion import worker as workers
+    from llama_consciousness.llms import resolve_llm
+
+    if o.entity_llm is not None and resolve_llm(o.entity_llm) is not None:
+        return False
+    if o.worker != "auto":
+        return o.worker == "on"
+    if records is not None and records > WORKER_THRESHOLD:
+        return True
+    return chars > (WORKER_CHARS_KEPT if workers.idle() else WORKER_CHARS)
+
+
 def _pipelined(
     memory: MemoryReader,
     o: IngestOptions,
@@ -210,14 +227,7 @@ def _pipelined(
     from llama_consciousness.ingestion import worker as workers
     from llama_consciousness.ingestion.worker import IngestWorkerError
 
-    worker = None
-    from llama_consciousness.llms import resolve_llm
-
-    if (o.entity_llm is None or resolve_llm(o.entity_llm) is None) and (
-            o.worker == "on" or (o.worker == "auto" and (
-                (records is not None and records > WORKER_THRESHOLD)
-                or chars > (WORKER_CHARS_KEPT if workers.idle() else WORKER_CHARS)))):
-        worker = workers.acquire()
+    worker = workers.acquire() if _wants_worker(o, records, chars) else None
     # The worker embeds with the bundled WordLlama (it reloads its own table); a remote model stays here.
     ships = worker is not None and type(memory.embed_model) is WordLlamaEmbedding
     embed_model = memory.embed_model if ships else None
