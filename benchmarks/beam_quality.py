@@ -516,11 +516,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"BEAM 500K retrieval quality: {len(convs)} conversations ({which}), {n_messages} messages ingested "
           f"through memory.ingest({ingest_options or ''}) in {ingest_s:.1f} s ({n_messages / ingest_s:.0f} "
           f"messages/s), top {TOP_K}, N1, WordLlama embedding.\n")
-    print("Recall@10 per category:\n")
-    print(category_table(outcomes))
-    print("\nEvery question with evidence, and the update / contradiction / temporal measures:\n")
-    print(detail_table(outcomes))
-    print()
+    if outcomes:  # --variants none: only the LLM-text checks, marks or ingestion steps
+        print("Recall@10 per category:\n")
+        print(category_table(outcomes))
+        print("\nEvery question with evidence, and the update / contradiction / temporal measures:\n")
+        print(detail_table(outcomes))
+        print()
     for name in names:
         print(f"- {name}: {known[name][0]}")
     for chars, checks in llm.items():
