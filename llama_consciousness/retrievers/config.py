@@ -78,9 +78,11 @@ class RetrievalConfig(BaseModel):
                     "need), and when most of what the channels found is long, score fusion weighs with "
                     "long_score_weights (chosen on the tune halves of LoCoMo and BEAM)")
     long_score_weights: dict[str, float] | None = Field(
-        default_factory=lambda: {"keyword": 1.0, "vector": 0.6, "graph": 0.2},
+        default_factory=lambda: {"keyword": 1.0, "vector": 2.5, "graph": 0.2},
         description="score fusion's weights when most found memories are long (None: score_weights always); "
-                    "meaning carries further in a long message than in a one-line turn")
+                    "meaning carries further in a long message than in a one-line turn.  Chosen on BEAM's tune "
+                    "half as the weight with which the default's recall@10 in every category is within 0.01 of "
+                    "each channel alone, stock vector search and BM25 (0.6 before: 3 categories short)")
     neighbours_after: int = Field(default=7, ge=0, le=1000,
                                   description="rank after which the neighbours are inserted")
     neighbours_per_memory: int = Field(default=2, ge=1, le=20, description="strongest links followed per memory")

@@ -147,6 +147,10 @@ def test_review_edge_cases() -> None:
     assert [k for k, _ in latest_first(ranked, {"a": "b", "b": "c"}, when)] == ["c", "b", "a"]
     assert asks_about_the_past("How has the login API response time changed?")
     assert asks_about_the_past("How did my salary evolve over the year?")
+    # a summary asks for the whole story, the earlier values too
+    assert asks_about_the_past("Can you summarize how my login API work went?")
+    assert asks_about_the_past("Give me an overview of the deployment plan")
+    assert not asks_about_the_past("What is the summit's current altitude?")
     with pytest.raises(ValueError):
         excerpt("x" * 50, QUESTION, 0)
     from llama_consciousness.retrievers.config import RetrievalConfig
