@@ -409,9 +409,10 @@ class ConsciousnessMemory:
 
     def index_written(self) -> None:
         """Bring the keyword indexes of the graphs written since last time up to their change logs (commits
-        included), so that a write (``ingest``, ``upsert``), not the next question, reads and indexes what it
+        included), so that a write (``upsert``, an erasure), not the next question, reads and indexes what it
         wrote: a bulk load left a citizen's first question to index a thousand long messages (~800 ms), in
-        every process until one had searched and closed.  A failure is logged: the next search catches up."""
+        every process until one had searched and closed.  (``ingest`` indexes as its writer writes.)  A failure
+        is logged: the next search catches up."""
         with self._versions_lock:
             graphs, self._unindexed = self._unindexed, set()
         from llama_consciousness.storage.channels import catch_up
@@ -672,10 +673,8 @@ class ConsciousnessMemory:
         from llama_consciousness.ingestion.pipeline import ingest
         from llama_consciousness.ingestion.steps import IngestOptions
 
-        try:
-            return ingest(self, source, IngestOptions(**options), progress=progress)
-        finally:
-            self.index_written()
+        # The writer indexes what it wrote as it goes (``ingestion.writer.index_written``).
+        return ingest(self, source, IngestOptions(**options), progress=progress)
 
     # -- retrieval --------------------------------------------------------------
 

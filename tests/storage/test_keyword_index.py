@@ -261,6 +261,37 @@ def test_an_ingestion_indexes_what_it_wrote_so_no_question_has_to(data_root) -> 
         assert not memory.keyword_indexes.directory(graph).exists()  # a deleted graph is not indexed again
 
 
+
+def test_the_writer_in_a_pipeline_of_ones_own_indexes_what_it_wrote(memory, caplog) -> None:
+    """The writer brings the index up to its write (``memory.ingest`` used to, at its end, so a pipeline built
+    from the transforms left it to the next question); an indexing failure is logged and the write stands."""
+    from llama_index.core.ingestion import IngestionPipeline
+
+    from llama_consciousness.ingestion import ConsciousnessGraphWriter, ConsciousnessMetadataValidator
+    from llama_consciousness.ingestion.pipeline import to_text_nodes
+
+    citizen = "kw" + uuid.uuid4().hex[:8]
+    steps = [ConsciousnessMetadataValidator(), ConsciousnessGraphWriter(memory=memory)]
+    records = [node(f"w{i}", f"an okapi seen at the river, number {i}", citizen) for i in range(3)]
+    memory.embed_nodes(records)
+    IngestionPipeline(transformations=steps, disable_cache=True).run(nodes=to_text_nodes(records))
+    index = memory.keyword_indexes.get(memory.plans("N1", citizen).graph)
+    assert index.behind(*memory.level("N1", citizen).run(_head())) is None  # no question needed to catch up
+
+    class Broken:
+        def get(self, graph: str):
+            raise OSError("disk gone")
+
+    more = [node("w9", "an okapi again, by the bridge", citizen)]
+    memory.embed_nodes(more)
+    with pytest.MonkeyPatch.context() as patch, caplog.at_level("WARNING"):
+        patch.setattr(memory, "keyword_indexes", Broken())
+        IngestionPipeline(transformations=steps, disable_cache=True).run(nodes=to_text_nodes(more))
+    assert "not caught up after a write: disk gone" in caplog.text
+    assert memory.level("N1", citizen).existing_ids(["w9"]) == {"w9"}  # written all the same
+    assert set(keyword_ids(memory, citizen, "okapi")) == {"w0", "w1", "w2", "w9"}  # the next search catches up
+
+
 def _head():
     from llama_consciousness.storage.level_store import CHANGES_LABEL, Query
 
