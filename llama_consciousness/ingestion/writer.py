@@ -177,8 +177,8 @@ def index_written(memory: MemoryReader, store: LevelGraphStore) -> None:
     """Bring the graph's keyword index up to what was just written.  A write, not the next question, indexes
     what it wrote: a bulk load closed without a search left a citizen's first question, in every later process,
     to index a thousand long messages (~800 ms).  Done on the writer's lane after each part, the indexing of a
-    long run goes on beside the pure steps of its next chunks (two BEAM conversations, worker kept: 405
-    against 375 messages/s when ``memory.ingest`` indexed at its end).  A failure is logged, never fails the
+    long run goes on beside the pure steps of its next chunks (two BEAM conversations, worker kept: 412
+    against 368 messages/s when ``memory.ingest`` indexed at its end).  A failure is logged, never fails the
     write: the next search catches up."""
     from llama_consciousness.storage.channels import catch_up
 
