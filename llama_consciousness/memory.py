@@ -401,30 +401,37 @@ class ConsciousnessMemory:
         """How many writes this process has made to ``graph`` (for cache invalidation)."""
         return self._versions.get(graph, 0)
 
-    def bump_graph(self, graph: str) -> None:
-        """Mark ``graph`` as written (the caches keyed on its version let go of what they hold)."""
+    def bump_graph(self, graph: str, index: bool = True) -> None:
+        """Mark ``graph`` as written (the caches keyed on its version let go of what they hold), and as one
+        ``index_written`` brings up to date; ``index=False``: nothing for it to do (the writer indexes what it
+        writes itself, ``index_graph``)."""
         with self._versions_lock:
             self._versions[graph] = self._versions.get(graph, 0) + 1
-            self._unindexed.add(graph)
+            if index:
+                self._unindexed.add(graph)
 
     def index_written(self) -> None:
         """Bring the keyword indexes of the graphs written since last time up to their change logs (commits
         included), so that a write (``upsert``, an erasure), not the next question, reads and indexes what it
         wrote: a bulk load left a citizen's first question to index a thousand long messages (~800 ms), in
-        every process until one had searched and closed.  (``ingest`` indexes as its writer writes.)  A failure
-        is logged: the next search catches up."""
+        every process until one had searched and closed.  (``ingest``'s writer indexes each part it writes.)"""
         with self._versions_lock:
             graphs, self._unindexed = self._unindexed, set()
+        for graph in sorted(graphs):
+            self.index_graph(graph)
+
+    def index_graph(self, graph: str) -> None:
+        """Bring ``graph``'s keyword index up to its change log.  A failure is logged, never raised: the write
+        is done, and the next search catches up."""
         from llama_consciousness.storage.channels import catch_up
 
-        for graph in sorted(graphs):
-            try:
-                index = self.keyword_indexes.get(graph)
-                (result,) = run_interleaved(self.db, [(graph, catch_up(index))], int(SOCKET_TIMEOUT_S * 1000))
-            except Exception as exc:  # noqa: BLE001 - the write is done: indexing it can wait for a search
-                result = exc
-            if isinstance(result, BaseException):
-                logger.warning("keyword index of %s not caught up after the write: %s", graph, result)
+        try:
+            index = self.keyword_indexes.get(graph)
+            (result,) = run_interleaved(self.db, [(graph, catch_up(index))], int(SOCKET_TIMEOUT_S * 1000))
+        except Exception as exc:  # noqa: BLE001 - the write is done: indexing it can wait for a search
+            result = exc
+        if isinstance(result, BaseException):
+            logger.warning("keyword index of %s not caught up after the write: %s", graph, result)
 
     def delete_level(self, level: str, citizen_id: str | None = None) -> None:
         """Delete one level graph (N1: one citizen's memory) with its vectors and keyword index: an explicit
@@ -673,7 +680,7 @@ class ConsciousnessMemory:
         from llama_consciousness.ingestion.pipeline import ingest
         from llama_consciousness.ingestion.steps import IngestOptions
 
-        # The writer indexes what it wrote as it goes (``ingestion.writer.index_written``).
+        # The writer indexes each part it writes, on its lane (``ConsciousnessGraphWriter``).
         return ingest(self, source, IngestOptions(**options), progress=progress)
 
     # -- retrieval --------------------------------------------------------------

@@ -13,7 +13,6 @@ call's ``CallPlan``, a file ingested once, twice, after a kill, or with any
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
 import unicodedata
 from collections import ChainMap
@@ -38,8 +37,6 @@ from llama_consciousness.scoring.names import EntityIndex, EntityMatch, best_per
 from llama_consciousness.storage.level_store import LevelGraphStore, Supersession
 from llama_consciousness.storage.records import PreparedEdge, retargeted_edges
 from llama_consciousness.storage.reader import MemoryReader
-
-log = logging.getLogger(__name__)
 
 DUPLICATE_KEY = "lc_duplicate_of"
 QUARANTINE_KEY = "lc_quarantine"
@@ -171,24 +168,6 @@ class KnownNames:
         """As ``EntityIndex.match``: one row per entity, its best name, best first."""
         rows = self._added.match(name, threshold) + self._stored.match_name(name, threshold, types=ENTITY_TYPES)
         return best_per_entity(rows)
-
-
-def index_written(memory: MemoryReader, store: LevelGraphStore) -> None:
-    """Bring the graph's keyword index up to what was just written.  A write, not the next question, indexes
-    what it wrote: a bulk load closed without a search left a citizen's first question, in every later process,
-    to index a thousand long messages (~800 ms).  Done on the writer's lane after each part, the indexing of a
-    long run goes on beside the pure steps of its next chunks (two BEAM conversations, worker kept: 412
-    against 368 messages/s when ``memory.ingest`` indexed at its end).  A failure is logged, never fails the
-    write: the next search catches up."""
-    from llama_consciousness.storage.channels import catch_up
-
-    indexes = getattr(memory, "keyword_indexes", None)
-    if indexes is None:
-        return
-    try:
-        store.run(catch_up(indexes.get(store.plans.graph)))
-    except Exception as exc:  # noqa: BLE001 - the memories are written; indexing them can wait for a search
-        log.warning("keyword index of %s not caught up after a write: %s", store.plans.graph, exc)
 
 
 class ConsciousnessGraphWriter(ReportingTransform):
@@ -503,9 +482,12 @@ class ConsciousnessGraphWriter(ReportingTransform):
             report.relationships_inserted += result.edges_created
             report.relationships_updated += result.edges_updated
             report.relationships_unchanged += result.edges_unchanged
+        # What was written is indexed here, on this lane: the indexing of a long run then goes on beside the
+        # pure steps of its next chunks (two BEAM conversations, worker kept: 412 against 368 messages/s when
+        # ``memory.ingest`` indexed at its end), and a pipeline of one's own leaves none to the next question.
         if batch.memories or entity_nodes:
-            index_written(mem, store)
-        mem.bump_graph(store.plans.graph)
+            mem.index_graph(store.plans.graph)
+        mem.bump_graph(store.plans.graph, index=False)
 
     def _write(
         self, store: LevelGraphStore, memories: list[MemoryNode], entity_nodes: list[MemoryNode],
@@ -585,7 +567,9 @@ class ConsciousnessGraphWriter(ReportingTransform):
         mentions = _mentions(found)
         report.entities += len(mentions)
         self._write(store, [], list(created.values()), [*links, *mentions], changes, {}, {}, True, report)
-        self.memory.bump_graph(store.plans.graph)
+        if created or changes:
+            self.memory.index_graph(store.plans.graph)
+        self.memory.bump_graph(store.plans.graph, index=False)
         return report
 
 

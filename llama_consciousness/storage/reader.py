@@ -60,8 +60,12 @@ class MemoryReader(Protocol):
         """Start the memory's own server again if it died; True when it had to."""
         ...
 
-    def bump_graph(self, graph: str) -> None:
-        """Mark ``graph`` as written (its version moves)."""
+    def bump_graph(self, graph: str, index: bool = True) -> None:
+        """Mark ``graph`` as written (its version moves); ``index=False``: its keyword index needs nothing."""
+        ...
+
+    def index_graph(self, graph: str) -> None:
+        """Bring ``graph``'s keyword index up to its change log (a failure is logged, never raised)."""
         ...
 
 

@@ -287,7 +287,7 @@ def test_the_writer_in_a_pipeline_of_ones_own_indexes_what_it_wrote(memory, capl
     with pytest.MonkeyPatch.context() as patch, caplog.at_level("WARNING"):
         patch.setattr(memory, "keyword_indexes", Broken())
         IngestionPipeline(transformations=steps, disable_cache=True).run(nodes=to_text_nodes(more))
-    assert "not caught up after a write: disk gone" in caplog.text
+    assert "not caught up after the write: disk gone" in caplog.text
     assert memory.level("N1", citizen).existing_ids(["w9"]) == {"w9"}  # written all the same
     assert set(keyword_ids(memory, citizen, "okapi")) == {"w0", "w1", "w2", "w9"}  # the next search catches up
 
