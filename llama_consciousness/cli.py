@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
+from llama_consciousness.levels import LEVELS
 from llama_consciousness.schema._time import parse_time
 from llama_consciousness.temporal import TEMPORAL_MODES, TemporalWindow
 
@@ -390,7 +391,7 @@ def _add_inspect(sub: argparse._SubParsersAction) -> None:
     what.add_parser("overview", help="levels, citizens, counts and current states (the default)")
     m = what.add_parser("memory", help="one memory: all its versions, why each was superseded, links, dissonances")
     m.add_argument("node_id")
-    m.add_argument("--level", choices=("N1", "N2", "N3"), default="N1")
+    m.add_argument("--level", choices=LEVELS, default="N1")
     m.add_argument("--citizen", default=None, help="whose N1 (needed for --level N1)")
     st = what.add_parser("state", help="a citizen's state versions (energy, emotions, goal, mindstate)")
     st.add_argument("citizen_id")
@@ -398,7 +399,7 @@ def _add_inspect(sub: argparse._SubParsersAction) -> None:
     er.add_argument("--citizen", default=None, help="only the erasures of this citizen")
     f = what.add_parser("find", help="memories whose name or description contains TEXT")
     f.add_argument("text")
-    f.add_argument("--level", choices=("N1", "N2", "N3"), default="N1")
+    f.add_argument("--level", choices=LEVELS, default="N1")
     f.add_argument("--citizen", default=None)
     f.add_argument("--limit", type=int, default=20)
     for p in what.choices.values():  # options after the sub-command work too
@@ -412,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="write the bundled scenario and query each level")
     _shared(demo, "ada", 5, "results per level")
     demo.add_argument("--query", default=DEMO_QUERY, help="what to look for")
-    demo.add_argument("--levels", nargs="+", choices=("N1", "N2", "N3"), default=["N1", "N2", "N3"])
+    demo.add_argument("--levels", nargs="+", choices=LEVELS, default=["N1", "N2", "N3"])
     demo.add_argument("--keep", action="store_true", help="do not delete the temporary data directory")
     demo.add_argument("--file", default=None, help="a memory file (JSON Lines) instead of the bundled scenario")
     demo.set_defaults(func=run_demo)
@@ -448,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     mv = sub.add_parser("move-vectors", help="move a level's vectors to Postgres (a large level then restarts and "
                                              "recovers in seconds) or back to FalkorDB")
-    mv.add_argument("--level", required=True, choices=("N1", "N2", "N3"), help="every graph of it (N1: each citizen's)")
+    mv.add_argument("--level", required=True, choices=LEVELS, help="every graph of it (N1: each citizen's)")
     mv.add_argument("--to", required=True, choices=("pgvector", "falkordb"))
     mv.add_argument("--data-dir", default=None,
                     help="the memory's data directory (default: $LLAMA_CONSCIOUSNESS_HOME)")
