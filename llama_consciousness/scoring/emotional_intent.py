@@ -169,9 +169,12 @@ def extract_emotional_intent(text: str | None) -> dict[str, float]:
     # 1. find terms: (start, end, canonical), phrases first, longest first
     used = [False] * n
     terms: list[tuple[int, int, str]] = []
+    at: dict[str, list[int]] = {}  # token -> its positions: a phrase is tried only where its first word is
+    for i, token in enumerate(tokens):
+        at.setdefault(token, []).append(i)
     for phrase, canonical in _PHRASES_BY_LENGTH:
         size = len(phrase)
-        for start in range(n - size + 1):
+        for start in at.get(phrase[0], ()):
             if tuple(tokens[start:start + size]) == phrase and not any(used[start:start + size]):
                 terms.append((start, start + size, canonical))
                 for i in range(start, start + size):

@@ -51,3 +51,13 @@ def test_emotional_intent_outputs_canonical_names_in_unit_range():
     assert all(canonical_emotion(name) == name for name in got)
     assert all(0.0 <= v <= 1.0 for v in got.values())
     assert got["frustration"] == 0.8 and got["confusion"] == 0.3
+
+
+def test_phrases_are_read_anywhere_in_a_long_message_and_claim_their_words():
+    """Phrases are looked for only where their first word is: a long message is read whole, a phrase at its end
+    too, and a phrase's words are not read again as words of their own ("peace" is not calm twice)."""
+    filler = "the build copies the wheel into the image and runs the tests " * 60
+    text = filler + "honestly we hit a wall with the cache, I am at a loss, but I have peace of mind now"
+    assert extract_emotional_intent(text) == {"calm": 0.6, "confusion": 0.6, "frustration": 0.6}
+    assert extract_emotional_intent("very much at ease") == {"calm": 0.8}  # "very" before the phrase
+    assert extract_emotional_intent("at a") == {}  # a phrase cut off by the end of the text
