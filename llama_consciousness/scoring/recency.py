@@ -20,6 +20,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime
 from typing import Any
 
@@ -56,6 +57,7 @@ _NOW_WORDS = frozenset("latest recent recently current currently now today newes
 """Words a question uses to ask for the present value, which the statements giving it rarely say."""
 
 
+@lru_cache(maxsize=256)
 def _terms(text: str) -> frozenset[str]:
     """The words of a question or sentence that say what it is about (numbers are values, not words)."""
     return frozenset({_stem(w) for w in _WORD.findall(text.lower())
@@ -135,6 +137,12 @@ def _closest_sentence(terms: set[str] | frozenset[str], text: str, start_at: int
     cannot beat the best so far."""
     best_terms: set[str] = set()
     best_sentence, best_at = "", -1
+    # Only the terms the text holds somewhere can be in one of its sentences (a long question brings a hundred
+    # terms, a message a few dozen sentences: testing each term on each sentence was most of the time).
+    lowered = text.lower()
+    terms = [t for t in terms if t in lowered]
+    if not terms:
+        return best_terms, best_sentence, best_at
     at = 0
     for gap in (*_SENTENCE_END.finditer(text), None):  # the sentences between the gaps, with where each starts
         end, after = (gap.start(), gap.end()) if gap is not None else (len(text), len(text))
