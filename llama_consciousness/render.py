@@ -17,7 +17,7 @@ from pathlib import Path
 
 from llama_consciousness.schema import ConsciousnessNode, ConsciousnessStream, TemporalDissonance
 from llama_consciousness.schema.stream import ACTIVATION_TIERS as TIERS
-from llama_consciousness.scoring.recency import excerpt, excerpt_head
+from llama_consciousness.scoring.recency import excerpt, excerpt_head, excerpter
 
 UNTRUSTED_MARK = "[untrusted text, flagged as a possible prompt injection]"
 UNTRUSTED_END = "[end of untrusted text]"
@@ -181,6 +181,7 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
     if memory_chars is not None and memory_chars < 1:
         raise ValueError(f"memory_chars must be positive (or None for whole memories), got {memory_chars}")
     count = count or token_counter()
+    cut = excerpter(question) if memory_chars is not None else None
     lines: list[str] = []
     included: list[str] = []
     left_out: list[str] = []
@@ -237,7 +238,7 @@ def render_stream(stream: ConsciousnessStream, token_budget: int = 4000, *,
                         and used + count(floor + "\n") - CUT_SLACK > token_budget:
                     left_out.append(node.node_id)
                     continue
-                text = excerpt(text, question, memory_chars)
+                text = cut(text, memory_chars)
             line = _line(node, text, replaces, shared, precise(node))
             (included if add(line) else left_out).append(node.node_id)
     moments = [dissonance_line(d) for d in stream.temporal_dissonances]
