@@ -24,6 +24,10 @@ What it does
 4. **Printed:** turn latency p50 / p95 / p99 for cold turns (a citizen's first in the process) and warm
    ones, errors, the garbage collector's pauses during the turns (``gc.callbacks``: count and longest, by
    generation), the client's peak RSS and the server's RSS.
+5. **More processes** (``--processes N``): a chatbot on several cores serves from several processes that
+   open the same data directory (one server, shared).  Each concurrency's conversations are then dealt to N
+   fresh processes at once (conversation i to process i mod N, each with the same pauses as in one
+   process), and their turns are counted together; the client RSS is their sum.
 
 Targets (issue 40): at 16 conversations, turn p95 <= 50 ms warm and <= 100 ms cold; 0 errors.
 """
@@ -127,20 +131,22 @@ async def run_turns(args: argparse.Namespace, convs: Sequence[Conversation]) -> 
     with ConsciousnessMemory(data_dir=args.data_dir) as memory:
         server_pid = getattr(getattr(memory, "_falkordb_server", None), "pid", None)
         for concurrency in args.concurrency:
-            people = [(citizen, conv) for citizen, conv in plan(convs, [concurrency])]
+            rng = random.Random(f"{args.seed}:{concurrency}")
+            # every conversation's pauses drawn as in one process, whichever process it is dealt to
+            people = [(citizen, conv, random.Random(rng.random())) for citizen, conv in plan(convs, [concurrency])]
+            people = people[args.part::args.processes]
             blocks = [ConsciousnessMemoryBlock(memory=memory, citizen_id=citizen, token_budget=BUDGET)
-                      for citizen, _ in people]
+                      for citizen, _, _ in people]
             out: dict[str, list[float]] = {"cold": [], "warm": []}
             errors: list[str] = []
             with GcPauses() as pauses:
                 t0 = time.perf_counter()
-                rng = random.Random(f"{args.seed}:{concurrency}")
-                await asyncio.gather(*(talk(block, conv, args.history, args.turns, out, errors, args.think_s,
-                                            random.Random(rng.random()))
-                                       for block, (_, conv) in zip(blocks, people)))
+                await asyncio.gather(*(talk(block, conv, args.history, args.turns, out, errors, args.think_s, pace)
+                                       for block, (_, conv, pace) in zip(blocks, people)))
                 wall = time.perf_counter() - t0
             rows.append({"concurrency": concurrency, "cold": out["cold"], "warm": out["warm"], "errors": errors,
                          "gc": pauses.summary(), "gc_max": pauses.longest,
+                         "gc_gens": {g: [len(p), max(p, default=0.0)] for g, p in pauses.pauses.items()},
                          "wall_s": wall, "client_mb": rss_mb(), "server_mb": rss_mb(server_pid) if server_pid else
                          float("nan")})
     return rows
@@ -172,11 +178,57 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="mean pause between a conversation's turns (uniform 0.5x-1.5x): the LLM answering and "
                              "the person reading and typing; 0 for turns back to back (a saturation test)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--processes", type=int, default=1,
+                        help="processes serving the conversations, sharing the data directory (default 1)")
     parser.add_argument("--data-dir", help="(internal) the data directory of the turns phase")
     parser.add_argument("--phase", choices=["all", "turns"], default="all", help=argparse.SUPPRESS)
+    parser.add_argument("--part", type=int, default=0, help=argparse.SUPPRESS)  # this process's share
     args = parser.parse_args(argv)
     args.concurrency = [int(c) for c in str(args.concurrency).split(",") if c.strip()]
+    if args.processes < 1 or not 0 <= args.part < args.processes:
+        parser.error("--processes must be at least 1")
     return args
+
+
+def merged(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One concurrency's rows from its processes as one row: turns and errors together, the longest wall,
+    the clients' RSS summed, the (shared) server's once."""
+    gens: dict[str, list[float]] = {}
+    for part in parts:
+        for g, (count, longest_ms) in part["gc_gens"].items():
+            total = gens.setdefault(str(g), [0, 0.0])
+            total[0], total[1] = total[0] + count, max(total[1], longest_ms)
+    servers = [p["server_mb"] for p in parts if p["server_mb"] == p["server_mb"]]  # NaN: not this one's server
+    return {"concurrency": parts[0]["concurrency"], "cold": [t for p in parts for t in p["cold"]],
+            "warm": [t for p in parts for t in p["warm"]], "errors": [e for p in parts for e in p["errors"]],
+            "gc": ", ".join(f"gen{g} {count} (max {most:.0f} ms)" for g, (count, most) in gens.items()),
+            "gc_max": max(p["gc_max"] for p in parts),
+            "wall_s": max(p["wall_s"] for p in parts), "client_mb": sum(p["client_mb"] for p in parts),
+            "server_mb": max(servers) if servers else float("nan"), "processes": len(parts)}
+
+
+def turns_in_processes(command: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each concurrency in ``args.processes`` fresh processes at once (``--part``), their rows merged; the
+    data directory is held open here meanwhile, so that they all adopt one running server."""
+    import subprocess
+
+    from llama_consciousness import ConsciousnessMemory
+
+    rows = []
+    with ConsciousnessMemory(data_dir=args.data_dir):
+        for concurrency in args.concurrency:
+            base = [*command, "--concurrency", str(concurrency), "--processes", str(args.processes)]
+            children = [subprocess.Popen([*base, "--part", str(part)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True) for part in range(args.processes)]
+            parts = []
+            for child in children:
+                out, err = child.communicate()
+                if child.returncode != 0:
+                    print(err, file=sys.stderr)
+                    raise SystemExit(child.returncode)
+                parts += json.loads(out.strip().splitlines()[-1])
+            rows.append(merged(parts))
+    return rows
 
 
 def conversations_of(text: str) -> list[int]:
@@ -201,19 +253,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.data_dir = data_dir
             load_history(args, convs)
             command = [sys.executable, __file__, "--phase", "turns", "--data", str(folder), "--data-dir", data_dir,
-                       "--conversations", args.conversations, "--concurrency", ",".join(map(str, args.concurrency)),
-                       "--history", str(args.history), "--turns", str(args.turns),
-                       "--think-s", str(args.think_s), "--seed", str(args.seed)]
-            rows = json_from(command)
+                       "--conversations", args.conversations, "--history", str(args.history),
+                       "--turns", str(args.turns), "--think-s", str(args.think_s), "--seed", str(args.seed)]
+            if args.processes == 1:
+                rows = json_from([*command, "--concurrency", ",".join(map(str, args.concurrency))])
+            else:
+                rows = turns_in_processes(command, args)
         finally:
             shutil.rmtree(data_dir, ignore_errors=True)
     finally:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
+    served = "one process" if args.processes == 1 else f"{args.processes} processes sharing the data directory"
     print(f"Chatbot turns on BEAM 500K conversations {args.conversations} ({args.history} messages of history "
           f"per citizen, {args.turns} turns each, {args.think_s:g} s between turns on average; a turn = "
           f"aput_messages of the previous answer and the new message, then aget; the memory's defaults, "
-          f"freeze_heap included):\n")
+          f"freeze_heap included; served by {served}):\n")
     print(table(rows))
     for r in rows:
         if r["errors"]:
