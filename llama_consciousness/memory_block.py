@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -49,6 +50,29 @@ MAX_MESSAGE_CHARS = 20_000
 QUESTION_CHARS = 2_000
 """The recent turns make the question up to this many characters (the latest first; a longer one is cut
 to its end, the words nearest to now)."""
+
+RECALL_DEPTH = (10, 20)
+"""The results per level a recall the block sizes itself asks for: at least, and at most (``recall_depth``)."""
+
+DEPTH_MARGIN = 1.5
+"""How many times the memories its token budget holds a sized recall asks for (chosen on BEAM 500K's and
+LoCoMo's tune halves: ``benchmarks/RESULTS.md``, "What a memory block's text holds")."""
+
+
+def recall_depth(token_budget: int, tokens_per_memory: float | None, margin: float = DEPTH_MARGIN,
+                 bounds: tuple[int, int] = RECALL_DEPTH) -> int:
+    """How many results per level a recall asks for, when the text it is rendered into holds ``token_budget``
+    tokens and a recalled memory has taken ``tokens_per_memory`` of them (None: not known yet, the most).
+
+    Why: a recall reads, checks and ranks every result it asks for, but only the first few reach the text
+    when memories are long: a 1,000-token text holds four or five excerpts of long messages, and asking
+    for about 10 results instead of 20 there cost a fifth less CPU with the evidence as often in the text.
+    Short turns fill the same text with twenty, and are asked for as many as before."""
+    low, high = bounds
+    if not tokens_per_memory or tokens_per_memory <= 0:
+        return high
+    return max(low, min(high, math.ceil(margin * token_budget / tokens_per_memory)))
+
 
 ENGAGED = {"engagement": 0.5}
 """What a turn of conversation is known to feel like without an emotion model: engaged, no more."""
@@ -77,7 +101,9 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
     :class:`ConsciousnessMemory` and recalls what matters for the current turn (see the module doc).
 
     Safe to share between conversations and event loops: nothing of a call is kept on the block but the
-    last stored turn of each session (for the FOLLOWS link to the next one), behind a lock.
+    last stored turn of each session (for the FOLLOWS link to the next one) and, with
+    ``max_results_per_level=None``, how many tokens its recalled memories take (for how many to ask for
+    next: ``recall_depth``), behind a lock.
     """
 
     name: str = Field(default="consciousness_memory", description="the block's name in the memory template")
@@ -98,7 +124,9 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
     state_retriever: SkipValidation[Any] = Field(default=None, exclude=True, description=(
         "a StateBasedRetriever with a default_state: recall by the citizen's state, the recent turns as its goal"))
     token_budget: int = Field(default=1000, ge=50, le=200_000, description="tokens of the recalled text (tiktoken)")
-    max_results_per_level: int = Field(default=20, ge=1, le=200)
+    max_results_per_level: int | None = Field(default=None, ge=1, le=200, description=(
+        "results per level a recall asks for; None (default): sized to what the token budget holds, from the "
+        "tokens the memories it recalled took so far (``recall_depth``: 20 at first, 10 for long messages)"))
     memory_chars: int | None = Field(default=MEMORY_CHARS, ge=200, description=(
         "a recalled memory longer than this is given as an excerpt (its beginning and the passage that speaks "
         "of the question), so that one long message does not spend the budget of several (None: whole)"))
@@ -119,6 +147,7 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
 
     _last: OrderedDict = PrivateAttr(default_factory=OrderedDict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _memory_tokens: float | None = PrivateAttr(default=None)  # a recalled memory's tokens, running mean
 
     @field_validator("ingest_options")
     @classmethod
@@ -359,8 +388,12 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
     def intention(self, question: str) -> RetrievalIntention:
         """The ``RetrievalIntention`` the block recalls with for ``question``: its citizen, levels, temporal mode
         and results per level."""
+        depth = self.max_results_per_level
+        if depth is None:
+            with self._lock:
+                depth = recall_depth(self.token_budget, self._memory_tokens)
         return RetrievalIntention(query_text=question, citizen_id=self.citizen_id, query_levels=list(self.levels),
-                                  temporal_mode=self.temporal_mode, max_results_per_level=self.max_results_per_level,
+                                  temporal_mode=self.temporal_mode, max_results_per_level=depth,
                                   generated_by="ConsciousnessMemoryBlock")
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> Optional[str]:
@@ -382,8 +415,14 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
         long memory as the excerpt that speaks of ``question`` (``memory_chars``)."""
         if not stream.consciousness_summary.total_results:
             return ""
-        return render_stream(stream, self.token_budget, current_first=True, shared_once=self.shared_once,
-                             question=question, memory_chars=self.memory_chars).text
+        rendered = render_stream(stream, self.token_budget, current_first=True, shared_once=self.shared_once,
+                                 question=question, memory_chars=self.memory_chars)
+        if rendered.included and self.max_results_per_level is None:
+            took = rendered.tokens / len(rendered.included)  # headings shared out: a little over a line
+            with self._lock:  # a running mean where the last renders weigh most: messages change length
+                known = self._memory_tokens
+                self._memory_tokens = took if known is None else 0.7 * known + 0.3 * took
+        return rendered.text
 
 
 def _when(value: Any) -> datetime | None:

@@ -17,7 +17,7 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import Memory
 
-from llama_consciousness.memory_block import ConsciousnessMemoryBlock, PutReport
+from llama_consciousness.memory_block import ConsciousnessMemoryBlock, PutReport, recall_depth
 from llama_consciousness.render import PAST_MARK, UNTRUSTED_MARK, token_counter
 
 
@@ -126,6 +126,42 @@ def test_a_long_message_is_recalled_as_the_excerpt_that_speaks_of_the_question(m
     assert "[…]" not in whole
     with pytest.raises(ValueError):
         ConsciousnessMemoryBlock(memory=memory, citizen_id=citizen, memory_chars=10)
+
+
+def test_recall_depth_is_what_the_budget_holds_with_a_margin_within_bounds() -> None:
+    assert recall_depth(1000, None) == 20  # nothing rendered yet: the most
+    assert recall_depth(1000, 0.0) == 20
+    assert recall_depth(1000, 250.0) == 10  # long messages: four fit, 6 asked for, at least 10
+    assert recall_depth(1000, 100.0) == 15
+    assert recall_depth(1000, 35.0) == 20  # short turns: twenty fit, never more than before
+    assert recall_depth(4000, 250.0) == 20
+    assert recall_depth(1000, 100.0, margin=1.0, bounds=(5, 50)) == 10
+
+
+def test_a_block_asks_for_fewer_results_once_its_memories_prove_long(memory, citizen) -> None:
+    """Long messages fill a 1,000-token text with a few: the next recall asks for fewer per level than 20,
+    and its text still begins with the same memory; short turns keep 20; a depth given is kept."""
+    block = ConsciousnessMemoryBlock(memory=memory, citizen_id=citizen, user_name="Ada", token_budget=1000)
+    topics = ["the ingestion service", "the billing job", "the search cluster", "the mobile app", "the data lake",
+              "the auth gateway", "the payment queue", "the metrics stack"]
+    block.put_messages([msg("user", f"Here is the status of {t}. " + f"Everything about {t} looks stable. " * 40
+                            + f"The {t.split()[-1]} deploy took {i + 3} minutes.", 3) for i, t in enumerate(topics)])
+    assert block.intention("anything").max_results_per_level == 20  # nothing rendered yet
+    question = "How long did the billing job deploy take?"
+    first = block.get_text(question).splitlines()
+    assert sum(line.startswith("- [") for line in first) < 8  # not every memory fits
+    assert 10 <= block.intention("anything").max_results_per_level < 20
+    again = block.get_text(question).splitlines()
+    top = next(line for line in first if line.startswith("- ["))
+    assert top == next(line for line in again if line.startswith("- ["))
+    fixed = block.model_copy(update={"max_results_per_level": 7})
+    assert fixed.intention("anything").max_results_per_level == 7
+
+    short = ConsciousnessMemoryBlock(memory=memory, citizen_id=citizen + "-short", token_budget=1000)
+    short.put_messages([msg("user", f"I had {food} for lunch on day {i}.", 3)
+                        for i, food in enumerate(["soup", "pasta", "rice", "salad", "tacos", "curry"])])
+    assert "tacos" in short.get_text("What did I have for lunch?")
+    assert short.intention("anything").max_results_per_level == 20
 
 
 def test_the_question_is_the_recent_turns(block) -> None:
