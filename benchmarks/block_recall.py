@@ -8,8 +8,8 @@ One command, offline (WordLlama, embedded FalkorDB; the data read in place, neve
 Each conversation of the split is ingested as one citizen (one memory per message or turn, FOLLOWS links),
 then every question with evidence is asked through a block (``get_text``, ``--budget`` tokens, the block's
 other defaults), its conversation's questions in order: ``auto`` is the block's default
-(``max_results_per_level=None``: ``recall_depth`` sizes each recall to what the budget held so far), a
-number is that many results per level.  Printed per dataset and depth: the share of questions with
+(``max_results_per_level=None``: ``recall_depth`` sizes each recall to what the budget held so far),
+``auto:M`` the same with ``DEPTH_MARGIN`` M, a number is that many results per level.  Printed per dataset and depth: the share of questions with
 evidence in the text (any of their evidence messages, found by its first 80 characters), the mean share of
 their evidence in it, the CPU a recall took (this process, ``time.process_time``) and the mean depth asked.
 """
@@ -74,8 +74,21 @@ def locomo_cases(memory: Any, split: str, fresh: bool) -> list[tuple[str, list[t
     return out
 
 
-def measure(memory: Any, cases: Sequence[tuple[str, list[tuple[str, list[Any]]]]], depth: int | None,
+def measure(memory: Any, cases: Sequence[tuple[str, list[tuple[str, list[Any]]]]], depth: str,
             budget: int) -> dict[str, float]:
+    from llama_consciousness import memory_block
+
+    margin = memory_block.DEPTH_MARGIN
+    if depth.startswith("auto:"):
+        memory_block.DEPTH_MARGIN = float(depth.split(":", 1)[1])
+    try:
+        return _measure(memory, cases, None if depth.startswith("auto") else int(depth), budget)
+    finally:
+        memory_block.DEPTH_MARGIN = margin
+
+
+def _measure(memory: Any, cases: Sequence[tuple[str, list[tuple[str, list[Any]]]]], depth: int | None,
+             budget: int) -> dict[str, float]:
     from llama_consciousness import ConsciousnessMemoryBlock
 
     hit = share = cpu = asked = 0.0
@@ -109,7 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", help="keep the ingested conversations here (reused when it exists)")
     args = parser.parse_args(argv)
     DATA["beam"], DATA["locomo"] = Path(args.beam_data), Path(args.locomo_data)
-    depths = [None if d.strip() == "auto" else int(d) for d in args.depths.split(",") if d.strip()]
+    depths = [d.strip() for d in args.depths.split(",") if d.strip()]
+    for depth in depths:
+        if not (depth == "auto" or depth.startswith("auto:") or depth.isdigit()):
+            parser.error(f"--depths: 'auto', 'auto:MARGIN' or a number, not {depth!r}")
     makers: dict[str, Callable[..., Any]] = {"beam": beam_cases, "locomo": locomo_cases}
 
     from llama_consciousness import ConsciousnessMemory
@@ -132,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           "CPU per recall ms | depth asked (mean) |")
     print("|---|---|---|---|---|---|---|")
     for name, depth, r in rows:
-        print(f"| {name} | {'auto (default)' if depth is None else depth} | {r['questions']} | {r['any']:.3f} | "
+        print(f"| {name} | {'auto (default)' if depth == 'auto' else depth} | {r['questions']} | {r['any']:.3f} | "
               f"{r['share']:.3f} | {r['cpu_ms']:.1f} | {r['depth']:.1f} |")
     print()
     print(footer("block_recall.py", argv if argv is not None else sys.argv[1:], ["llama-index-core"]))

@@ -391,7 +391,7 @@ class ConsciousnessMemoryBlock(BaseMemoryBlock[str]):
         depth = self.max_results_per_level
         if depth is None:
             with self._lock:
-                depth = recall_depth(self.token_budget, self._memory_tokens)
+                depth = recall_depth(self.token_budget, self._memory_tokens, DEPTH_MARGIN)
         return RetrievalIntention(query_text=question, citizen_id=self.citizen_id, query_levels=list(self.levels),
                                   temporal_mode=self.temporal_mode, max_results_per_level=depth,
                                   generated_by="ConsciousnessMemoryBlock")
