@@ -60,15 +60,17 @@ def beam_cases(memory: Any, split: str, fresh: bool) -> list[tuple[str, list[tup
 def locomo_cases(memory: Any, split: str, fresh: bool) -> list[tuple[str, list[tuple[str, list[Any]]]]]:
     """(citizen, [(question, evidence memories)]) per LoCoMo conversation of ``split``."""
     from locomo_data import conversation_memories, load_conversations, turn_node_id
-    from locomo_quality import citizen_of
+    from locomo_quality import citizen_of, ingest_conversation
 
     out = []
     for conv in load_conversations(str(DATA["locomo"]), None, split):
-        citizen = citizen_of(conv.sample_id, "block")
-        records = conversation_memories(conv, citizen, "turns")
         if fresh:
-            memory.ingest(records)
-        by_id = {r.node_id: r for r in records if hasattr(r, "node_type")}
+            ctx = ingest_conversation(memory, conv, "block")
+            citizen, nodes = ctx.citizen, ctx.nodes
+        else:
+            citizen = citizen_of(conv.sample_id, "block")
+            nodes = [r for r in conversation_memories(conv, citizen, "turns") if hasattr(r, "node_type")]
+        by_id = {n.node_id: n for n in nodes}
         out.append((citizen, [(q.question, [by_id.get(turn_node_id(conv.sample_id, g)) for g in q.gold])
                               for q in conv.questions if q.gold]))
     return out

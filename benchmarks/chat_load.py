@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from beam_data import DATA_HELP, DEFAULT_DATA, Conversation, json_from, load, memories, unpacked  # noqa: E402
-from gc_pauses import GcPauses  # noqa: E402
+from gc_pauses import GcPauses, describe  # noqa: E402
 from machine import footer  # noqa: E402
 
 BUDGET = 1000
@@ -146,7 +146,7 @@ async def run_turns(args: argparse.Namespace, convs: Sequence[Conversation]) -> 
                 wall = time.perf_counter() - t0
             rows.append({"concurrency": concurrency, "cold": out["cold"], "warm": out["warm"], "errors": errors,
                          "gc": pauses.summary(), "gc_max": pauses.longest,
-                         "gc_gens": {g: [len(p), max(p, default=0.0)] for g, p in pauses.pauses.items()},
+                         "gc_gens": pauses.counts(),
                          "wall_s": wall, "client_mb": rss_mb(), "server_mb": rss_mb(server_pid) if server_pid else
                          float("nan")})
     return rows
@@ -185,23 +185,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--part", type=int, default=0, help=argparse.SUPPRESS)  # this process's share
     args = parser.parse_args(argv)
     args.concurrency = [int(c) for c in str(args.concurrency).split(",") if c.strip()]
-    if args.processes < 1 or not 0 <= args.part < args.processes:
+    if args.processes < 1:
         parser.error("--processes must be at least 1")
+    if not 0 <= args.part < args.processes:
+        parser.error(f"--part must be below --processes ({args.processes})")
     return args
 
 
 def merged(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One concurrency's rows from its processes as one row: turns and errors together, the longest wall,
     the clients' RSS summed, the (shared) server's once."""
-    gens: dict[str, list[float]] = {}
+    gens: dict[int, tuple[int, float]] = {}
     for part in parts:
-        for g, (count, longest_ms) in part["gc_gens"].items():
-            total = gens.setdefault(str(g), [0, 0.0])
-            total[0], total[1] = total[0] + count, max(total[1], longest_ms)
+        for g, (count, longest) in part["gc_gens"].items():  # JSON made the generations text
+            before = gens.get(int(g), (0, 0.0))
+            gens[int(g)] = (before[0] + count, max(before[1], longest))
     servers = [p["server_mb"] for p in parts if p["server_mb"] == p["server_mb"]]  # NaN: not this one's server
     return {"concurrency": parts[0]["concurrency"], "cold": [t for p in parts for t in p["cold"]],
             "warm": [t for p in parts for t in p["warm"]], "errors": [e for p in parts for e in p["errors"]],
-            "gc": ", ".join(f"gen{g} {count} (max {most:.0f} ms)" for g, (count, most) in gens.items()),
+            "gc": describe(gens),
             "gc_max": max(p["gc_max"] for p in parts),
             "wall_s": max(p["wall_s"] for p in parts), "client_mb": sum(p["client_mb"] for p in parts),
             "server_mb": max(servers) if servers else float("nan"), "processes": len(parts)}

@@ -31,5 +31,14 @@ class GcPauses:
     def longest(self) -> float:
         return max((max(p, default=0.0) for p in self.pauses.values()), default=0.0)
 
+    def counts(self) -> dict[int, tuple[int, float]]:
+        """Per generation: how many collections, and the longest (ms)."""
+        return {g: (len(p), max(p, default=0.0)) for g, p in self.pauses.items()}
+
     def summary(self) -> str:
-        return ", ".join(f"gen{g} {len(p)} (max {max(p, default=0):.0f} ms)" for g, p in self.pauses.items())
+        return describe(self.counts())
+
+
+def describe(counts: dict[int, tuple[int, float]]) -> str:
+    """``GcPauses.summary`` of ``counts`` (``GcPauses.counts``, or several processes' summed)."""
+    return ", ".join(f"gen{g} {count} (max {longest:.0f} ms)" for g, (count, longest) in counts.items())
