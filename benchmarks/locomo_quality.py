@@ -465,6 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a RetrievalConfig as JSON, e.g. '{\"fusion\": \"rrf\", \"rrf_k\": 20}' (validated; "
                              "repeatable; run as json1, json2, ... after --variants)")
     parser.add_argument("--no-pit", action="store_true", help="skip the point-in-time check")
+    parser.add_argument("--ingest-json", default="{}", metavar="JSON",
+                        help='IngestOptions for the ingestion, e.g. \'{"max_entities": 5}\'')
     parser.add_argument("--citizen-prefix", default="locomo")
     args = parser.parse_args(argv)
     require_data(args.data)
@@ -487,6 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     only = [c.strip() for c in args.conversations.split(",") if c.strip()] or None
     convs = load_conversations(args.data, only, args.split)
+    ingest_options = json.loads(args.ingest_json)
     temp = None
     data_dir = args.data_dir
     if data_dir is None:
@@ -496,7 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with ConsciousnessMemory(data_dir=data_dir) as memory:
             t0 = time.perf_counter()
             contexts = [ingest_conversation(memory, c, args.citizen_prefix, args.memories,
-                                            args.window_size, args.window_stride) for c in convs]
+                                            args.window_size, args.window_stride, **ingest_options) for c in convs]
             ingest_s = time.perf_counter() - t0
             outcomes = []
             for name in names:
@@ -520,7 +523,8 @@ def main(argv: Sequence[str] | None = None) -> int:
          f"(stride {args.window_stride})")
     limit = f", first {args.limit_questions} questions each" if args.limit_questions else ""
     print(f"LoCoMo retrieval quality: {len(convs)} conversations ({part}{limit}), {stored} "
-          f"(ingested through memory.ingest in {ingest_s:.1f} s), top {TOP_K} per level, N1 only, "
+          f"(ingested through memory.ingest({ingest_options or ''}) in {ingest_s:.1f} s), top {TOP_K} per level, "
+          "N1 only, "
           "WordLlama embedding.\n")
     metrics = METRICS if args.memories != "turns" else [m for m in METRICS if not m.startswith("Win")]
     print(table(outcomes, metrics))

@@ -102,6 +102,8 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
+    if args.max_entities is not None and args.max_entities < 0:
+        raise ValueError(f"--max-entities must be 0 or more, not {args.max_entities}")
     if args.entity_llm is not None:  # a bad name or a missing key: one clear line before anything is opened
         from llama_consciousness.llms import LLMUnavailableError, resolve_llm
 
@@ -119,7 +121,8 @@ def run_ingest(args: argparse.Namespace) -> int:
                                on_invalid=args.on_invalid, on_bad_line=args.on_bad_line, pii=not args.no_pii,
                                injection=args.injection, duplicates=args.duplicates, entities=not args.no_entities,
                                concepts=not args.no_concepts, batch_size=args.batch_size, worker=args.worker,
-                               entity_llm=args.entity_llm)
+                               entity_llm=args.entity_llm,
+                               **({} if args.max_entities is None else {"max_entities": args.max_entities}))
     print(report.summary())
     print(f"done in {time.perf_counter() - started:.1f} s")
     return 0
@@ -429,6 +432,9 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--injection", choices=("flag", "quarantine", "drop", "off"), default="flag")
     ing.add_argument("--duplicates", choices=("link", "skip", "off"), default="link")
     ing.add_argument("--no-entities", action="store_true", help="do not extract and link entities")
+    ing.add_argument("--max-entities", type=int, default=None, metavar="N",
+                     help="entities each memory keeps, the most confident (fewer: faster, and fewer links to "
+                          "follow; default: IngestOptions' max_entities)")
     ing.add_argument("--no-concepts", action="store_true", help="do not compute concepts, surfaces_when, authority")
     ing.add_argument("--entity-llm", default=None, metavar="LLM",
                      help="extract entities with an LLM: openai, openai:<model>, or auto (OpenAI when "

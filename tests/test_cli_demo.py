@@ -107,3 +107,12 @@ def test_sigterm_stops_what_the_demo_started() -> None:
         demo.kill()
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert not started.exists()
+
+
+def test_ingest_refuses_a_negative_entity_cap_before_opening_anything(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "m.jsonl"
+    path.write_text("{}\n")
+    assert main(["ingest", str(path), "--data-dir", str(tmp_path / "d"), "--max-entities", "-1"]) == 2
+    assert "--max-entities must be 0 or more" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()

@@ -11,7 +11,7 @@ from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import BaseNode
 
 from llama_consciousness.ingestion.cognitive import AuthorityScorer, ConceptExtractor, SurfacesWhenInferrer
-from llama_consciousness.ingestion.entities import EntityExtractor
+from llama_consciousness.ingestion.entities import MAX_ENTITIES_PER_MEMORY, EntityExtractor
 from llama_consciousness.llms import resolve_llm
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.report import IngestReport
@@ -27,6 +27,9 @@ class IngestOptions:
     written (``raise``) or is skipped and reported (``drop``); ``on_bad_line``
     the same for a line that is not JSON.  ``pii``, ``injection``,
     ``duplicates``, ``entities`` and ``concepts`` switch the transforms;
+    ``max_entities`` is how many entities each memory keeps, the most
+    confident (fewer ingest faster and link less: see
+    ``MAX_ENTITIES_PER_MEMORY``);
     ``updates`` the knowledge-update detection (``ingestion.updates``), whose
     pairs an ``update_judge`` (``ingestion.llm_judge.LLMUpdateJudge``)
     confirms or rejects when given.
@@ -42,6 +45,7 @@ class IngestOptions:
     duplicates: Literal["link", "skip", "off"] = "link"
     duplicate_threshold: float = 0.9
     entities: bool = True
+    max_entities: int = MAX_ENTITIES_PER_MEMORY
     concepts: bool = True
     batch_size: int = 500
     chunk_size: int = 1000
@@ -63,6 +67,8 @@ class IngestOptions:
         limit = self.update_max_chars
         if limit is not None and (type(limit) is not int or limit < 1):
             raise ValueError(f"update_max_chars must be an integer of at least 1 (or None for any length), not {limit!r}")
+        if type(self.max_entities) is not int or self.max_entities < 0:
+            raise ValueError(f"max_entities must be an integer of at least 0, not {self.max_entities!r}")
         if self.chunk_size < 1 or self.batch_size < 1:
             raise ValueError("chunk_size and batch_size must be at least 1")
 
@@ -84,8 +90,9 @@ def pure_steps(o: IngestOptions) -> list[Any]:
         # Names only: the concepts are already stored as the memory's
         # ``concepts``; as entities they would link every memory to "asked".
         llm = resolve_llm(o.entity_llm)
-        steps.append(EntityExtractor(use_concepts=False) if llm is None else
-                     EntityExtractor(extractor="llm", llm=llm, use_concepts=False))
+        steps.append(EntityExtractor(use_concepts=False, max_entities_per_memory=o.max_entities) if llm is None
+                     else EntityExtractor(extractor="llm", llm=llm, use_concepts=False,
+                                          max_entities_per_memory=o.max_entities))
     return steps
 
 

@@ -965,3 +965,27 @@ def test_a_bulk_load_into_a_new_level_skips_the_hash_reads_and_a_rerun_does_not(
     assert hash_reads and set(hash_reads) == {f"citizen_{citizen}"}
     assert (again.inserted, again.updated, again.relationships_inserted, again.relationships_unchanged) == (0, 0, 0, 1)
     assert dump(memory.level("N1", citizen)) == before
+
+
+@pytest.mark.parametrize("worker", ["off", "on"])
+def test_max_entities_bounds_the_links_of_each_memory_here_and_in_the_worker(memory, worker) -> None:
+    """``max_entities`` reaches the extractor wherever the pure steps run (the worker builds its own steps
+    from the options): each memory keeps that many entities, the most confident, and links only to them."""
+    text = ("Alice Moreau, Bruno Keller, Carla Diaz, Diego Santos and Emma Laurent met Fiona Walsh "
+            "in Lisbon to review the Kestrel project with Orion Labs.")
+    linked = {}
+    for limit in (2, None):
+        citizen = "cap" + uuid.uuid4().hex[:10]
+        options = {"worker": worker} if limit is None else {"worker": worker, "max_entities": limit}
+        node = MemoryNode(node_id="crowd", level="N1", citizen_id=citizen, name="A meeting", description=text,
+                          energy=0.6, confidence=0.7, goal="test_ingestion", mindstate="checking the pipeline",
+                          created_at=T0, valid_at=T0)
+        report = memory.ingest([node], **options)
+        assert report.inserted == 1 and report.rejected == []
+        edges = edges_by_id(memory, citizen, ["crowd"])
+        linked[limit] = sorted(e.target_id for e in edges.values() if e.relation_type == "MENTIONS")
+    assert len(linked[2]) == 2 and len(linked[None]) > 2
+    with pytest.raises(ValueError, match="max_entities"):
+        memory.ingest([], max_entities=-1)
+    with pytest.raises(ValueError, match="max_entities"):
+        memory.ingest([], max_entities=True)
