@@ -102,9 +102,15 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
-    if args.max_entities is not None and args.max_entities < 0:
-        raise ValueError(f"--max-entities must be 0 or more, not {args.max_entities}")
-    if args.entity_llm is not None:  # a bad name or a missing key: one clear line before anything is opened
+    from llama_consciousness.ingestion.steps import IngestOptions
+
+    options = dict(on_invalid=args.on_invalid, on_bad_line=args.on_bad_line, pii=not args.no_pii,
+                   injection=args.injection, duplicates=args.duplicates, entities=not args.no_entities,
+                   concepts=not args.no_concepts, batch_size=args.batch_size, worker=args.worker,
+                   entity_llm=args.entity_llm,
+                   **({} if args.max_entities is None else {"max_entities": args.max_entities}))
+    IngestOptions(**options)  # a bad value: one clear line before anything is opened
+    if args.entity_llm is not None:  # a bad name or a missing key: the same
         from llama_consciousness.llms import LLMUnavailableError, resolve_llm
 
         try:
@@ -117,12 +123,7 @@ def run_ingest(args: argparse.Namespace) -> int:
         raise ValueError(f"no such memory file: {args.file}")
     started = time.perf_counter()
     with ConsciousnessMemory(data_dir=args.data_dir, embed_model=args.embed_model) as memory:
-        report = memory.ingest(args.file, progress=not args.no_progress and sys.stderr.isatty(),
-                               on_invalid=args.on_invalid, on_bad_line=args.on_bad_line, pii=not args.no_pii,
-                               injection=args.injection, duplicates=args.duplicates, entities=not args.no_entities,
-                               concepts=not args.no_concepts, batch_size=args.batch_size, worker=args.worker,
-                               entity_llm=args.entity_llm,
-                               **({} if args.max_entities is None else {"max_entities": args.max_entities}))
+        report = memory.ingest(args.file, progress=not args.no_progress and sys.stderr.isatty(), **options)
     print(report.summary())
     print(f"done in {time.perf_counter() - started:.1f} s")
     return 0

@@ -114,5 +114,5 @@ def test_ingest_refuses_a_negative_entity_cap_before_opening_anything(tmp_path: 
     path = tmp_path / "m.jsonl"
     path.write_text("{}\n")
     assert main(["ingest", str(path), "--data-dir", str(tmp_path / "d"), "--max-entities", "-1"]) == 2
-    assert "--max-entities must be 0 or more" in capsys.readouterr().err
+    assert "max_entities must be an integer of at least 0, not -1" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()
