@@ -55,6 +55,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import ingest_json  # noqa: E402
 from beam_data import (  # noqa: E402
     CATEGORIES, DATA_HELP, DEFAULT_DATA, METRICS, SHORT, SPLITS, Conversation, Question, citizen_for, hit_at_k,
     load, memories, message_of_node_id, parse_conversations, question_metrics, rank_of,
@@ -439,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated system names or 'default' / 'all' / 'none'")
     parser.add_argument("--config-json", action="append", default=[],
                         help="a RetrievalConfig as JSON, run as json1, json2, ...")
-    parser.add_argument("--ingest-json", default="{}", help="IngestOptions for the ingestion, as JSON")
+    ingest_json.add_argument(parser)
     parser.add_argument("--no-follows", action="store_true", help="store no FOLLOWS links")
     parser.add_argument("--llm-text", action="store_true", help="check what the stream and memory block give an LLM")
     parser.add_argument("--memory-chars", default="default",
@@ -472,7 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [n for n in names if n not in known]
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {list(known)}")
-    ingest_options = json.loads(args.ingest_json)
+    ingest_options = ingest_json.ingest_options(parser, args.ingest_json)
 
     from llama_consciousness import ConsciousnessMemory
 

@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from beam_data import DATA_HELP, DEFAULT_DATA, Conversation, json_from, load, memories, unpacked  # noqa: E402
+import ingest_json  # noqa: E402
 from gc_pauses import GcPauses, describe  # noqa: E402
 from machine import footer  # noqa: E402
 
@@ -91,7 +92,7 @@ def load_history(args: argparse.Namespace, convs: Sequence[Conversation]) -> Non
     with ConsciousnessMemory(data_dir=args.data_dir) as memory:
         for citizen, conv in plan(convs, args.concurrency):
             records = memories(Conversation(conv.conv, conv.messages[: args.history]), citizen)
-            memory.ingest(records)
+            memory.ingest(records, **args.ingest_options)
     print(f"history: {args.history} messages for each of {sum(args.concurrency)} citizens in "
           f"{time.perf_counter() - started:.1f} s", file=sys.stderr)
 
@@ -135,8 +136,8 @@ async def run_turns(args: argparse.Namespace, convs: Sequence[Conversation]) -> 
             # every conversation's pauses drawn as in one process, whichever process it is dealt to
             people = [(citizen, conv, random.Random(rng.random())) for citizen, conv in plan(convs, [concurrency])]
             people = people[args.part::args.processes]
-            blocks = [ConsciousnessMemoryBlock(memory=memory, citizen_id=citizen, token_budget=BUDGET)
-                      for citizen, _, _ in people]
+            blocks = [ConsciousnessMemoryBlock(memory=memory, citizen_id=citizen, token_budget=BUDGET,
+                                               ingest_options=args.ingest_options) for citizen, _, _ in people]
             out: dict[str, list[float]] = {"cold": [], "warm": []}
             errors: list[str] = []
             with GcPauses() as pauses:
@@ -178,6 +179,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="mean pause between a conversation's turns (uniform 0.5x-1.5x): the LLM answering and "
                              "the person reading and typing; 0 for turns back to back (a saturation test)")
     parser.add_argument("--seed", type=int, default=7)
+    ingest_json.add_argument(parser, "IngestOptions of the history and of every turn's store, as JSON "
+                                     "(e.g. '{\"max_entities\": 5}'); the defaults by default")
     parser.add_argument("--processes", type=int, default=1,
                         help="processes serving the conversations, sharing the data directory (default 1)")
     parser.add_argument("--data-dir", help="(internal) the data directory of the turns phase")
@@ -189,6 +192,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--processes must be at least 1")
     if not 0 <= args.part < args.processes:
         parser.error(f"--part must be below --processes ({args.processes})")
+    args.ingest_options = ingest_json.ingest_options(parser, args.ingest_json)
     return args
 
 
@@ -256,7 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             load_history(args, convs)
             command = [sys.executable, __file__, "--phase", "turns", "--data", str(folder), "--data-dir", data_dir,
                        "--conversations", args.conversations, "--history", str(args.history),
-                       "--turns", str(args.turns), "--think-s", str(args.think_s), "--seed", str(args.seed)]
+                       "--turns", str(args.turns), "--think-s", str(args.think_s), "--seed", str(args.seed),
+                       "--ingest-json", args.ingest_json]
             if args.processes == 1:
                 rows = json_from([*command, "--concurrency", ",".join(map(str, args.concurrency))])
             else:
@@ -270,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Chatbot turns on BEAM 500K conversations {args.conversations} ({args.history} messages of history "
           f"per citizen, {args.turns} turns each, {args.think_s:g} s between turns on average; a turn = "
           f"aput_messages of the previous answer and the new message, then aget; the memory's defaults, "
-          f"freeze_heap included; served by {served}):\n")
+          f"freeze_heap included; ingestion options {args.ingest_json}; served by {served}):\n")
     print(table(rows))
     for r in rows:
         if r["errors"]:

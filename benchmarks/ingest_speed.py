@@ -172,6 +172,7 @@ from llama_consciousness.entities import OfflineEntityExtractor  # noqa: E402
 from llama_consciousness.scoring.names import normalize_entity_name  # noqa: E402
 import llama_consciousness.ingestion.pipeline  # noqa: E402,F401  (ingest imports it lazily)
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules (machine.py)
+import ingest_json  # noqa: E402
 
 STOCK_GRAPH = "stock_property_graph"
 
@@ -900,7 +901,7 @@ def beam_run(args: argparse.Namespace, fresh: Any) -> str:
                 for which in ((0, 1) if (repeat + conv.conv) % 2 == 0 else (1, 0)):
                     start = time.perf_counter()
                     if which == 0:
-                        report = memory.ingest(records)
+                        report = memory.ingest(records, **args.ingest_options)
                         ours[-1] += time.perf_counter() - start
                         if report.rejected:
                             raise RuntimeError(f"conversation {conv.conv}: {report.summary()}")
@@ -910,7 +911,7 @@ def beam_run(args: argparse.Namespace, fresh: Any) -> str:
             log(f"[beam] repeat {repeat}: ours {ours[-1]:.1f} s ({n / ours[-1]:.0f} msg/s), "
                 f"stock {stock[-1]:.1f} s ({n / stock[-1]:.0f} msg/s)")
 
-        block = ConsciousnessMemoryBlock(memory=memory, citizen_id="beam-aput")
+        block = ConsciousnessMemoryBlock(memory=memory, citizen_id="beam-aput", ingest_options=args.ingest_options)
         turns = convs[0].messages[:args.beam_aput_messages]
 
         async def put_each() -> list[float]:
@@ -926,11 +927,12 @@ def beam_run(args: argparse.Namespace, fresh: Any) -> str:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
     best_ours, best_stock = min(ours), min(stock)
+    pipeline = "default pipeline" if not args.ingest_options else f"options {args.ingest_json}"
     lines = [f"## Long messages: BEAM conversations {args.beam_conversations} ({n:,} messages, "
              f"{chars / n:,.0f} characters on average)\n",
              "| system | messages | seconds (best of " + str(args.beam_repeats) + ") | messages/s | x stock |",
              "|---|---:|---:|---:|---:|",
-             f"| ours: memory.ingest, default pipeline, FOLLOWS links | {n:,} | {best_ours:.2f} | "
+             f"| ours: memory.ingest, {pipeline}, FOLLOWS links | {n:,} | {best_ours:.2f} | "
              f"{n / best_ours:,.0f} | {best_stock / best_ours:.2f} |",
              f"| stock: VectorStoreIndex.insert_nodes, WordLlama | {n:,} | {best_stock:.2f} | "
              f"{n / best_stock:,.0f} | 1.00 |",
@@ -996,9 +998,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beam-conversations", default="1-2", help="e.g. '1-4'")
     parser.add_argument("--beam-repeats", type=int, default=2)
     parser.add_argument("--beam-aput-messages", type=int, default=200)
+    ingest_json.add_argument(parser, "with --beam: IngestOptions of our ingestion and of aput, as JSON "
+                                     "(e.g. '{\"max_entities\": 5}'); the defaults by default")
     args = parser.parse_args(argv)
     if args.memories < 2 or args.relationships < 0:
         parser.error("--memories must be >= 2 and --relationships >= 0")
+    args.ingest_options = ingest_json.ingest_options(parser, args.ingest_json)
     command = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])
 
     signal.signal(signal.SIGTERM, _sigterm)

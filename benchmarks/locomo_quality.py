@@ -100,6 +100,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import ingest_json  # noqa: E402
 from locomo_data import (  # noqa: E402
     DATA_EPILOG,
     DATA_HELP,
@@ -465,8 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a RetrievalConfig as JSON, e.g. '{\"fusion\": \"rrf\", \"rrf_k\": 20}' (validated; "
                              "repeatable; run as json1, json2, ... after --variants)")
     parser.add_argument("--no-pit", action="store_true", help="skip the point-in-time check")
-    parser.add_argument("--ingest-json", default="{}", metavar="JSON",
-                        help='IngestOptions for the ingestion, e.g. \'{"max_entities": 5}\'')
+    ingest_json.add_argument(parser)
     parser.add_argument("--citizen-prefix", default="locomo")
     args = parser.parse_args(argv)
     require_data(args.data)
@@ -489,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     only = [c.strip() for c in args.conversations.split(",") if c.strip()] or None
     convs = load_conversations(args.data, only, args.split)
-    ingest_options = json.loads(args.ingest_json)
+    ingest_options = ingest_json.ingest_options(parser, args.ingest_json)
     temp = None
     data_dir = args.data_dir
     if data_dir is None:

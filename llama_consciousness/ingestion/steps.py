@@ -69,8 +69,16 @@ class IngestOptions:
             raise ValueError(f"update_max_chars must be an integer of at least 1 (or None for any length), not {limit!r}")
         if type(self.max_entities) is not int or self.max_entities < 0:
             raise ValueError(f"max_entities must be an integer of at least 0, not {self.max_entities!r}")
-        if self.chunk_size < 1 or self.batch_size < 1:
-            raise ValueError("chunk_size and batch_size must be at least 1")
+        for name in ("chunk_size", "batch_size"):
+            if type(value := getattr(self, name)) is not int or value < 1:
+                raise ValueError(f"{name} must be an integer of at least 1, not {value!r}")
+        # A switch given as text ("false" from JSON or a form) would be truthy and leave the step on.
+        for name in ("pii", "entities", "concepts"):
+            if type(value := getattr(self, name)) is not bool:
+                raise ValueError(f"{name} must be True or False, not {value!r}")
+        threshold = self.duplicate_threshold
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
+            raise ValueError(f"duplicate_threshold must be a number above 0 and at most 1, not {threshold!r}")
 
 
 _CHOICES = {name: get_args(hint) for name, hint in get_type_hints(IngestOptions).items()

@@ -8,6 +8,7 @@ in-process runs is in ``test_ingestion_pipeline.py`` (``worker="on"``).
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import numpy as np
 import pytest
@@ -111,6 +112,19 @@ def test_a_dead_worker_is_a_clear_error_and_is_not_reused() -> None:
 def test_unknown_worker_option_is_refused() -> None:
     with pytest.raises(ValueError, match="worker"):
         IngestOptions(worker="sometimes")
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("entities", "false"), ("pii", 0), ("concepts", None),  # text or numbers for a switch: truthy, or not
+    ("duplicate_threshold", 0), ("duplicate_threshold", 1.5), ("duplicate_threshold", "0.9"),
+    ("chunk_size", 0), ("batch_size", "500"), ("chunk_size", True), ("batch_size", 2.5),
+])
+def test_options_of_the_wrong_kind_are_refused_by_name(field: str, value: Any) -> None:
+    """A switch given as text ("false" from JSON) would leave its step on; a threshold or size of another
+    kind would fail minutes later inside a step: each is refused when the options are made, by name."""
+    with pytest.raises(ValueError, match=f"^{field} must be"):
+        IngestOptions(**{field: value})
+    assert IngestOptions(**{field: IngestOptions.__dataclass_fields__[field].default})  # the default is fine
 
 
 def test_record_text_nodes_equal_validated_ones_with_containers_of_their_own() -> None:
