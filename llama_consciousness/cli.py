@@ -107,8 +107,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     options = dict(on_invalid=args.on_invalid, on_bad_line=args.on_bad_line, pii=not args.no_pii,
                    injection=args.injection, duplicates=args.duplicates, entities=not args.no_entities,
                    concepts=not args.no_concepts, batch_size=args.batch_size, worker=args.worker,
-                   entity_llm=args.entity_llm,
-                   **({} if args.max_entities is None else {"max_entities": args.max_entities}))
+                   entity_llm=args.entity_llm, max_entities=args.max_entities)
     IngestOptions(**options)  # a bad value: one clear line before anything is opened
     if args.entity_llm is not None:  # a bad name or a missing key: the same
         from llama_consciousness.llms import LLMUnavailableError, resolve_llm
@@ -435,7 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--no-entities", action="store_true", help="do not extract and link entities")
     ing.add_argument("--max-entities", type=int, default=None, metavar="N",
                      help="entities each memory keeps, the most confident (fewer: faster, and fewer links to "
-                          "follow; default: IngestOptions' max_entities)")
+                          "follow; default: 3 with the offline extractor, 10 with --entity-llm)")
     ing.add_argument("--no-concepts", action="store_true", help="do not compute concepts, surfaces_when, authority")
     ing.add_argument("--entity-llm", default=None, metavar="LLM",
                      help="extract entities with an LLM: openai, openai:<model>, or auto (OpenAI when "

@@ -18,7 +18,7 @@ from llm_builders import FixedLLM
 from pydantic import ValidationError
 
 from llama_consciousness.entities import ENTITIES_KEY, Entity, LLMEntityExtractor, OfflineEntityExtractor, parse_entity_list
-from llama_consciousness.ingestion.entities import EntityExtractor
+from llama_consciousness.ingestion.entities import MAX_ENTITIES_PER_MEMORY, EntityExtractor
 from llama_consciousness.nodes import (
     memory_to_text_node,
     relationship_to_text_node,
@@ -204,7 +204,8 @@ def _check_transformed(memories, nodes) -> None:
 
 def test_transform_in_ingestion_pipeline() -> None:
     memories, nodes = _nodes()
-    pipeline = IngestionPipeline(transformations=[EntityExtractor()])
+    # every entity of these memories (by default a memory keeps its three most confident: see below)
+    pipeline = IngestionPipeline(transformations=[EntityExtractor(max_entities_per_memory=10)])
     out = pipeline.run(nodes=nodes)
     assert len(out) == len(nodes)
     _check_transformed(memories, out)
@@ -212,7 +213,7 @@ def test_transform_in_ingestion_pipeline() -> None:
 
 async def test_transform_in_ingestion_pipeline_async() -> None:
     memories, nodes = _nodes()
-    pipeline = IngestionPipeline(transformations=[EntityExtractor(known_people=["Felix"])])
+    pipeline = IngestionPipeline(transformations=[EntityExtractor(known_people=["Felix"], max_entities_per_memory=10)])
     out = await pipeline.arun(nodes=nodes)
     _check_transformed(memories, out)
 
@@ -221,6 +222,8 @@ def test_transform_limits_entities_per_memory() -> None:
     node = memory_to_text_node(_memory("m9", "Crowd", "Alice, Bob, Carla, Diego and Emma met Fiona and Greta."))
     EntityExtractor(max_entities_per_memory=3)([node])
     assert len(node.metadata[ENTITIES_KEY]) == 3
+    EntityExtractor()([node])  # the default: MAX_ENTITIES_PER_MEMORY of the seven names
+    assert len(node.metadata[ENTITIES_KEY]) == MAX_ENTITIES_PER_MEMORY < 7
     EntityExtractor(max_entities_per_memory=0)([node])
     assert node.metadata[ENTITIES_KEY] == []
 

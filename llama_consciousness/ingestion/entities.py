@@ -16,10 +16,16 @@ from llama_consciousness.entities import ENTITIES_KEY, Entity, LLMEntityExtracto
 from llama_consciousness.ingestion.cognitive import MemoryTransform
 
 #: Entities kept per memory, the most confident.  Each one costs a name lookup, perhaps an entity node
-#: and a MENTIONS link; a long BEAM message has about twenty.  Fewer ingest faster and find less: BEAM
-#: R@10 0.468 / 0.456 / 0.451 / 0.442 on its tune half and 0.512 / 0.501 / 0.490 / 0.486 on its test half
-#: for 10 / 5 / 3 / none, at 337 / 445 / 472 / 585 messages/s; LoCoMo's short turns the same down to 3.
-MAX_ENTITIES_PER_MEMORY = 10
+#: and a MENTIONS link; a long BEAM message has about twenty, a chat turn rarely more than three.  Chosen on
+#: the tune halves, with the keyword index's ballast (before it, the entity hubs were what normalised long
+#: messages' lengths, and every entity left out cost recall): BEAM R@10 0.475 / 0.469 / 0.475 / 0.474 / 0.465
+#: for 10 / 5 / 3 / 2 / none, LoCoMo 0.682 / 0.682 / 0.684 / 0.683 / 0.689; 3 is the fewest that keeps BEAM's.
+#: Test halves: BEAM 0.533 with 10, 0.535 with 3; LoCoMo 0.653 both; BEAM's ingestion 360 -> 505 messages/s.
+MAX_ENTITIES_PER_MEMORY = 3
+
+#: The same with an LLM extracting (``extractor="llm"``): its entities are fewer and chosen, and the cap of 3 was
+#: measured on the offline extractor's only, so an LLM's keep the cap they had before it (10).
+LLM_MAX_ENTITIES_PER_MEMORY = 10
 
 __all__ = ["ENTITIES_KEY", "Entity", "EntityExtractor", "LLMEntityExtractor", "OfflineEntityExtractor"]
 
@@ -47,7 +53,9 @@ class EntityExtractor(MemoryTransform):
     known_people: list[str] = Field(default_factory=list)
     vocabulary: list[str] = Field(default_factory=list)
     known_entities: list[str] = Field(default_factory=list)
-    max_entities_per_memory: int = Field(default=MAX_ENTITIES_PER_MEMORY, ge=0)
+    max_entities_per_memory: Optional[int] = Field(default=None, ge=0, description=(
+        "entities each memory keeps, the most confident; None: MAX_ENTITIES_PER_MEMORY offline, "
+        "LLM_MAX_ENTITIES_PER_MEMORY with an LLM"))
     use_concepts: bool = True
     num_workers: int = Field(default=4, ge=1, description="Concurrent LLM calls in acall.")
 
@@ -57,11 +65,13 @@ class EntityExtractor(MemoryTransform):
     def _build_extractors(self) -> "EntityExtractor":
         if self.extractor == "llm" and self.llm is None:
             raise ValueError("extractor='llm' needs an llm (a llama_index.core.llms.LLM)")
-        self._extractor = OfflineEntityExtractor(self.known_people, self.vocabulary,
-                                                 max_entities=self.max_entities_per_memory)
+        limit = self.max_entities_per_memory
+        if limit is None:
+            limit = LLM_MAX_ENTITIES_PER_MEMORY if self.extractor == "llm" else MAX_ENTITIES_PER_MEMORY
+        self._extractor = OfflineEntityExtractor(self.known_people, self.vocabulary, max_entities=limit)
         if self.extractor == "llm":
             self._extractor = LLMEntityExtractor(self.llm, self.known_entities, fallback=self._extractor,
-                                                 max_entities=self.max_entities_per_memory)
+                                                 max_entities=limit)
         return self
 
     def _concepts(self, node: BaseNode) -> list[str]:

@@ -11,7 +11,7 @@ from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import BaseNode
 
 from llama_consciousness.ingestion.cognitive import AuthorityScorer, ConceptExtractor, SurfacesWhenInferrer
-from llama_consciousness.ingestion.entities import MAX_ENTITIES_PER_MEMORY, EntityExtractor
+from llama_consciousness.ingestion.entities import EntityExtractor
 from llama_consciousness.llms import resolve_llm
 from llama_consciousness.ingestion.guards import InjectionGuard, PIIScrubber
 from llama_consciousness.ingestion.report import IngestReport
@@ -28,8 +28,9 @@ class IngestOptions:
     the same for a line that is not JSON.  ``pii``, ``injection``,
     ``duplicates``, ``entities`` and ``concepts`` switch the transforms;
     ``max_entities`` is how many entities each memory keeps, the most
-    confident (fewer ingest faster and link less: see
-    ``MAX_ENTITIES_PER_MEMORY``);
+    confident (None: ``MAX_ENTITIES_PER_MEMORY``, 3, with the offline
+    extractor, ``LLM_MAX_ENTITIES_PER_MEMORY``, 10, with an LLM; fewer ingest
+    faster and link less);
     ``updates`` the knowledge-update detection (``ingestion.updates``), whose
     pairs an ``update_judge`` (``ingestion.llm_judge.LLMUpdateJudge``)
     confirms or rejects when given.
@@ -45,7 +46,7 @@ class IngestOptions:
     duplicates: Literal["link", "skip", "off"] = "link"
     duplicate_threshold: float = 0.9
     entities: bool = True
-    max_entities: int = MAX_ENTITIES_PER_MEMORY
+    max_entities: int | None = None
     concepts: bool = True
     batch_size: int = 500
     chunk_size: int = 1000
@@ -67,8 +68,9 @@ class IngestOptions:
         limit = self.update_max_chars
         if limit is not None and (type(limit) is not int or limit < 1):
             raise ValueError(f"update_max_chars must be an integer of at least 1 (or None for any length), not {limit!r}")
-        if type(self.max_entities) is not int or self.max_entities < 0:
-            raise ValueError(f"max_entities must be an integer of at least 0, not {self.max_entities!r}")
+        if self.max_entities is not None and (type(self.max_entities) is not int or self.max_entities < 0):
+            raise ValueError(f"max_entities must be an integer of at least 0, not {self.max_entities!r} "
+                             "(or None: the extractor's own default)")
         for name in ("chunk_size", "batch_size"):
             if type(value := getattr(self, name)) is not int or value < 1:
                 raise ValueError(f"{name} must be an integer of at least 1, not {value!r}")

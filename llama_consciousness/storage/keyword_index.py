@@ -7,7 +7,8 @@ the channel read thousands of memories per question and let long memories
 that repeat the question's words crowd out the short one that answers it.
 Tantivy (Lucene's design in Rust) scores BM25 (k1 = 1.2, b = 0.75) and
 keeps only the top k while it reads, so a question costs well under a
-millisecond at 500K memories.
+millisecond at 500K memories.  Long memories bring empty ballast documents
+(``BALLAST_TERMS``), for a stronger length normalisation than b = 0.75.
 
 Freshness across processes: every write stamps the memories it wrote with
 the next numbers of the graph's change log (``change_seq``, see
