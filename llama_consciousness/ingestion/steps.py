@@ -100,9 +100,8 @@ def pure_steps(o: IngestOptions) -> list[Any]:
         # Names only: the concepts are already stored as the memory's
         # ``concepts``; as entities they would link every memory to "asked".
         llm = resolve_llm(o.entity_llm)
-        steps.append(EntityExtractor(use_concepts=False, max_entities_per_memory=o.max_entities) if llm is None
-                     else EntityExtractor(extractor="llm", llm=llm, use_concepts=False,
-                                          max_entities_per_memory=o.max_entities))
+        by_llm = {} if llm is None else {"extractor": "llm", "llm": llm}
+        steps.append(EntityExtractor(use_concepts=False, max_entities_per_memory=o.max_entities, **by_llm))
     return steps
 
 

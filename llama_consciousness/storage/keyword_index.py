@@ -325,9 +325,10 @@ class KeywordIndex:
             for node_id, (_, tf, length, nid, name, node_type) in self._pending.docs.items():
                 writer.delete_documents_by_term(_ID, node_id)  # with its ballast, which has its id
                 writer.add_document(_document(node_id, nid, tf, name, node_type))
-                for _ in range(ballast(length)):
+                extra = ballast(length)
+                for _ in range(extra):
                     writer.add_document(tantivy.Document(**{_ID: node_id}))
-                self._docs_added += 1 + ballast(length)
+                self._docs_added += 1 + extra
                 self._tokens_added += length
             writer.commit()
             if self._base_stale:  # the replaced graph's segments: off the disk now, not at some later merge
@@ -393,9 +394,9 @@ class KeywordIndex:
                 if node_id not in pending.docs:
                     nids[node_id], scores[node_id] = int(doc[_NID][0]), float(score)
             if pending.docs:
-                docs = base_docs + len(pending.docs) + pending.ballast
-                avgdl = (self._tokens_added + pending.tokens) / max(
-                    self._docs_added + len(pending.docs) + pending.ballast, 1)
+                held = len(pending.docs) + pending.ballast  # documents, the ballast's included
+                docs = base_docs + held
+                avgdl = (self._tokens_added + pending.tokens) / max(self._docs_added + held, 1)
                 for term in terms:
                     ids = pending.postings.get(term)
                     if not ids:
