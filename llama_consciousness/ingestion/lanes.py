@@ -32,9 +32,9 @@ class GraphLanes:
     """Run tasks serially per key and concurrently across keys, on ``threads`` threads."""
 
     def __init__(self, threads: int) -> None:
-        if threads < 1:
-            raise ValueError("a lane pool needs at least one thread")
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lc-ingest-lane")
+        if threads < 0:
+            raise ValueError("a lane pool needs zero threads (inline) or more")
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lc-ingest-lane") if threads else None
         self._tails: dict[Hashable, Future] = {}
         self._lock = threading.Lock()
 
@@ -45,6 +45,12 @@ class GraphLanes:
         def start(previous: Future | None = None) -> None:
             if previous is not None and (previous.cancelled() or previous.exception() is not None):
                 outcome.set_exception(LaneStopped(f"not run: an earlier task of lane {key!r} failed"))
+                return
+            if self._pool is None:  # inline: run here, now
+                try:
+                    outcome.set_result(fn(*args))
+                except BaseException as exc:  # noqa: BLE001 - the task's outcome, as a pool thread gives it
+                    outcome.set_exception(exc)
                 return
             try:
                 task = self._pool.submit(fn, *args)
@@ -67,7 +73,8 @@ class GraphLanes:
         with self._lock:
             tails = list(self._tails.values())
         wait(tails)
-        self._pool.shutdown(wait=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
 
 def _pass_on(done: Future, outcome: Future) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -69,6 +69,13 @@ other is written, pay (300 BEAM messages: 0.84 s against 1.14 s)."""
 STORE_THREADS = 6
 """Threads serving the graph lanes: while some wait for the server, one runs Python (measured on 2 cores,
 4,000 memories over six graphs: 2 threads 3.6 s, 3 threads 3.5 s, 6 threads 3.25 s)."""
+
+SMALL_RUN = 16
+"""Records (memories and relationships) of a run small enough for its store steps to run in the calling
+thread when they all go to one graph: a chatbot turn's messages and their links.  Starting and joining a lane
+thread for each put cost more than it overlapped: a put of two long messages spends 10.7 ms of CPU against
+11.7, and 16 conversations' client holds 13 MB less (``benchmarks/chat_load.py``).  Into several graphs the
+lanes still pay (twelve memories over three levels: 20 ms against 22 in the calling thread)."""
 
 STORE_DEPTH = 2
 """Chunks whose store steps may be under way at once."""
@@ -232,7 +239,8 @@ def _pipelined(
     ships = worker is not None and type(memory.embed_model) is WordLlamaEmbedding
     embed_model = memory.embed_model if ships else None
     lookahead = WORKER_LOOKAHEAD if worker is not None else 0
-    lanes = GraphLanes(STORE_THREADS)
+    small = worker is None and records is not None and records <= SMALL_RUN
+    lanes: GraphLanes | None = None  # made for the first chunk the store gets: threaded unless it is a small run's
     waiting: deque[_Pure | _Sent | _Failed] = deque()  # pure results, chunks sent, or failed
     in_store: deque[list[Future]] = deque()  # per chunk, its parts' futures
     healthy = False
@@ -304,6 +312,14 @@ def _pipelined(
                         break
             checking.result()
 
+    def lanes_for(graphs: Collection[str | None]) -> GraphLanes:
+        """The run's lanes, made at its first chunk: in this thread for a small run into one graph (lane
+        threads overlap graphs; a chatbot turn writes one), else on ``STORE_THREADS`` threads."""
+        nonlocal lanes
+        if lanes is None:
+            lanes = GraphLanes(0 if small and len(graphs) == 1 else STORE_THREADS)
+        return lanes
+
     def hand_over() -> None:
         if gate is not None:  # before the store gets its first chunk
             open_gate()
@@ -313,7 +329,9 @@ def _pipelined(
             dropped.update({r.item_id for r in part.rejected if r.stage == "InjectionGuard"})
         # by node identity: only these very nodes carry their prepared rows to the writer
         by_node = {id(ready[position]): edge for position, edge in prepared.items()}
-        in_store.append([lanes.submit(key, store_part, nodes, by_node) for key, nodes in _by_graph(ready).items()])
+        parts = _by_graph(ready)
+        store = lanes_for(parts)
+        in_store.append([store.submit(key, store_part, nodes, by_node) for key, nodes in parts.items()])
         while len(in_store) > STORE_DEPTH:
             collect()
 
@@ -342,12 +360,14 @@ def _pipelined(
             def finish(graph: str) -> tuple[list[BaseNode], IngestReport]:
                 return [], writer.finish(graph)
 
-            in_store.append([lanes.submit(graph, finish, graph) for graph in plan.graphs])
+            store = lanes_for(plan.graphs)
+            in_store.append([store.submit(graph, finish, graph) for graph in plan.graphs])
         while in_store:
             collect()
         healthy = True
     finally:
-        lanes.close()
+        if lanes is not None:
+            lanes.close()
         if worker is not None:
             workers.release(worker, healthy)
 

@@ -207,6 +207,8 @@ def named_memories(index: KeywordIndex, names: Sequence[str], threshold: float, 
     yield from catch_up(index)
     out: dict[str, None] = {}
     for name in names:
+        if len(out) >= cap:  # the first ``cap`` are kept: a later name could add none of them
+            break
         for match in index.match_name(name, threshold, per_name):
             out[match.entity_id] = None
     return list(out)[:cap]

@@ -14,6 +14,7 @@ decimals, so a re-run scores exactly as the first run did.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -989,3 +990,31 @@ def test_max_entities_bounds_the_links_of_each_memory_here_and_in_the_worker(mem
         memory.ingest([], max_entities=-1)
     with pytest.raises(ValueError, match="max_entities"):
         memory.ingest([], max_entities=True)
+
+
+def test_a_small_run_into_one_graph_writes_in_the_callers_thread_and_one_over_levels_on_lanes(
+        memory, citizen, tmp_path, monkeypatch) -> None:
+    from llama_consciousness.ingestion import writer as writers
+
+    threads: list[str] = []
+    write = writers.ConsciousnessGraphWriter.__call__
+
+    def spy(self, nodes, **kwargs):
+        threads.append(threading.current_thread().name)
+        return write(self, nodes, **kwargs)
+
+    monkeypatch.setattr(writers.ConsciousnessGraphWriter, "__call__", spy)
+    here = threading.current_thread().name
+    turn = [mem("turn_q", citizen, "question", "Which port does the staging server use?"),
+            mem("turn_a", citizen, "answer", "Staging listens on port 8443 since the move."),
+            rel("turn_q", "turn_a", "FOLLOWS")]
+    report = memory.ingest(write_file(tmp_path / "turn.jsonl", turn))
+    assert (report.inserted, report.relationships_inserted) == (2, 1)
+    assert threads and set(threads) == {here}  # a chatbot turn: no lane thread started
+
+    threads.clear()
+    spread = [mem(f"spread_{level}", citizen, "note", f"A note kept at level {level}.", level=level)
+              for level in ("N1", "N2", "N3")]
+    assert memory.ingest(write_file(tmp_path / "spread.jsonl", spread)).inserted == 3
+    assert len(threads) == 3 and here not in threads  # three graphs: written side by side on the lanes
+    assert all(name.startswith("lc-ingest-lane") for name in threads)

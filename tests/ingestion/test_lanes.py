@@ -59,3 +59,34 @@ def test_more_lanes_than_threads_never_deadlock() -> None:
     futures = [lanes.submit(key, lambda k=key, i=i: (k, i)) for i in range(5) for key in "abcdef"]
     assert len({f.result(5) for f in futures}) == 30
     lanes.close()
+
+
+def test_no_threads_runs_each_task_in_the_caller_in_order_and_a_failure_stops_its_lane() -> None:
+    lanes = GraphLanes(0)
+    here = threading.current_thread()
+    seen: list[tuple[str, threading.Thread]] = []
+
+    def task(name: str) -> str:
+        seen.append((name, threading.current_thread()))
+        return name
+
+    def boom() -> None:
+        raise ValueError("server gone")
+
+    first = lanes.submit("a", task, "first")
+    assert first.done() and first.result() == "first"  # done before submit returns
+    failed = lanes.submit("a", boom)
+    after = lanes.submit("a", task, "never")
+    other = lanes.submit("b", task, "other")
+    with pytest.raises(ValueError, match="server gone"):
+        failed.result(0)
+    with pytest.raises(LaneStopped):
+        after.result(0)
+    assert other.result(0) == "other"
+    lanes.close()
+    assert seen == [("first", here), ("other", here)]
+
+
+def test_a_lane_pool_needs_a_count_of_threads() -> None:
+    with pytest.raises(ValueError, match="zero threads"):
+        GraphLanes(-1)

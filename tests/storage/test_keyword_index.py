@@ -355,3 +355,35 @@ def _head():
 
     rows = yield Query(f"MATCH (m:{CHANGES_LABEL}) RETURN m.epoch, m.seq", read_only=True)
     return rows[0][0], int(rows[0][1])
+
+
+def test_named_memories_stop_looking_names_up_once_the_cap_is_found(tmp_path) -> None:
+    """A long message names dozens of things: once ``cap`` memories are found, later names could add none."""
+    from llama_consciousness.storage.channels import named_memories
+
+    names = ["Ada", "Luca", "Paris", "Falkor", "Tantivy", "Wordllama"]
+    rows = [(f"e{i}", i, name, "", i, "Person") for i, name in enumerate(names, start=1)]
+    index = ki.KeywordIndex(tmp_path / "names")
+    index.behind("E", len(rows))
+    index.apply("E", rows, len(rows))
+    asked: list[str] = []
+    match = index.match_name
+
+    def counted(name, *args, **kwargs):
+        asked.append(name)
+        return match(name, *args, **kwargs)
+
+    index.match_name = counted  # type: ignore[method-assign]
+
+    def run(cap: int) -> list[str]:
+        plan = named_memories(index, names, 0.85, 3, cap)
+        next(plan)  # the change log's head: the index is current
+        try:
+            plan.send([["E", len(rows)]])
+        except StopIteration as done:
+            return done.value
+        raise AssertionError("the plan asked for more than the change log")
+
+    assert run(10) == [f"e{i}" for i in range(1, 7)] and len(asked) == 6
+    asked.clear()
+    assert run(2) == ["e1", "e2"] and asked == ["Ada", "Luca"]
